@@ -1,0 +1,50 @@
+import { Command, Option } from 'commander';
+import { startServer } from '../../main.js';
+import { systemClock } from '../../shared/clock.js';
+import { createLogger } from '../../shared/logger.js';
+import { configFor } from '../context.js';
+import type { CliIo } from '../io.js';
+import { durationArg, portArg, sizeArg } from '../parsers.js';
+
+export function makeServeCommand(io: CliIo): Command {
+  return new Command('serve')
+    .description('receive webhooks on /b/<bucket> and store them (creates and migrates the database)')
+    .option('--port <port>', 'port to listen on (default 8787, env HOOKBUCKET_PORT)', portArg)
+    .option('--host <host>', 'address to bind (default 0.0.0.0, env HOOKBUCKET_HOST)')
+    .addOption(new Option('--durability <mode>', 'full: ack survives power loss; normal: survives a crash only (default full)').choices(['full', 'normal']))
+    .option('--trust-proxy', 'take the peer address from X-Forwarded-For (behind your own proxy only)')
+    .option('--no-trust-proxy', 'use the socket peer address (default)')
+    .option('--max-inflight-bytes <size>', 'body bytes in flight before 503 (default 256MiB)', sizeArg)
+    .option('--min-free-disk <size>', 'free disk floor before 503 (default 1GiB)', sizeArg)
+    .option('--lock-timeout <duration>', 'longest wait for the write lock before 503 (default 2s)', durationArg)
+    .option('--headers-timeout <duration>', 'time allowed to send headers (default 10s)', durationArg)
+    .option('--request-timeout <duration>', 'time allowed to send the whole request (default 60s)', durationArg)
+    .option('--log-level <level>', 'fatal|error|warn|info|debug|trace|silent (default info)')
+    .addHelpText(
+      'after',
+      `
+Examples:
+  $ hookbucket serve
+  $ hookbucket serve --port 9000 --host 127.0.0.1 --durability normal
+  $ HOOKBUCKET_DB=/var/lib/hookbucket/hb.db hookbucket serve --trust-proxy`,
+    )
+    .action(async (opts: Record<string, string | boolean | undefined>, cmd: Command) => {
+      const config = configFor(cmd, io, {
+        port: opts.port as string | undefined,
+        host: opts.host as string | undefined,
+        durability: opts.durability as string | undefined,
+        trustProxy: opts.trustProxy as boolean | undefined,
+        maxInflightBytes: opts.maxInflightBytes as string | undefined,
+        minFreeDisk: opts.minFreeDisk as string | undefined,
+        lockTimeoutMs: opts.lockTimeout as string | undefined,
+        headersTimeoutMs: opts.headersTimeout as string | undefined,
+        requestTimeoutMs: opts.requestTimeout as string | undefined,
+        logLevel: opts.logLevel as string | undefined,
+      });
+      const logger = createLogger(config.logLevel, io.stderr);
+      const running = await startServer(config, { clock: systemClock, logger });
+      const sig = await io.waitForSignal();
+      logger.info({ signal: sig }, 'shutting down');
+      await running.close();
+    });
+}

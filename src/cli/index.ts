@@ -1,0 +1,65 @@
+import { Command, CommanderError } from 'commander';
+import { ExitCode, isAppError } from '../shared/errors.js';
+import { makeBucketCommand } from './commands/bucket.js';
+import { makeRequestsCommand } from './commands/requests.js';
+import { makeServeCommand } from './commands/serve.js';
+import type { CliIo } from './io.js';
+
+export function buildProgram(io: CliIo): Command {
+  const program = new Command('hookbucket')
+    .description('An inbound webhook bucket: store every request byte-exact, acknowledge in milliseconds.')
+    .version('0.1.0')
+    .option('--db <path>', 'SQLite database file (env HOOKBUCKET_DB, default data/hookbucket.db)')
+    .addHelpText(
+      'after',
+      `
+Examples:
+  $ hookbucket serve
+  $ hookbucket bucket create stripe --destination http://localhost:3000/hooks
+  $ curl -X POST --data-binary @event.json http://localhost:8787/b/stripe
+  $ hookbucket requests list stripe
+  $ hookbucket requests show <id> --raw
+
+Exit codes: 0 ok, 1 runtime failure, 2 usage error, 3 check failed, 4 not found.`,
+    );
+  program.addCommand(makeServeCommand(io));
+  program.addCommand(makeBucketCommand(io));
+  program.addCommand(makeRequestsCommand(io));
+  applySettings(program, io);
+  return program;
+}
+
+/** Commands made by factories do not inherit settings, so apply them to the whole tree. */
+function applySettings(cmd: Command, io: CliIo): void {
+  cmd
+    .exitOverride()
+    .showHelpAfterError('(add --help for usage and examples)')
+    .configureOutput({
+      writeOut: (s) => io.stdout.write(s),
+      writeErr: (s) => io.stderr.write(s),
+    });
+  for (const sub of cmd.commands) applySettings(sub, io);
+}
+
+/** Runs the CLI and returns its exit code; never calls process.exit itself. */
+export async function runCli(argv: string[], io: CliIo): Promise<number> {
+  const program = buildProgram(io);
+  try {
+    await program.parseAsync(argv);
+    return ExitCode.ok;
+  } catch (e) {
+    if (e instanceof CommanderError) {
+      // Commander exits 1 on usage errors; ours is 2. Help and version are 0.
+      return e.exitCode === 0 ? ExitCode.ok : ExitCode.usage;
+    }
+    if (isAppError(e)) {
+      io.stderr.write(`error [${e.code}]: ${e.message}\n`);
+      return e.exitCode;
+    }
+    const err = e instanceof Error ? e : new Error(String(e));
+    const code = (err as { code?: unknown }).code;
+    io.stderr.write(`error [internal]: ${err.message}${typeof code === 'string' ? ` (${code})` : ''}\n`);
+    return ExitCode.failure;
+  }
+}
+

@@ -1,0 +1,58 @@
+import { InvalidArgumentError } from 'commander';
+import { parseDuration, parseInteger, parseSize } from '../config/units.js';
+import { isValidBucketName } from '../ingest/bucket-name.js';
+import { MAX_MAX_BODY } from '../store/sqlite/sqlite-store.js';
+
+/** Commander argument parsers: each throws InvalidArgumentError, which the CLI maps to exit 2. */
+
+export function bucketNameArg(value: string): string {
+  if (!isValidBucketName(value)) {
+    throw new InvalidArgumentError(`invalid bucket name ${JSON.stringify(value)}: use ^[a-z0-9][a-z0-9_-]{0,62}$`);
+  }
+  return value;
+}
+
+export function urlArg(value: string): string {
+  let u: URL;
+  try {
+    u = new URL(value);
+  } catch {
+    throw new InvalidArgumentError(`not a URL: ${JSON.stringify(value)}`);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new InvalidArgumentError('destination must be http:// or https://');
+  if (u.hash) throw new InvalidArgumentError('destination must not have a #fragment');
+  return value;
+}
+
+export function maxBodyArg(value: string): number {
+  const n = parseSize(value);
+  if (n === undefined || n < 1 || n > MAX_MAX_BODY) throw new InvalidArgumentError('size between 1 and 100MiB, like 25MiB or 512kb');
+  return n;
+}
+
+export function sizeArg(value: string): string {
+  if (parseSize(value) === undefined) throw new InvalidArgumentError('a size like 256MiB or 1GiB');
+  return value;
+}
+
+export function durationArg(value: string): string {
+  if (parseDuration(value) === undefined) throw new InvalidArgumentError('a duration like 2s, 1m30s or 500ms');
+  return value;
+}
+
+export function ackStatusArg(value: string): number {
+  const n = parseInteger(value, 200, 299);
+  if (n === undefined) throw new InvalidArgumentError('a 2xx status code');
+  return n;
+}
+
+export function limitArg(value: string): number {
+  const n = parseInteger(value, 1, 10_000);
+  if (n === undefined) throw new InvalidArgumentError('a whole number from 1 to 10000');
+  return n;
+}
+
+export function portArg(value: string): string {
+  if (parseInteger(value, 0, 65535) === undefined) throw new InvalidArgumentError('a port from 0 to 65535');
+  return value;
+}

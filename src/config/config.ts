@@ -1,0 +1,94 @@
+import { AppError } from '../shared/errors.js';
+import { parseBoolean, parseDuration, parseInteger, parseSize } from './units.js';
+
+export type Durability = 'full' | 'normal';
+
+export interface Config {
+  /** SQLite database file. */
+  readonly db: string;
+  readonly port: number;
+  readonly host: string;
+  /** `full`: WAL + synchronous=FULL, an ack survives power loss. `normal`: survives a process crash only. */
+  readonly durability: Durability;
+  /** Take the peer address from the last X-Forwarded-For entry (set by the proxy in front). */
+  readonly trustProxy: boolean;
+  /** Body bytes in flight across all requests before ingest answers 503. */
+  readonly maxInflightBytes: number;
+  /** Free disk under this floor makes ingest answer 503 and /healthz degraded. */
+  readonly minFreeDisk: number;
+  /** Longest wait for SQLite's write lock before a request gets 503 (Slack allows 3 s for an ack). */
+  readonly lockTimeoutMs: number;
+  readonly headersTimeoutMs: number;
+  readonly requestTimeoutMs: number;
+  readonly logLevel: string;
+}
+
+/** Every setting, its environment variable, default and meaning: the source of `.env.example`. */
+export const settings = [
+  { key: 'db', env: 'HOOKBUCKET_DB', default: 'data/hookbucket.db', meaning: 'SQLite database file (created and migrated when missing)' },
+  { key: 'port', env: 'HOOKBUCKET_PORT', default: '8787', meaning: 'port serve listens on' },
+  { key: 'host', env: 'HOOKBUCKET_HOST', default: '0.0.0.0', meaning: 'address serve binds to' },
+  { key: 'durability', env: 'HOOKBUCKET_DURABILITY', default: 'full', meaning: 'full = ack survives power loss (synchronous=FULL); normal = survives a process crash only' },
+  { key: 'trustProxy', env: 'HOOKBUCKET_TRUST_PROXY', default: 'false', meaning: 'take the peer address from X-Forwarded-For (only behind your own reverse proxy)' },
+  { key: 'maxInflightBytes', env: 'HOOKBUCKET_MAX_INFLIGHT_BYTES', default: '256MiB', meaning: 'body bytes in flight across all requests before ingest answers 503' },
+  { key: 'minFreeDisk', env: 'HOOKBUCKET_MIN_FREE_DISK', default: '1GiB', meaning: 'free disk floor; below it ingest answers 503 and /healthz is degraded' },
+  { key: 'lockTimeoutMs', env: 'HOOKBUCKET_LOCK_TIMEOUT', default: '2s', meaning: 'longest wait for the write lock before ingest answers 503' },
+  { key: 'headersTimeoutMs', env: 'HOOKBUCKET_HEADERS_TIMEOUT', default: '10s', meaning: 'a client must send all headers within this time (slowloris guard)' },
+  { key: 'requestTimeoutMs', env: 'HOOKBUCKET_REQUEST_TIMEOUT', default: '60s', meaning: 'a client must send the whole request within this time' },
+  { key: 'logLevel', env: 'HOOKBUCKET_LOG_LEVEL', default: 'info', meaning: 'log level: fatal, error, warn, info, debug, trace or silent' },
+] as const;
+
+export type SettingKey = (typeof settings)[number]['key'];
+export type Flags = Partial<Record<SettingKey, string | number | boolean>>;
+type Source = Readonly<Record<string, string | undefined>>;
+
+function bad(what: string, value: unknown): never {
+  throw new AppError('invalid_option', `invalid ${what}: ${JSON.stringify(value)}`);
+}
+
+const parsers: { [K in SettingKey]: (raw: string, name: string) => Config[K] } = {
+  db: (raw, name) => (raw.trim() === '' ? bad(name, raw) : raw),
+  port: (raw, name) => parseInteger(raw, 0, 65535) ?? bad(name, raw),
+  host: (raw, name) => (raw.trim() === '' ? bad(name, raw) : raw.trim()),
+  durability: (raw, name) => (raw === 'full' || raw === 'normal' ? raw : bad(`${name} (full|normal)`, raw)),
+  trustProxy: (raw, name) => parseBoolean(raw) ?? bad(name, raw),
+  maxInflightBytes: (raw, name) => positive(parseSize(raw), name, raw),
+  minFreeDisk: (raw, name) => parseSize(raw) ?? bad(name, raw),
+  lockTimeoutMs: (raw, name) => parseDuration(raw) ?? bad(name, raw),
+  headersTimeoutMs: (raw, name) => positive(parseDuration(raw), name, raw),
+  requestTimeoutMs: (raw, name) => positive(parseDuration(raw), name, raw),
+  logLevel: (raw, name) =>
+    ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(raw) ? raw : bad(name, raw),
+};
+
+function positive(n: number | undefined, name: string, raw: string): number {
+  return n !== undefined && n > 0 ? n : bad(name, raw);
+}
+
+/**
+ * Precedence: flags > HOOKBUCKET_* environment > `.env` file > defaults. Pure: the caller reads
+ * the environment and the `.env` file and passes them in.
+ */
+export function loadConfig(env: Source, dotenv: Source, flags: Flags = {}): Config {
+  const out: Record<string, unknown> = {};
+  for (const s of settings) {
+    const flag = flags[s.key];
+    if (flag !== undefined) {
+      out[s.key] = parsers[s.key](String(flag), `--${kebab(s.key)}`);
+      continue;
+    }
+    const fromEnv = env[s.env];
+    const fromFile = dotenv[s.env];
+    const [raw, name] =
+      fromEnv !== undefined ? [fromEnv, s.env] : fromFile !== undefined ? [fromFile, `${s.env} in .env`] : [s.default, s.env];
+    out[s.key] = parsers[s.key](raw, name);
+  }
+  if ((out.headersTimeoutMs as number) > (out.requestTimeoutMs as number)) {
+    throw new AppError('invalid_option', 'HOOKBUCKET_HEADERS_TIMEOUT must not exceed HOOKBUCKET_REQUEST_TIMEOUT');
+  }
+  return Object.freeze(out) as unknown as Config;
+}
+
+function kebab(key: string): string {
+  return key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`).replace(/-ms$/, '');
+}

@@ -1,0 +1,101 @@
+/**
+ * Parsers and formatters for the units people type: durations (`30s`, `1m30s`, `2h`), sizes
+ * (`25MiB`, `1gb`) and status codes. Pure: no I/O, no clock. Each parser returns `undefined` on
+ * bad input so that callers choose the error (CLI usage error, config error).
+ */
+
+const durationUnitMs: Record<string, number> = {
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+  d: 86_400_000,
+  w: 604_800_000,
+};
+
+/** `1h30m`, `90s`, `250ms`, `7d`; a bare number is milliseconds. */
+export function parseDuration(text: string): number | undefined {
+  const s = text.trim().toLowerCase();
+  if (/^\d+$/.test(s)) return Number(s);
+  const re = /(\d+(?:\.\d+)?)(ms|s|m|h|d|w)/gy;
+  let total = 0;
+  let matched = 0;
+  let m: RegExpExecArray | null;
+  while ((m = re.exec(s)) !== null) {
+    total += Number(m[1]) * durationUnitMs[m[2]!]!;
+    matched = re.lastIndex;
+  }
+  if (matched === 0 || matched !== s.length) return undefined;
+  return Math.round(total);
+}
+
+/**
+ * Human durations as the README shows them: `30s`, `1m30s`, `2h01m30s`, `3h`, `24h02m`.
+ * Units below the largest are zero-padded to two digits; trailing zero units are dropped.
+ * Sub-second values print as `250ms`.
+ */
+export function formatDuration(ms: number): string {
+  if (!Number.isFinite(ms)) return String(ms);
+  const sign = ms < 0 ? '-' : '';
+  let rest = Math.abs(Math.round(ms));
+  if (rest < 1000) return `${sign}${rest}ms`;
+  rest = Math.round(rest / 1000);
+  const h = Math.floor(rest / 3600);
+  const m = Math.floor((rest % 3600) / 60);
+  const s = rest % 60;
+  const parts: string[] = [];
+  if (h > 0) parts.push(`${h}h`);
+  if (m > 0 || (h > 0 && s > 0)) parts.push(h > 0 ? `${String(m).padStart(2, '0')}m` : `${m}m`);
+  if (s > 0) parts.push(h > 0 || m > 0 ? `${String(s).padStart(2, '0')}s` : `${s}s`);
+  return sign + parts.join('');
+}
+
+const sizeUnit: Record<string, number> = {
+  b: 1,
+  k: 1000,
+  kb: 1000,
+  kib: 1024,
+  m: 1000 ** 2,
+  mb: 1000 ** 2,
+  mib: 1024 ** 2,
+  g: 1000 ** 3,
+  gb: 1000 ** 3,
+  gib: 1024 ** 3,
+};
+
+/** `25MiB`, `1GiB`, `512kb`, `1048576`; decimal (kB) and binary (KiB) units both accepted. */
+export function parseSize(text: string): number | undefined {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(text);
+  if (!m) return undefined;
+  const unit = (m[2] ?? '').toLowerCase();
+  const factor = unit === '' ? 1 : sizeUnit[unit];
+  if (factor === undefined) return undefined;
+  const n = Number(m[1]) * factor;
+  return Number.isSafeInteger(Math.round(n)) ? Math.round(n) : undefined;
+}
+
+/** Sizes for people: `2.0 KiB`, `25.0 MiB`; bytes below 1 KiB print exactly. */
+export function formatSize(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let v = bytes / 1024;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return `${v.toFixed(1)} ${units[i]}`;
+}
+
+export function parseBoolean(text: string): boolean | undefined {
+  const s = text.trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(s)) return true;
+  if (['0', 'false', 'no', 'off', ''].includes(s)) return false;
+  return undefined;
+}
+
+export function parseInteger(text: string, min: number, max: number): number | undefined {
+  if (!/^\s*-?\d+\s*$/.test(text)) return undefined;
+  const n = Number(text);
+  return Number.isSafeInteger(n) && n >= min && n <= max ? n : undefined;
+}

@@ -1,0 +1,43 @@
+/** Request-shape limits, enforced in code (Node's own parser limits are raised above them). */
+export const MAX_REQUEST_LINE = 16 * 1024; // 16 KiB: request line and URL, else 414
+export const MAX_HEADER_BYTES = 64 * 1024; // 64 KiB of header names and values in total, else 431
+export const MAX_HEADER_COUNT = 2000; // more headers than this, else 431
+/**
+ * Node's parser limit (request line + headers) sits above ours, so our code sees the request and
+ * answers with the precise status instead of Node's blanket 431.
+ */
+export const NODE_MAX_HEADER_SIZE = MAX_REQUEST_LINE + MAX_HEADER_BYTES + 2 * MAX_HEADER_COUNT * 4 + 1024;
+
+/** Bytes a header list takes on the wire: `name: value\r\n` per header. */
+export function headerBytes(rawHeaders: readonly string[]): number {
+  let n = 0;
+  for (let i = 0; i < rawHeaders.length; i++) n += rawHeaders[i]!.length;
+  return n + (rawHeaders.length / 2) * 4;
+}
+
+/** Transfer-Encoding values other than exactly `chunked` (e.g. `gzip, chunked`) get 501. */
+export function unsupportedTransferEncoding(rawHeaders: readonly string[]): string | undefined {
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (rawHeaders[i]!.toLowerCase() !== 'transfer-encoding') continue;
+    const value = rawHeaders[i + 1]!.trim().toLowerCase();
+    if (value !== 'chunked') return value;
+  }
+  return undefined;
+}
+
+/** Body bytes in flight across all requests; a request that would exceed the budget gets 503. */
+export class InflightBudget {
+  #used = 0;
+  constructor(readonly limit: number) {}
+  get used(): number {
+    return this.#used;
+  }
+  tryReserve(bytes: number): boolean {
+    if (this.#used + bytes > this.limit) return false;
+    this.#used += bytes;
+    return true;
+  }
+  release(bytes: number): void {
+    this.#used -= bytes;
+  }
+}

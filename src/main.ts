@@ -1,0 +1,66 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createApp } from './app.js';
+import type { Config } from './config/config.js';
+import { createHttpServer } from './server.js';
+import type { Clock } from './shared/clock.js';
+import type { Logger } from './shared/logger.js';
+import { SqliteIngest } from './store/sqlite/sqlite-ingest.js';
+import { SqliteStore } from './store/sqlite/sqlite-store.js';
+
+export interface RunningServer {
+  readonly url: string;
+  readonly port: number;
+  readonly server: Server;
+  /** Two-phase stop: stop accepting, let in-flight requests commit (within graceMs), flush, close. */
+  close(graceMs?: number): Promise<void>;
+}
+
+/**
+ * Composition root for `serve`: open store → migrate → start the writer → listen.
+ * Signals and exit codes stay in the CLI entry; this only assembles and returns a handle.
+ */
+export async function startServer(config: Config, deps: { clock: Clock; logger: Logger }): Promise<RunningServer> {
+  const { clock, logger } = deps;
+  const store = await SqliteStore.open({ path: config.db, durability: config.durability, busyTimeoutMs: config.lockTimeoutMs, clock });
+  let sink: SqliteIngest;
+  try {
+    sink = await SqliteIngest.start({ config, logger });
+  } catch (e) {
+    await store.close();
+    throw e;
+  }
+  const app = createApp({ store, sink, clock, logger, config });
+  const server = createHttpServer(app, {
+    headersTimeoutMs: config.headersTimeoutMs,
+    requestTimeoutMs: config.requestTimeoutMs,
+    logger,
+    countRejection: (b, r) => sink.countRejection(b, r),
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  logger.info({ url, db: config.db, durability: config.durability }, 'hookbucket listening');
+
+  let closing: Promise<void> | undefined;
+  const close = (graceMs = 10_000) =>
+    (closing ??= (async () => {
+      const closed = new Promise<void>((r) => server.close(() => r()));
+      server.closeIdleConnections();
+      const timer = setTimeout(() => server.closeAllConnections(), graceMs);
+      timer.unref();
+      await closed;
+      clearTimeout(timer);
+      await sink.close();
+      await store.close();
+      logger.info('hookbucket stopped');
+    })());
+  return { url, port, server, close };
+}

@@ -1,0 +1,76 @@
+import { createServer, type Server } from 'node:http';
+import type { Socket } from 'node:net';
+import { getRequestListener } from '@hono/node-server';
+import type { Hono } from 'hono';
+import type { Env } from './ingest/routes.js';
+import { MAX_HEADER_COUNT, NODE_MAX_HEADER_SIZE } from './ingest/limits.js';
+import type { Logger } from './shared/logger.js';
+
+export interface HttpServerOptions {
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+  logger: Logger;
+  /** Count a refusal that never reached the app (parser errors, timeouts, CONNECT). */
+  countRejection: (bucket: string, reason: string) => void;
+}
+
+/** Parser errors Node raises itself, mapped to our JSON answers. */
+const clientErrors: Record<string, [status: number, code: string, message: string]> = {
+  HPE_HEADER_OVERFLOW: [431, 'headers_too_large', 'request line and headers too large'],
+  ERR_HTTP_REQUEST_TIMEOUT: [408, 'request_timeout', 'request not received in time'],
+  ERR_HTTP_HEADERS_TIMEOUT: [408, 'request_timeout', 'headers not received in time'],
+  HPE_INVALID_TRANSFER_ENCODING: [501, 'unsupported_transfer_encoding', 'unsupported Transfer-Encoding'],
+};
+
+function rawResponse(status: number, code: string, message: string): string {
+  const body = JSON.stringify({ error: message, code });
+  const reason = { 400: 'Bad Request', 405: 'Method Not Allowed', 408: 'Request Timeout', 431: 'Request Header Fields Too Large', 501: 'Not Implemented' }[status] ?? 'Error';
+  return `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`;
+}
+
+/**
+ * The Node HTTP server around the Hono app, with explicit limits: Node's parser limits sit above
+ * ours (see ingest/limits.ts) and slowloris timeouts are checked every second instead of Node's
+ * default 30 s `connectionsCheckingInterval`.
+ */
+export function createHttpServer(app: Hono<Env>, opts: HttpServerOptions): Server {
+  const listener = getRequestListener(app.fetch, {
+    // Ingest reads the raw request itself and discards refused bodies on its own terms.
+    autoCleanupIncoming: false,
+    errorHandler: () =>
+      new Response(JSON.stringify({ error: 'malformed request', code: 'bad_request' }), {
+        status: 400,
+        headers: { 'content-type': 'application/json' },
+      }),
+  });
+  const server = createServer(
+    {
+      maxHeaderSize: NODE_MAX_HEADER_SIZE,
+      headersTimeout: opts.headersTimeoutMs,
+      requestTimeout: opts.requestTimeoutMs,
+      connectionsCheckingInterval: 1000,
+      keepAliveTimeout: 5000,
+    },
+    listener,
+  );
+  // One more than we accept, so 2,001 headers are seen (and refused) rather than silently cut.
+  server.maxHeadersCount = MAX_HEADER_COUNT + 1;
+  // Expect: 100-continue goes to the app, which sends 100 only after its checks pass.
+  server.on('checkContinue', (req, res) => void listener(req, res));
+  // Without a listener Node drops CONNECT without an answer.
+  server.on('connect', (_req, socket: Socket) => {
+    opts.countRejection('', 'method_not_allowed');
+    socket.end(rawResponse(405, 'method_not_allowed', 'CONNECT is not accepted'));
+  });
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
+    const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+    if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
+      socket.destroy();
+      return;
+    }
+    const [status, code, message] = clientErrors[err.code ?? ''] ?? [400, 'bad_request', 'malformed request'];
+    opts.countRejection('', code);
+    socket.end(rawResponse(status, code, message));
+  });
+  return server;
+}

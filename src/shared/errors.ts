@@ -1,0 +1,49 @@
+/**
+ * Typed errors with a stable `code`. The code is the JSON `code` field of an HTTP error body and
+ * the first word of a CLI error message, so scripts can match on it (as undici's UND_ERR_* codes).
+ */
+export type ErrorCode =
+  | 'usage'
+  | 'invalid_name'
+  | 'invalid_option'
+  | 'not_found'
+  | 'bucket_exists'
+  | 'bucket_not_empty'
+  | 'store_busy'
+  | 'storage_full'
+  | 'storage_error'
+  | 'internal';
+
+/** CLI exit codes, the same for every command (README "Exit codes"). */
+export const ExitCode = {
+  ok: 0,
+  failure: 1,
+  usage: 2,
+  checkFailed: 3,
+  notFound: 4,
+} as const;
+
+const exitByCode: Partial<Record<ErrorCode, number>> = {
+  usage: ExitCode.usage,
+  invalid_name: ExitCode.usage,
+  invalid_option: ExitCode.usage,
+  not_found: ExitCode.notFound,
+  bucket_exists: ExitCode.failure,
+  bucket_not_empty: ExitCode.failure,
+};
+
+export class AppError extends Error {
+  readonly code: ErrorCode;
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'AppError';
+    this.code = code;
+  }
+  get exitCode(): number {
+    return exitByCode[this.code] ?? ExitCode.failure;
+  }
+}
+
+export function isAppError(e: unknown): e is AppError {
+  return e instanceof AppError;
+}

@@ -1,0 +1,9 @@
+import type { Migration, MigrationProvider } from 'kysely';
+import * as initial from './2026-12-02T00-initial.js';
+
+/** Migrations in code (no directory scan), so they ship inside the build. Names sort by date. */
+export const migrationProvider: MigrationProvider = {
+  async getMigrations(): Promise<Record<string, Migration>> {
+    return { '2026-12-02T00-initial': initial };
+  },
+};

@@ -1,0 +1,40 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import type { Durability } from '../../config/config.js';
+
+export type SqliteDb = BetterSqlite3.Database;
+
+export interface OpenOptions {
+  durability: Durability;
+  /** busy_timeout in ms: how long a write waits for the lock held by another connection. */
+  busyTimeoutMs: number;
+}
+
+/** WAL files are truncated to this size when SQLite resets them, so the WAL stays bounded. */
+export const JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024; // 64 MiB
+
+/**
+ * Opens a connection with the project's pragmas. Order matters: auto_vacuum only takes effect on a
+ * file that has no tables yet, and must be set before journal_mode=WAL writes the header, so it
+ * comes first (otherwise it silently stays 0).
+ */
+export function openSqlite(path: string, options: OpenOptions): SqliteDb {
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  const db = new BetterSqlite3(path, { timeout: options.busyTimeoutMs });
+  db.pragma('auto_vacuum = INCREMENTAL');
+  db.pragma('journal_mode = WAL');
+  db.pragma(`synchronous = ${options.durability === 'full' ? 'FULL' : 'NORMAL'}`);
+  db.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT}`);
+  db.pragma('temp_store = MEMORY');
+  return db;
+}
+
+/** SQLite result codes that mean the storage itself cannot take writes (disk full, I/O, read-only). */
+export function storageErrorCode(e: unknown): 'storage_full' | 'store_busy' | 'storage_error' | undefined {
+  const code = (e as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string' || !code.startsWith('SQLITE_')) return undefined;
+  if (code === 'SQLITE_FULL') return 'storage_full';
+  if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')) return 'store_busy';
+  return 'storage_error';
+}

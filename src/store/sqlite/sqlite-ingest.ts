@@ -1,0 +1,239 @@
+import { statfs } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { Worker } from 'node:worker_threads';
+import type { Config } from '../../config/config.js';
+import { AppError } from '../../shared/errors.js';
+import type { Logger } from '../../shared/logger.js';
+import type { CapturedRequest, IngestSink, StorageHealth } from '../store.js';
+import type { FromWriter, IngestItem, ToWriter, WriterInit } from './writer-protocol.js';
+
+interface Pending {
+  resolve: () => void;
+  reject: (e: AppError) => void;
+}
+
+export interface SqliteIngestOptions {
+  config: Pick<Config, 'db' | 'durability' | 'lockTimeoutMs' | 'minFreeDisk'>;
+  logger: Logger;
+  /** How often free disk space is measured (statfs). */
+  diskCheckEveryMs?: number;
+}
+
+const DISK_CHECK_MS = 1000;
+/** A storage failure keeps /healthz degraded until a commit succeeds again. */
+const threadUrl = (name: string) => new URL(`./${name}.js`, import.meta.url);
+
+/**
+ * The main-thread side of group commit. Requests captured during one event-loop turn are posted to
+ * the writer thread as one message; each `submit()` resolves when its transaction has committed.
+ */
+export class SqliteIngest implements IngestSink {
+  readonly #opts: SqliteIngestOptions;
+  readonly #log: Logger;
+  readonly #pending = new Map<number, Pending>();
+  #outbox: IngestItem[] = [];
+  #transfer: ArrayBuffer[] = [];
+  #rejections = new Map<string, [string, string, number, number]>();
+  #seq = 0;
+  #writer!: Worker;
+  #checkpointer!: Worker;
+  #flushScheduled = false;
+  #diskTimer: NodeJS.Timeout | undefined;
+  #rejectionTimer: NodeJS.Timeout | undefined;
+  #lowDisk: { free: number } | undefined;
+  #lastFailure: { code: string; message: string } | undefined;
+  #closed = false;
+  #writerAlive = false;
+
+  private constructor(opts: SqliteIngestOptions) {
+    this.#opts = opts;
+    this.#log = opts.logger;
+  }
+
+  static async start(opts: SqliteIngestOptions): Promise<SqliteIngest> {
+    const ingest = new SqliteIngest(opts);
+    await ingest.#spawn();
+    await ingest.#checkDisk();
+    ingest.#diskTimer = setInterval(() => void ingest.#checkDisk(), opts.diskCheckEveryMs ?? DISK_CHECK_MS);
+    ingest.#diskTimer.unref();
+    ingest.#rejectionTimer = setInterval(() => ingest.#flushRejections(), 1000);
+    ingest.#rejectionTimer.unref();
+    return ingest;
+  }
+
+  async #spawn(): Promise<void> {
+    const init: WriterInit = { path: this.#opts.config.db, durability: this.#opts.config.durability };
+    this.#writer = new Worker(threadUrl('writer-thread'), { workerData: init });
+    this.#checkpointer = new Worker(threadUrl('checkpoint-thread'), { workerData: init });
+    this.#checkpointer.unref();
+    await Promise.all([readyOf(this.#writer), readyOf(this.#checkpointer)]);
+    this.#writerAlive = true;
+    this.#writer.on('message', (msg: FromWriter) => this.#onMessage(msg));
+    this.#writer.on('error', (e) => this.#log.error({ err: e }, 'writer thread error'));
+    this.#writer.on('exit', (code) => {
+      this.#writerAlive = false;
+      if (this.#closed) return;
+      this.#log.error({ code }, 'writer thread exited; requests in flight get 503');
+      this.#failAll('storage_error', 'writer thread exited');
+    });
+  }
+
+  #onMessage(msg: FromWriter): void {
+    if (msg.type === 'committed') {
+      this.#lastFailure = undefined;
+      for (const seq of msg.seqs) {
+        const p = this.#pending.get(seq);
+        this.#pending.delete(seq);
+        p?.resolve();
+      }
+    } else if (msg.type === 'failed') {
+      if (msg.code !== 'store_busy') this.#lastFailure = { code: msg.code, message: msg.message };
+      this.#log.warn({ code: msg.code, count: msg.seqs.length, msg: msg.message }, 'batch not committed');
+      const err = new AppError(msg.code, msg.code === 'store_busy' ? 'storage is busy, retry later' : 'storage cannot take writes');
+      for (const seq of msg.seqs) {
+        const p = this.#pending.get(seq);
+        this.#pending.delete(seq);
+        p?.reject(err);
+      }
+    }
+  }
+
+  #failAll(code: 'storage_error', message: string): void {
+    this.#lastFailure = { code, message };
+    const err = new AppError(code, 'storage cannot take writes');
+    for (const p of this.#pending.values()) p.reject(err);
+    this.#pending.clear();
+  }
+
+  async #checkDisk(): Promise<void> {
+    try {
+      const s = await statfs(dirname(this.#opts.config.db));
+      const free = s.bavail * s.bsize;
+      const wasLow = this.#lowDisk !== undefined;
+      this.#lowDisk = free < this.#opts.config.minFreeDisk ? { free } : undefined;
+      if (wasLow !== (this.#lowDisk !== undefined)) {
+        this.#log.warn({ free, floor: this.#opts.config.minFreeDisk }, this.#lowDisk ? 'free disk under floor: ingest paused' : 'free disk recovered');
+      }
+    } catch (e) {
+      this.#log.warn({ err: e }, 'statfs failed');
+    }
+  }
+
+  health(): StorageHealth {
+    if (!this.#writerAlive) return { ok: false, code: 'storage_error', reason: 'writer thread is not running' };
+    if (this.#lowDisk) {
+      return { ok: false, code: 'storage_full', reason: `free disk ${this.#lowDisk.free} bytes is under the floor of ${this.#opts.config.minFreeDisk}` };
+    }
+    if (this.#lastFailure) return { ok: false, code: this.#lastFailure.code, reason: this.#lastFailure.message };
+    return { ok: true };
+  }
+
+  /**
+   * Whether a new request may be taken at all. A recent write failure does not refuse: the next
+   * batch is the probe that notices recovery (a freed disk) without a restart.
+   */
+  accepting(): StorageHealth {
+    if (!this.#writerAlive) return this.health();
+    if (this.#lowDisk) return this.health();
+    return { ok: true };
+  }
+
+  submit(req: CapturedRequest, options: { createDelivery: boolean }): Promise<void> {
+    if (this.#closed || !this.#writerAlive) return Promise.reject(new AppError('storage_error', 'storage is closing'));
+    const seq = ++this.#seq;
+    // Structured clone would copy a view's whole backing ArrayBuffer (a pool slab or socket read
+    // buffer), so hand the writer an exact-size buffer and transfer it instead of cloning.
+    let body: Uint8Array = req.body;
+    if (body.byteOffset !== 0 || body.byteLength !== body.buffer.byteLength || !(body.buffer instanceof ArrayBuffer)) {
+      body = new Uint8Array(body);
+    }
+    this.#transfer.push(body.buffer as ArrayBuffer);
+    this.#outbox.push({
+      seq,
+      id: req.id,
+      bucket: req.bucket,
+      receivedAt: req.receivedAt,
+      method: req.method,
+      path: req.path,
+      query: req.query,
+      rawHeaders: req.rawHeaders,
+      body,
+      peer: req.peer,
+      createDelivery: options.createDelivery,
+      deadline: Date.now() + this.#opts.config.lockTimeoutMs,
+    });
+    if (!this.#flushScheduled) {
+      this.#flushScheduled = true;
+      setImmediate(() => this.#flushOutbox());
+    }
+    return new Promise<void>((resolve, reject) => this.#pending.set(seq, { resolve, reject }));
+  }
+
+  #flushOutbox(): void {
+    this.#flushScheduled = false;
+    if (this.#outbox.length === 0) return;
+    const msg: ToWriter = { type: 'ingest', items: this.#outbox };
+    const transfer = this.#transfer;
+    this.#outbox = [];
+    this.#transfer = [];
+    this.#writer.postMessage(msg, transfer);
+  }
+
+  countRejection(bucket: string, reason: string): void {
+    const key = `${bucket}\u0000${reason}`;
+    const now = Date.now();
+    const prev = this.#rejections.get(key);
+    if (prev) {
+      prev[2]++;
+      prev[3] = now;
+    } else this.#rejections.set(key, [bucket, reason, 1, now]);
+  }
+
+  #flushRejections(): void {
+    if (this.#rejections.size === 0 || !this.#writerAlive) return;
+    const msg: ToWriter = { type: 'rejections', counts: [...this.#rejections.values()] };
+    this.#rejections = new Map();
+    this.#writer.postMessage(msg);
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#flushOutbox();
+    this.#flushRejections();
+    this.#closed = true;
+    clearInterval(this.#diskTimer);
+    clearInterval(this.#rejectionTimer);
+    // Let every submitted request settle before the writer closes its connection.
+    await Promise.allSettled([...this.#pending.values()].map((p) => new Promise<void>((r) => {
+      const { resolve, reject } = p;
+      p.resolve = () => { resolve(); r(); };
+      p.reject = (e) => { reject(e); r(); };
+    })));
+    await Promise.all([closeThread(this.#checkpointer), this.#writerAlive ? closeThread(this.#writer) : Promise.resolve()]);
+  }
+}
+
+function readyOf(w: Worker): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onMsg = (m: { type: string }) => {
+      if (m.type === 'ready') {
+        w.off('error', reject);
+        w.off('message', onMsg);
+        resolve();
+      }
+    };
+    w.on('message', onMsg);
+    w.once('error', reject);
+  });
+}
+
+function closeThread(w: Worker): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => resolve();
+    w.once('exit', done);
+    w.on('message', (m: { type: string }) => {
+      if (m.type === 'closed') void w.terminate().then(done, done);
+    });
+    w.postMessage({ type: 'close' });
+  });
+}

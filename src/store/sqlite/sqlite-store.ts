@@ -1,0 +1,317 @@
+import { Kysely, Migrator, SqliteDialect, sql, type Selectable } from 'kysely';
+import type { Durability } from '../../config/config.js';
+import { AppError } from '../../shared/errors.js';
+import type { Clock } from '../../shared/clock.js';
+import { migrationProvider } from '../migrations/index.js';
+import type { BucketsTable, Database } from '../schema.js';
+import type {
+  Bucket,
+  BucketCounts,
+  BucketPatch,
+  ListRequestsOptions,
+  NewBucket,
+  RequestState,
+  RequestSummary,
+  Store,
+  StoredRequest,
+} from '../store.js';
+import { openSqlite, type SqliteDb } from './open.js';
+
+export const DEFAULT_MAX_BODY = 25 * 1024 * 1024; // 25 MiB, GitHub's payload cap
+export const MAX_MAX_BODY = 100 * 1024 * 1024; // 100 MiB
+
+export interface SqliteStoreOptions {
+  path: string;
+  durability: Durability;
+  busyTimeoutMs: number;
+  clock: Clock;
+}
+
+/** Rows deleted per transaction by bulk deletes: each stays well under ~50 ms so ingest never waits long. */
+const DELETE_BATCH = 500;
+
+export class SqliteStore implements Store {
+  readonly #raw: SqliteDb;
+  readonly #db: Kysely<Database>;
+  readonly #clock: Clock;
+  // Bucket cache for the ingest hot path. PRAGMA data_version changes when another connection
+  // commits; only then is the (tiny) bucket_epoch row read, and only if it moved is the cache dropped.
+  readonly #dataVersion;
+  readonly #bucketEpoch;
+  readonly #bucketByName;
+  #seenDataVersion = -1;
+  #seenEpoch = -1;
+  #cache = new Map<string, Bucket | null>();
+
+  private constructor(raw: SqliteDb, clock: Clock) {
+    this.#raw = raw;
+    this.#clock = clock;
+    this.#db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
+    this.#dataVersion = raw.prepare('pragma data_version').pluck();
+    this.#bucketEpoch = raw.prepare(`select value from meta where key = 'bucket_epoch'`).pluck();
+    this.#bucketByName = raw.prepare('select * from buckets where name = ?');
+  }
+
+  /** Opens (creating when missing) and migrates the database. */
+  static async open(options: SqliteStoreOptions): Promise<SqliteStore> {
+    const raw = openSqlite(options.path, { durability: options.durability, busyTimeoutMs: options.busyTimeoutMs });
+    try {
+      await migrate(raw);
+    } catch (e) {
+      raw.close();
+      throw e;
+    }
+    return new SqliteStore(raw, options.clock);
+  }
+
+  /** For tests and diagnostics only: a single pragma value. */
+  pragma(name: string): unknown {
+    return this.#raw.pragma(name, { simple: true });
+  }
+
+  async resolveBucket(name: string): Promise<Bucket | undefined> {
+    const dv = this.#dataVersion.get() as number;
+    if (dv !== this.#seenDataVersion) {
+      this.#seenDataVersion = dv;
+      const epoch = this.#bucketEpoch.get() as number;
+      if (epoch !== this.#seenEpoch) {
+        this.#seenEpoch = epoch;
+        this.#cache.clear();
+      }
+    }
+    const hit = this.#cache.get(name);
+    if (hit !== undefined) return hit ?? undefined;
+    const row = this.#bucketByName.get(name) as Selectable<BucketsTable> | undefined;
+    const bucket = row ? toBucket(row) : undefined;
+    // Misses are not cached: a bucket created a moment ago by the CLI must be found right away.
+    if (bucket) this.#cache.set(name, bucket);
+    return bucket;
+  }
+
+  async getBucket(name: string): Promise<Bucket | undefined> {
+    const row = await this.#db.selectFrom('buckets').selectAll().where('name', '=', name).executeTakeFirst();
+    return row ? toBucket(row) : undefined;
+  }
+
+  async listBuckets(): Promise<Bucket[]> {
+    const rows = await this.#db.selectFrom('buckets').selectAll().orderBy('name').execute();
+    return rows.map(toBucket);
+  }
+
+  async createBucket(b: NewBucket): Promise<Bucket> {
+    const now = this.#clock.now();
+    try {
+      await this.#db.transaction().execute(async (trx) => {
+        await trx
+          .insertInto('buckets')
+          .values({
+            name: b.name,
+            destination: b.destination ?? null,
+            max_body: b.maxBody ?? DEFAULT_MAX_BODY,
+            ack_status: b.ackStatus ?? 200,
+            ack_body: b.ackBody ?? null,
+            ack_content_type: b.ackContentType ?? null,
+            paused: 0,
+            created_at: now,
+            updated_at: now,
+          })
+          .execute();
+        await bumpEpoch(trx);
+      });
+    } catch (e) {
+      if ((e as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') {
+        throw new AppError('bucket_exists', `bucket ${b.name} already exists`, { cause: e });
+      }
+      throw e;
+    }
+    return (await this.getBucket(b.name))!;
+  }
+
+  async updateBucket(name: string, patch: BucketPatch): Promise<Bucket> {
+    const values: Partial<BucketsTable> = { updated_at: this.#clock.now() };
+    if (patch.destination !== undefined) values.destination = patch.destination;
+    if (patch.maxBody !== undefined) values.max_body = patch.maxBody;
+    if (patch.ackStatus !== undefined) values.ack_status = patch.ackStatus;
+    if (patch.ackBody !== undefined) values.ack_body = patch.ackBody;
+    if (patch.ackContentType !== undefined) values.ack_content_type = patch.ackContentType;
+    const found = await this.#db.transaction().execute(async (trx) => {
+      const r = await trx.updateTable('buckets').set(values).where('name', '=', name).executeTakeFirst();
+      if (r.numUpdatedRows === 0n) return false;
+      await bumpEpoch(trx);
+      return true;
+    });
+    if (!found) throw new AppError('not_found', `bucket ${name} not found`);
+    return (await this.getBucket(name))!;
+  }
+
+  async deleteBucket(name: string, options: { force: boolean }): Promise<{ requests: number }> {
+    const bucket = await this.getBucket(name);
+    if (!bucket) throw new AppError('not_found', `bucket ${name} not found`);
+    if (!options.force) {
+      const live = await this.#db
+        .selectFrom('deliveries')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .where('bucket', '=', name)
+        .where('state', 'in', ['pending', 'retrying', 'delivering'])
+        .executeTakeFirstOrThrow();
+      if (Number(live.n) > 0) {
+        throw new AppError(
+          'bucket_not_empty',
+          `bucket ${name} has ${live.n} undelivered request(s); use --force to delete them too`,
+        );
+      }
+    }
+    // Remove the bucket first (so ingest stops storing into it), then its rows in short batches.
+    await this.#db.transaction().execute(async (trx) => {
+      await trx.deleteFrom('buckets').where('name', '=', name).execute();
+      await trx.deleteFrom('rejections').where('bucket', '=', name).execute();
+      await bumpEpoch(trx);
+    });
+    let requests = 0;
+    for (;;) {
+      const n = await this.#db.transaction().execute(async (trx) => {
+        const ids = (
+          await trx.selectFrom('requests').select('id').where('bucket', '=', name).limit(DELETE_BATCH).execute()
+        ).map((r) => r.id);
+        if (ids.length === 0) return 0;
+        await trx.deleteFrom('deliveries').where('request_id', 'in', ids).execute();
+        await trx.deleteFrom('requests').where('id', 'in', ids).execute();
+        return ids.length;
+      });
+      requests += n;
+      if (n < DELETE_BATCH) break;
+    }
+    await sql`pragma incremental_vacuum`.execute(this.#db);
+    return { requests };
+  }
+
+  async bucketCounts(name: string): Promise<BucketCounts> {
+    const totals = await this.#db
+      .selectFrom('requests')
+      .select((eb) => [eb.fn.countAll<number>().as('n'), eb.fn.coalesce(eb.fn.sum<number>('size'), sql<number>`0`).as('bytes')])
+      .where('bucket', '=', name)
+      .executeTakeFirstOrThrow();
+    const bucket = await this.getBucket(name);
+    const states = await this.#db
+      .selectFrom('requests as r')
+      .select([sql<string>`${latestStateSql(bucket?.paused ?? false)}`.as('state'), (eb) => eb.fn.countAll<number>().as('n')])
+      .where('r.bucket', '=', name)
+      .groupBy('state')
+      .execute();
+    const rejections = await this.#db.selectFrom('rejections').select(['reason', 'count']).where('bucket', '=', name).execute();
+    return {
+      requests: Number(totals.n),
+      bytes: Number(totals.bytes),
+      states: Object.fromEntries(states.map((s) => [s.state, Number(s.n)])),
+      rejections: Object.fromEntries(rejections.map((r) => [r.reason, Number(r.count)])),
+    };
+  }
+
+  async unattributedRejections(): Promise<Record<string, number>> {
+    const rows = await this.#db.selectFrom('rejections').select(['reason', 'count']).where('bucket', '=', '').execute();
+    return Object.fromEntries(rows.map((r) => [r.reason, Number(r.count)]));
+  }
+
+  async listRequests(bucket: string, options: ListRequestsOptions): Promise<RequestSummary[]> {
+    const b = await this.getBucket(bucket);
+    if (!b) throw new AppError('not_found', `bucket ${bucket} not found`);
+    let q = this.#db
+      .selectFrom('requests as r')
+      .select([
+        'r.id',
+        'r.bucket',
+        'r.received_at',
+        'r.method',
+        'r.path',
+        'r.query',
+        'r.size',
+        sql<RequestState>`${latestStateSql(b.paused)}`.as('state'),
+        sql<number | null>`(select max(d.generation) from deliveries d where d.request_id = r.id and d.destination is null)`.as('generation'),
+      ])
+      .where('r.bucket', '=', bucket);
+    if (options.before) q = q.where('r.id', '<', options.before);
+    const rows = await q.orderBy('r.id', 'desc').limit(options.limit).execute();
+    return rows.map((r) => ({
+      id: r.id,
+      bucket: r.bucket,
+      receivedAt: Number(r.received_at),
+      method: r.method,
+      path: r.path,
+      query: r.query,
+      size: Number(r.size),
+      state: r.state,
+      generation: r.generation === null ? null : Number(r.generation),
+    }));
+  }
+
+  async getRequest(id: string): Promise<StoredRequest | undefined> {
+    const row = await this.#db
+      .selectFrom('requests as r')
+      .innerJoin('buckets as b', 'b.name', 'r.bucket')
+      .selectAll('r')
+      .select('b.paused')
+      .where('r.id', '=', id)
+      .executeTakeFirst();
+    if (!row) return undefined;
+    const state = await this.#db
+      .selectFrom('requests as r')
+      .select(sql<RequestState>`${latestStateSql(row.paused === 1)}`.as('state'))
+      .where('r.id', '=', id)
+      .executeTakeFirstOrThrow();
+    return {
+      id: row.id,
+      bucket: row.bucket,
+      receivedAt: Number(row.received_at),
+      method: row.method,
+      path: row.path,
+      query: row.query,
+      rawHeaders: JSON.parse(row.headers) as string[],
+      body: row.body,
+      size: Number(row.size),
+      sha256: row.sha256,
+      peer: row.peer,
+      state: state.state,
+    };
+  }
+
+  async close(): Promise<void> {
+    await this.#db.destroy();
+  }
+}
+
+/** The request state: the latest generation's delivery to the bucket destination; 'held' when paused. */
+function latestStateSql(paused: boolean) {
+  const latest = sql`(select d.state from deliveries d where d.request_id = r.id and d.destination is null order by d.generation desc limit 1)`;
+  return paused
+    ? sql`coalesce(case when ${latest} in ('pending', 'retrying') then 'held' else ${latest} end, 'none')`
+    : sql`coalesce(${latest}, 'none')`;
+}
+
+async function bumpEpoch(trx: Kysely<Database>): Promise<void> {
+  await trx.updateTable('meta').set((eb) => ({ value: eb('value', '+', 1) })).where('key', '=', 'bucket_epoch').execute();
+}
+
+function toBucket(r: Selectable<BucketsTable>): Bucket {
+  return {
+    name: r.name,
+    destination: r.destination,
+    maxBody: Number(r.max_body),
+    ackStatus: Number(r.ack_status),
+    ackBody: r.ack_body,
+    ackContentType: r.ack_content_type,
+    paused: Number(r.paused) === 1,
+    createdAt: Number(r.created_at),
+    updatedAt: Number(r.updated_at),
+  };
+}
+
+/** Runs pending migrations; safe to run again and from several processes (each migration is one transaction). */
+export async function migrate(raw: SqliteDb): Promise<void> {
+  const db = new Kysely<unknown>({ dialect: new SqliteDialect({ database: raw }) });
+  const migrator = new Migrator({ db, provider: migrationProvider, migrationTableName: 'hookbucket_migration', migrationLockTableName: 'hookbucket_migration_lock' });
+  const { error, results } = await migrator.migrateToLatest();
+  const failed = results?.find((r) => r.status === 'Error');
+  if (error || failed) {
+    throw new AppError('storage_error', `migration ${failed?.migrationName ?? ''} failed: ${String((error as Error)?.message ?? error)}`, { cause: error });
+  }
+}

@@ -1,0 +1,114 @@
+/**
+ * The SQLite writer thread: it owns the process's one write connection and group-commits ingest.
+ * Everything that arrives while a commit is running is committed together in the next one, and each
+ * request is acknowledged (by the main thread) when its transaction has committed.
+ *
+ * Lock waits happen here, not on the event loop: busy_timeout is set per batch to the time left
+ * before the oldest request's deadline (HOOKBUCKET_LOCK_TIMEOUT, 2 s by default), and items already
+ * past their deadline fail with store_busy instead of waiting again.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { createBatchWriter, type RejectionCount } from './ingest-batch.js';
+import { openSqlite, storageErrorCode } from './open.js';
+import type { FromWriter, IngestItem, ToWriter, WriterInit } from './writer-protocol.js';
+
+const port = parentPort!;
+const init = workerData as WriterInit;
+const db = openSqlite(init.path, { durability: init.durability, busyTimeoutMs: 0 });
+// Checkpoints run on their own thread (checkpoint-thread.ts), so commits never pay for them.
+db.pragma('wal_autocheckpoint = 0');
+const writeBatch = createBatchWriter(db);
+
+let queue: IngestItem[] = [];
+let rejections = new Map<string, RejectionCount>();
+let scheduled = false;
+let closing = false;
+let currentBusyMs = -1;
+
+const post = (msg: FromWriter) => port.postMessage(msg);
+
+function schedule(): void {
+  if (scheduled) return;
+  scheduled = true;
+  setImmediate(flush);
+}
+
+function setBusyTimeout(ms: number): void {
+  if (ms === currentBusyMs) return;
+  db.pragma(`busy_timeout = ${ms}`);
+  currentBusyMs = ms;
+}
+
+function flush(): void {
+  scheduled = false;
+  if (queue.length === 0 && rejections.size === 0) return;
+  const now = Date.now();
+  const items: IngestItem[] = [];
+  const expired: number[] = [];
+  let oldestDeadline = Infinity;
+  for (const it of queue) {
+    if (it.deadline <= now) expired.push(it.seq);
+    else {
+      items.push(it);
+      if (it.deadline < oldestDeadline) oldestDeadline = it.deadline;
+    }
+  }
+  queue = [];
+  if (expired.length > 0) {
+    post({ type: 'failed', seqs: expired, code: 'store_busy', message: 'write lock not obtained in time' });
+  }
+  if (items.length === 0 && rejections.size === 0) return;
+  const counts = [...rejections.values()];
+  setBusyTimeout(items.length > 0 ? Math.max(1, Math.floor(oldestDeadline - now)) : 50);
+  const started = performance.now();
+  try {
+    writeBatch(items, counts);
+    rejections = new Map();
+    if (items.length > 0) post({ type: 'committed', seqs: items.map((i) => i.seq), ms: performance.now() - started });
+  } catch (e) {
+    const code = storageErrorCode(e) ?? 'storage_error';
+    const message = e instanceof Error ? e.message : String(e);
+    // Rejection counts stay buffered and go out with the next batch that commits.
+    if (items.length > 0) post({ type: 'failed', seqs: items.map((i) => i.seq), code, message });
+  }
+  if (queue.length > 0 || (closing && rejections.size > 0)) schedule();
+}
+
+function mergeRejections(list: RejectionCount[]): void {
+  for (const [bucket, reason, count, lastAt] of list) {
+    const key = `${bucket}\u0000${reason}`;
+    const prev = rejections.get(key);
+    if (prev) {
+      prev[2] += count;
+      prev[3] = Math.max(prev[3], lastAt);
+    } else rejections.set(key, [bucket, reason, count, lastAt]);
+  }
+}
+
+port.on('message', (msg: ToWriter) => {
+  switch (msg.type) {
+    case 'ingest':
+      for (const it of msg.items) queue.push(it);
+      schedule();
+      break;
+    case 'rejections':
+      mergeRejections(msg.counts);
+      schedule();
+      break;
+    case 'close':
+      closing = true;
+      flush();
+      try {
+        // A clean stop leaves no WAL behind when nothing else has the file open.
+        db.pragma('wal_checkpoint(TRUNCATE)');
+      } catch {
+        // another process may hold the database; its own checkpoints continue
+      }
+      db.close();
+      post({ type: 'closed' });
+      port.close();
+      break;
+  }
+});
+
+post({ type: 'ready' });
