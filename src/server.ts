@@ -68,7 +68,13 @@ export function createHttpServer(app: Hono<Env>, opts: HttpServerOptions): Serve
       socket.destroy();
       return;
     }
-    const [status, code, message] = clientErrors[err.code ?? ''] ?? [400, 'bad_request', 'malformed request'];
+    let [status, code, message] = clientErrors[err.code ?? ''] ?? [400, 'bad_request', 'malformed request'];
+    // llhttp raises the same error for Content-Length with Transfer-Encoding (a smuggling shape: 400)
+    // and for a Transfer-Encoding whose last coding is not chunked (501).
+    const packet = (err as { rawPacket?: Buffer }).rawPacket?.toString('latin1') ?? '';
+    if (err.code === 'HPE_INVALID_TRANSFER_ENCODING' && /\r?\ncontent-length\s*:/i.test(packet)) {
+      [status, code, message] = [400, 'bad_request', 'Content-Length together with Transfer-Encoding'];
+    }
     opts.countRejection('', code);
     socket.end(rawResponse(status, code, message));
   });

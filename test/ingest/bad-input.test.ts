@@ -1,0 +1,235 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import BetterSqlite3 from 'better-sqlite3';
+import { rawRequest } from '../helpers/raw-http.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+const json = (b: Buffer) => JSON.parse(b.toString()) as { error: string; code: string };
+
+describe('bad input answers', () => {
+  let s: TestServer;
+  let count: () => number;
+  before(async () => {
+    s = await startTestServer({ headersTimeoutMs: '500ms', requestTimeoutMs: '1s' });
+    await s.store.createBucket({ name: 'small', maxBody: 1024 });
+    await s.store.createBucket({ name: 'hooks' });
+    const reader = new BetterSqlite3(s.db, { readonly: true });
+    const stmt = reader.prepare('select count(*) from requests').pluck();
+    count = () => stmt.get() as number;
+  });
+  after(() => s.stop());
+
+  async function expectRefused(payload: Buffer | string | Array<Buffer | string>, status: number, code: string, opts = {}) {
+    const before = count();
+    const res = await rawRequest(s.url, payload, opts);
+    assert.equal(res.status, status, res.raw.toString('latin1').slice(0, 300));
+    assert.equal(json(res.body).code, code);
+    assert.equal(count(), before, 'nothing stored');
+    return res;
+  }
+
+  it('unknown or invalid bucket: 404, nothing stored', async () => {
+    await expectRefused('POST /b/nope HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx', 404, 'unknown_bucket');
+    await expectRefused('POST /b/..%2Fhooks HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx', 404, 'unknown_bucket');
+    await expectRefused('POST /b/%00 HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx', 404, 'unknown_bucket');
+    await expectRefused(`POST /b/${'a'.repeat(10_000)} HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx`, 404, 'unknown_bucket');
+  });
+
+  it('body over the limit with Content-Length: 413 before reading it', async () => {
+    await expectRefused(`POST /b/small HTTP/1.1\r\nHost: x\r\nContent-Length: 1025\r\n\r\n${'a'.repeat(1025)}`, 413, 'body_too_large');
+  });
+
+  it('body over the limit when chunked: 413 while streaming', async () => {
+    const chunk = (n: number) => `${n.toString(16)}\r\n${'b'.repeat(n)}\r\n`;
+    await expectRefused(
+      ['POST /b/small HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n', chunk(600), chunk(600), '0\r\n\r\n'],
+      413,
+      'body_too_large',
+    );
+  });
+
+  it('body at exactly the limit is stored', async () => {
+    const res = await rawRequest(s.url, `POST /b/small HTTP/1.1\r\nHost: x\r\nContent-Length: 1024\r\n\r\n${'c'.repeat(1024)}`);
+    assert.equal(res.status, 200);
+  });
+
+  it('Expect: 100-continue over the limit: 413 and no 100 Continue', async () => {
+    const res = await expectRefused('POST /b/small HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n', 413, 'body_too_large');
+    assert.doesNotMatch(res.raw.toString('latin1'), /100 Continue/);
+  });
+
+  it('Expect: 100-continue within the limit: 100, then stored', async () => {
+    const res = await rawRequest(s.url, ['POST /b/small HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n', 'abc'], { chunkDelayMs: 100 });
+    assert.match(res.raw.toString('latin1'), /^HTTP\/1\.1 100 Continue/);
+    assert.equal(res.status, 200);
+  });
+
+  it('request line over 16 KiB: 414', async () => {
+    await expectRefused(`GET /b/hooks?${'q'.repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, 414, 'uri_too_long');
+  });
+
+  it('an 8 KiB query is stored verbatim', async () => {
+    const q = 'k=' + 'v'.repeat(8190);
+    const res = await rawRequest(s.url, `POST /b/hooks?${q} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n`);
+    assert.equal(res.status, 200);
+    const id = res.headers['x-hookbucket-request-id']!;
+    assert.equal((await s.store.getRequest(id))?.query, q);
+  });
+
+  it('headers over 64 KiB: 431', async () => {
+    const big = Array.from({ length: 70 }, (_, i) => `X-Big-${i}: ${'h'.repeat(1000)}\r\n`).join('');
+    await expectRefused(`POST /b/hooks HTTP/1.1\r\nHost: x\r\n${big}Content-Length: 0\r\n\r\n`, 431, 'headers_too_large');
+  });
+
+  it('2,000 headers are all stored; 2,001 get 431', async () => {
+    const many = (n: number) => Array.from({ length: n }, (_, i) => `h${i}: ${i}\r\n`).join('');
+    // Host + 1,998 + Content-Length = 2,000 headers.
+    const ok = await rawRequest(s.url, `POST /b/hooks HTTP/1.1\r\nHost: x\r\n${many(1998)}Content-Length: 0\r\n\r\n`);
+    assert.equal(ok.status, 200);
+    const stored = await s.store.getRequest(ok.headers['x-hookbucket-request-id']!);
+    assert.equal(stored?.rawHeaders.length, 4000);
+    assert.equal(stored?.rawHeaders[3996], 'h1997');
+    await expectRefused(`POST /b/hooks HTTP/1.1\r\nHost: x\r\n${many(1999)}Content-Length: 0\r\n\r\n`, 431, 'too_many_headers');
+  });
+
+  it('malformed requests and chunked encoding: 400', async () => {
+    await expectRefused('POST /b/hooks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n', 400, 'bad_request');
+    await expectRefused('POST /b/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab', 400, 'bad_request');
+    await expectRefused('POST /b/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n', 400, 'bad_request');
+    await expectRefused('POST /b/hooks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding : chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n', 400, 'bad_request');
+    await expectRefused('POST /b/hooks HTTP/1.1\nHost: x\nContent-Length: 1\n\nx', 400, 'bad_request');
+    await expectRefused('NOT A REQUEST\r\n\r\n', 400, 'bad_request');
+  });
+
+  it('Transfer-Encoding other than chunked: 501', async () => {
+    await expectRefused('POST /b/hooks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n', 501, 'unsupported_transfer_encoding');
+    await expectRefused('POST /b/hooks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\nabc', 501, 'unsupported_transfer_encoding');
+  });
+
+  it('CONNECT and TRACE: 405', async () => {
+    await expectRefused('TRACE /b/hooks HTTP/1.1\r\nHost: x\r\n\r\n', 405, 'method_not_allowed');
+    await expectRefused('CONNECT 127.0.0.1:1 HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n', 405, 'method_not_allowed', { waitForClose: true });
+  });
+
+  it('slowloris: a client that never finishes its headers is cut off, others keep getting 2xx', async () => {
+    const slow = rawRequest(s.url, 'POST /b/hooks HTTP/1.1\r\nHost: x\r\nX-Slow: ', { waitForClose: true, timeoutMs: 8000 });
+    const ok = await fetch(`${s.url}/b/hooks`, { method: 'POST', body: 'x' });
+    assert.equal(ok.status, 200);
+    const res = await slow;
+    assert.equal(res.closed, true);
+    assert.equal(res.status, 408);
+  });
+
+  it('slow body: cut off at the request timeout, nothing stored', async () => {
+    const before = count();
+    const res = await rawRequest(s.url, 'POST /b/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc', { waitForClose: true, timeoutMs: 8000 });
+    assert.equal(res.closed, true);
+    assert.equal(count(), before);
+  });
+
+  it('client reset mid-body: nothing stored', async () => {
+    const before = count();
+    const { connect } = await import('node:net');
+    const u = new URL(s.url);
+    await new Promise<void>((resolve) => {
+      const sock = connect(Number(u.port), u.hostname, () => {
+        sock.write('POST /b/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nabc');
+        setImmediate(() => {
+          sock.resetAndDestroy();
+          resolve();
+        });
+      });
+    });
+    const ok = await fetch(`${s.url}/b/hooks`, { method: 'POST', body: 'after' });
+    assert.equal(ok.status, 200);
+    assert.equal(count(), before + 1);
+  });
+
+  it('counts every refusal per bucket and reason', async () => {
+    await rawRequest(s.url, `POST /b/small HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n\r\n`);
+    await s.close(); // flushes buffered counts
+    const counts = await s.store.bucketCounts('small');
+    assert.ok((counts.rejections.body_too_large ?? 0) >= 4, JSON.stringify(counts.rejections));
+    const other = await s.store.unattributedRejections();
+    assert.ok((other.unknown_bucket ?? 0) >= 4, JSON.stringify(other));
+    assert.ok((other.bad_request ?? 0) >= 1, JSON.stringify(other));
+  });
+});
+
+describe('storage trouble means 503, never 2xx', () => {
+  it('free disk under --min-free-disk: 503 with Retry-After, /healthz degraded', async () => {
+    const s = await startTestServer({ minFreeDisk: '1000000GiB' });
+    try {
+      await s.store.createBucket({ name: 'hooks' });
+      const r = await fetch(`${s.url}/b/hooks`, { method: 'POST', body: 'x' });
+      assert.equal(r.status, 503);
+      assert.ok(Number(r.headers.get('retry-after')) > 0);
+      assert.equal(((await r.json()) as { code: string }).code, 'storage_full');
+      const h = await fetch(`${s.url}/healthz`);
+      assert.equal(h.status, 503);
+      assert.equal(((await h.json()) as { status: string }).status, 'degraded');
+    } finally {
+      await s.stop();
+    }
+  });
+
+  it('write lock held by another process beyond the lock timeout: 503, nothing stored; then recovers', async () => {
+    const s = await startTestServer({ lockTimeoutMs: '300ms' });
+    try {
+      await s.store.createBucket({ name: 'hooks' });
+      const locker = new BetterSqlite3(s.db);
+      locker.exec('BEGIN IMMEDIATE');
+      const r = await fetch(`${s.url}/b/hooks`, { method: 'POST', body: 'x' });
+      assert.equal(r.status, 503);
+      assert.equal(((await r.json()) as { code: string }).code, 'store_busy');
+      assert.ok(r.headers.get('retry-after'));
+      locker.exec('ROLLBACK');
+      assert.equal(locker.prepare('select count(*) from requests').pluck().get(), 0);
+      locker.close();
+      const ok = await fetch(`${s.url}/b/hooks`, { method: 'POST', body: 'x' });
+      assert.equal(ok.status, 200);
+    } finally {
+      await s.stop();
+    }
+  });
+
+  it('no answer before commit: a request waits while the lock is held and is stored once it is released', async () => {
+    const s = await startTestServer({ lockTimeoutMs: '10s' });
+    try {
+      await s.store.createBucket({ name: 'hooks' });
+      const locker = new BetterSqlite3(s.db);
+      locker.exec('BEGIN IMMEDIATE');
+      let answered = false;
+      const pending = fetch(`${s.url}/b/hooks`, { method: 'POST', body: 'held' }).then((r) => {
+        answered = true;
+        return r;
+      });
+      // The request reached the writer (its body was read) but cannot commit: no answer yet.
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal(answered, false);
+      locker.exec('COMMIT');
+      locker.close();
+      const r = await pending;
+      assert.equal(r.status, 200);
+      const { id } = (await r.json()) as { id: string };
+      assert.equal((await s.store.getRequest(id))?.body.toString(), 'held');
+    } finally {
+      await s.stop();
+    }
+  });
+
+  it('too many body bytes in flight: 503 with Retry-After', async () => {
+    const s = await startTestServer({ maxInflightBytes: '1000' });
+    try {
+      await s.store.createBucket({ name: 'hooks' });
+      const r = await rawRequest(s.url, `POST /b/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n\r\n`);
+      assert.equal(r.status, 503);
+      assert.equal(json(r.body).code, 'overloaded');
+      assert.ok(r.headers['retry-after']);
+      const ok = await fetch(`${s.url}/b/hooks`, { method: 'POST', body: 'small' });
+      assert.equal(ok.status, 200);
+    } finally {
+      await s.stop();
+    }
+  });
+});
