@@ -24,6 +24,12 @@ describe('SqliteStore', () => {
     assert.equal(store.pragma('synchronous'), 2);
   });
 
+  it('opens with synchronous=NORMAL for --durability normal', () => {
+    const raw = openSqlite(t.db, { durability: 'normal', busyTimeoutMs: 2000 });
+    assert.equal(raw.pragma('synchronous', { simple: true }), 1);
+    raw.close();
+  });
+
   it('runs migrations twice without error or change', async () => {
     const raw = openSqlite(t.db, { durability: 'full', busyTimeoutMs: 2000 });
     const before = raw.prepare('select count(*) n from hookbucket_migration').get() as { n: number };

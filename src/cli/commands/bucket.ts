@@ -113,14 +113,18 @@ Examples:
           const buckets = await store.listBuckets();
           const withCounts = await Promise.all(buckets.map(async (b) => ({ b, c: await store.bucketCounts(b.name) })));
           if (opts.json) return printJson(io, withCounts.map(({ b, c }) => bucketJson(b, c)));
-          if (buckets.length === 0) return print(io, 'no buckets yet: hookbucket bucket create <name>');
-          print(
-            io,
-            table(
-              ['NAME', 'REQUESTS', 'SIZE', 'MAX BODY', 'DESTINATION'],
-              withCounts.map(({ b, c }) => [b.name, c.requests, formatSize(c.bytes), formatSize(b.maxBody), b.destination]),
-            ),
-          );
+          if (buckets.length === 0) print(io, 'no buckets yet: hookbucket bucket create <name>');
+          else {
+            print(
+              io,
+              table(
+                ['NAME', 'REQUESTS', 'SIZE', 'MAX BODY', 'DESTINATION'],
+                withCounts.map(({ b, c }) => [b.name, c.requests, formatSize(c.bytes), formatSize(b.maxBody), b.destination]),
+              ),
+            );
+          }
+          const other = Object.entries(await store.unattributedRejections());
+          if (other.length > 0) print(io, `\nrefusals naming no bucket: ${other.map(([r, n]) => `${r} ${n}`).join(', ')}`);
         }),
       ),
   );

@@ -20,7 +20,8 @@ export interface SqliteIngestOptions {
 }
 
 const DISK_CHECK_MS = 1000;
-/** A storage failure keeps /healthz degraded until a commit succeeds again. */
+/** Pause before a crashed writer thread is started again; until then ingest answers 503. */
+const WRITER_RESTART_MS = 1000;
 const threadUrl = (name: string) => new URL(`./${name}.js`, import.meta.url);
 
 /**
@@ -62,20 +63,41 @@ export class SqliteIngest implements IngestSink {
   }
 
   async #spawn(): Promise<void> {
-    const init: WriterInit = { path: this.#opts.config.db, durability: this.#opts.config.durability };
-    this.#writer = new Worker(threadUrl('writer-thread'), { workerData: init });
+    const init = this.#init();
     this.#checkpointer = new Worker(threadUrl('checkpoint-thread'), { workerData: init });
     this.#checkpointer.unref();
-    await Promise.all([readyOf(this.#writer), readyOf(this.#checkpointer)]);
+    await Promise.all([this.#spawnWriter(), readyOf(this.#checkpointer)]);
+  }
+
+  #init(): WriterInit {
+    return { path: this.#opts.config.db, durability: this.#opts.config.durability };
+  }
+
+  async #spawnWriter(): Promise<void> {
+    const writer = new Worker(threadUrl('writer-thread'), { workerData: this.#init() });
+    await readyOf(writer);
+    this.#writer = writer;
     this.#writerAlive = true;
-    this.#writer.on('message', (msg: FromWriter) => this.#onMessage(msg));
-    this.#writer.on('error', (e) => this.#log.error({ err: e }, 'writer thread error'));
-    this.#writer.on('exit', (code) => {
+    writer.on('message', (msg: FromWriter) => this.#onMessage(msg));
+    writer.on('error', (e) => this.#log.error({ err: e }, 'writer thread error'));
+    writer.on('exit', (code) => {
       this.#writerAlive = false;
       if (this.#closed) return;
-      this.#log.error({ code }, 'writer thread exited; requests in flight get 503');
+      this.#log.error({ code }, 'writer thread exited; requests in flight get 503; restarting it in 1 s');
       this.#failAll('storage_error', 'writer thread exited');
+      this.#restartWriterLater();
     });
+  }
+
+  #restartWriterLater(): void {
+    const retry = setTimeout(() => {
+      if (this.#closed) return;
+      this.#spawnWriter().catch((e: unknown) => {
+        this.#log.error({ err: e }, 'writer thread restart failed; trying again');
+        this.#restartWriterLater();
+      });
+    }, WRITER_RESTART_MS);
+    retry.unref();
   }
 
   #onMessage(msg: FromWriter): void {
