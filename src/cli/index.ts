@@ -2,7 +2,9 @@ import { Command, CommanderError } from 'commander';
 import { ExitCode, isAppError } from '../shared/errors.js';
 import { makeBucketCommand } from './commands/bucket.js';
 import { makeRequestsCommand } from './commands/requests.js';
+import { makeScheduleCommand } from './commands/schedule.js';
 import { makeServeCommand } from './commands/serve.js';
+import { makeSimulateCommand } from './commands/simulate.js';
 import type { CliIo } from './io.js';
 
 export function buildProgram(io: CliIo): Command {
@@ -25,6 +27,8 @@ Exit codes: 0 ok, 1 runtime failure, 2 usage error, 3 check failed, 4 not found.
   program.addCommand(makeServeCommand(io));
   program.addCommand(makeBucketCommand(io));
   program.addCommand(makeRequestsCommand(io));
+  program.addCommand(makeScheduleCommand(io));
+  program.addCommand(makeSimulateCommand(io));
   applySettings(program, io);
   return program;
 }
