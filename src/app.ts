@@ -1,7 +1,7 @@
 import { Hono } from 'hono';
 import type { Clock } from './shared/clock.js';
 import type { Logger } from './shared/logger.js';
-import { createIngestRoutes, errorBody, type Env, type IngestDeps } from './ingest/routes.js';
+import { createIngestHandler, errorBody, isIngestTarget, type Env, type IngestDeps } from './ingest/routes.js';
 
 export interface AppDeps extends IngestDeps {
   clock: Clock;
@@ -12,13 +12,15 @@ export interface AppDeps extends IngestDeps {
 export function createApp(deps: AppDeps): Hono<Env> {
   const app = new Hono<Env>();
 
+  const ingest = createIngestHandler(deps);
+  // Ingest is decided on the raw request target before Hono routes on the normalised path.
+  app.use('*', async (c, next) => (isIngestTarget(c.env.incoming.url) ? ingest(c) : next()));
+
   app.get('/healthz', (c) => {
     const h = deps.sink.health();
     if (h.ok) return c.json({ status: 'ok' });
     return c.json({ status: 'degraded', reason: h.reason, code: h.code }, 503);
   });
-
-  app.route('/', createIngestRoutes(deps));
 
   app.notFound((c) => errorBody(c, 404, 'not_found', 'no such route; webhooks go to /b/<bucket>'));
   app.onError((err, c) => {

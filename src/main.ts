@@ -8,6 +8,9 @@ import type { Logger } from './shared/logger.js';
 import { SqliteIngest } from './store/sqlite/sqlite-ingest.js';
 import { SqliteStore } from './store/sqlite/sqlite-store.js';
 
+/** How often a stopping server closes connections that became idle. */
+const IDLE_SWEEP_MS = 50;
+
 export interface RunningServer {
   readonly url: string;
   readonly port: number;
@@ -37,13 +40,19 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
     logger,
     countRejection: (b, r) => sink.countRejection(b, r),
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.port, config.host, () => {
-      server.off('error', reject);
-      resolve();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(config.port, config.host, () => {
+        server.off('error', reject);
+        resolve();
+      });
     });
-  });
+  } catch (e) {
+    await sink.close();
+    await store.close();
+    throw e;
+  }
   const port = (server.address() as AddressInfo).port;
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
@@ -53,10 +62,14 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
   const close = (graceMs = 10_000) =>
     (closing ??= (async () => {
       const closed = new Promise<void>((r) => server.close(() => r()));
+      // Keep-alive connections become idle as their in-flight request is answered; close each
+      // then, rather than waiting out keepAliveTimeout. Past the grace period, close the rest.
+      const idle = setInterval(() => server.closeIdleConnections(), IDLE_SWEEP_MS);
       server.closeIdleConnections();
       const timer = setTimeout(() => server.closeAllConnections(), graceMs);
       timer.unref();
       await closed;
+      clearInterval(idle);
       clearTimeout(timer);
       await sink.close();
       await store.close();

@@ -3,7 +3,8 @@ import type { Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import type { Hono } from 'hono';
 import type { Env } from './ingest/routes.js';
-import { MAX_HEADER_COUNT, NODE_MAX_HEADER_SIZE } from './ingest/limits.js';
+import { markAnsweredByServer } from './ingest/capture.js';
+import { MAX_HEADER_COUNT, MAX_REQUEST_LINE, NODE_MAX_HEADER_SIZE } from './ingest/limits.js';
 import type { Logger } from './shared/logger.js';
 
 export interface HttpServerOptions {
@@ -24,7 +25,7 @@ const clientErrors: Record<string, [status: number, code: string, message: strin
 
 function rawResponse(status: number, code: string, message: string): string {
   const body = JSON.stringify({ error: message, code });
-  const reason = { 400: 'Bad Request', 405: 'Method Not Allowed', 408: 'Request Timeout', 431: 'Request Header Fields Too Large', 501: 'Not Implemented' }[status] ?? 'Error';
+  const reason = { 400: 'Bad Request', 405: 'Method Not Allowed', 408: 'Request Timeout', 414: 'URI Too Long', 431: 'Request Header Fields Too Large', 501: 'Not Implemented' }[status] ?? 'Error';
   return `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`;
 }
 
@@ -37,11 +38,14 @@ export function createHttpServer(app: Hono<Env>, opts: HttpServerOptions): Serve
   const listener = getRequestListener(app.fetch, {
     // Ingest reads the raw request itself and discards refused bodies on its own terms.
     autoCleanupIncoming: false,
-    errorHandler: () =>
-      new Response(JSON.stringify({ error: 'malformed request', code: 'bad_request' }), {
+    // @hono/node-server could not build a Request (missing or bad Host, backslash in the path).
+    errorHandler: () => {
+      opts.countRejection('', 'bad_request');
+      return new Response(JSON.stringify({ error: 'malformed request', code: 'bad_request' }), {
         status: 400,
         headers: { 'content-type': 'application/json' },
-      }),
+      });
+    },
   });
   const server = createServer(
     {
@@ -50,6 +54,8 @@ export function createHttpServer(app: Hono<Env>, opts: HttpServerOptions): Serve
       requestTimeout: opts.requestTimeoutMs,
       connectionsCheckingInterval: 1000,
       keepAliveTimeout: 5000,
+      // Node's own missing-Host 400 has an empty body; the adapter's check answers with our JSON.
+      requireHostHeader: false,
     },
     listener,
   );
@@ -64,7 +70,9 @@ export function createHttpServer(app: Hono<Env>, opts: HttpServerOptions): Serve
   });
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
     const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
-    if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
+    // The client went away (reset, or closed mid-message): nobody to answer. If the request had
+    // reached the app, the app counts it as client_aborted.
+    if (err.code === 'ECONNRESET' || err.code === 'HPE_INVALID_EOF_STATE' || !socket.writable || inFlight?.headersSent) {
       socket.destroy();
       return;
     }
@@ -75,8 +83,21 @@ export function createHttpServer(app: Hono<Env>, opts: HttpServerOptions): Serve
     if (err.code === 'HPE_INVALID_TRANSFER_ENCODING' && /\r?\ncontent-length\s*:/i.test(packet)) {
       [status, code, message] = [400, 'bad_request', 'Content-Length together with Transfer-Encoding'];
     }
+    // A request line longer than Node's parser limit overflows before our 414 check can run.
+    if (err.code === 'HPE_HEADER_OVERFLOW') {
+      const eol = packet.indexOf('\n');
+      if (eol === -1 || eol > MAX_REQUEST_LINE) [status, code, message] = [414, 'uri_too_long', `request line over ${MAX_REQUEST_LINE} bytes`];
+    }
     opts.countRejection('', code);
+    markAnsweredByServer(socket);
     socket.end(rawResponse(status, code, message));
+  });
+  // Node answers an unknown Expect with an empty 417 unless someone listens.
+  server.on('checkExpectation', (_req, res) => {
+    opts.countRejection('', 'expectation_failed');
+    const body = JSON.stringify({ error: 'only Expect: 100-continue is supported', code: 'expectation_failed' });
+    res.writeHead(417, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), connection: 'close' });
+    res.end(body);
   });
   return server;
 }

@@ -36,7 +36,8 @@ export function sizeArg(value: string): string {
 }
 
 export function durationArg(value: string): string {
-  if (parseDuration(value) === undefined) throw new InvalidArgumentError('a duration like 2s, 1m30s or 500ms');
+  const ms = parseDuration(value);
+  if (ms === undefined || ms <= 0) throw new InvalidArgumentError('a positive duration like 2s, 1m30s or 500ms');
   return value;
 }
 
@@ -54,5 +55,13 @@ export function limitArg(value: string): number {
 
 export function portArg(value: string): string {
   if (parseInteger(value, 0, 65535) === undefined) throw new InvalidArgumentError('a port from 0 to 65535');
+  return value;
+}
+
+/** A media type that can go into a Content-Type header as is (no CR/LF or other control bytes). */
+export function contentTypeArg(value: string): string {
+  if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+\/[!#$%&'*+.^_`|~0-9A-Za-z-]+(\s*;\s*[!#$%&'*+.^_`|~0-9A-Za-z-]+=("[^"\\\x00-\x1f\x7f]*"|[!#$%&'*+.^_`|~0-9A-Za-z-]+))*$/.test(value)) {
+    throw new InvalidArgumentError('a media type like text/plain or application/json; charset=utf-8');
+  }
   return value;
 }

@@ -54,7 +54,7 @@ const parsers: { [K in SettingKey]: (raw: string, name: string) => Config[K] } =
   trustProxy: (raw, name) => parseBoolean(raw) ?? bad(name, raw),
   maxInflightBytes: (raw, name) => positive(parseSize(raw), name, raw),
   minFreeDisk: (raw, name) => parseSize(raw) ?? bad(name, raw),
-  lockTimeoutMs: (raw, name) => parseDuration(raw) ?? bad(name, raw),
+  lockTimeoutMs: (raw, name) => positive(parseDuration(raw), name, raw),
   headersTimeoutMs: (raw, name) => positive(parseDuration(raw), name, raw),
   requestTimeoutMs: (raw, name) => positive(parseDuration(raw), name, raw),
   logLevel: (raw, name) =>

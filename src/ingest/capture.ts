@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import type { InflightBudget } from './limits.js';
 
 export type BodyResult =
@@ -52,6 +53,8 @@ export function readBody(
     incoming.on('end', onEnd);
     incoming.on('error', onAbort);
     incoming.on('close', onClose);
+    // The client may have gone while the bucket was being looked up: its 'close' already fired.
+    if (incoming.destroyed && !incoming.complete) finish({ kind: 'aborted' });
   });
   return { done, reserved: () => reserved };
 }
@@ -75,4 +78,15 @@ export function discardBody(incoming: IncomingMessage, maxBytes = 1024 * 1024, m
   });
   incoming.on('end', () => clearTimeout(timer));
   incoming.resume();
+}
+
+const answered = Symbol('hookbucket.answeredByServer');
+
+/** Marks a socket whose request the server's clientError handler has answered (and counted). */
+export function markAnsweredByServer(socket: Socket): void {
+  (socket as Socket & { [answered]?: boolean })[answered] = true;
+}
+
+export function answeredByServer(socket: Socket | null | undefined): boolean {
+  return (socket as (Socket & { [answered]?: boolean }) | null | undefined)?.[answered] === true;
 }

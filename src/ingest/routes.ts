@@ -1,14 +1,15 @@
 import type { IncomingMessage } from 'node:http';
 import type { HttpBindings } from '@hono/node-server';
-import { Hono, type Context } from 'hono';
+import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { Clock } from '../shared/clock.js';
 import { AppError } from '../shared/errors.js';
 import { newId } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
-import type { IngestSink, Store, StorageHealth } from '../store/store.js';
+import { storageErrorCode } from '../store/sqlite/open.js';
+import type { Bucket, IngestSink, Store } from '../store/store.js';
 import { parseIngestTarget } from './bucket-name.js';
-import { discardBody, readBody } from './capture.js';
+import { answeredByServer, discardBody, readBody } from './capture.js';
 import {
   headerBytes,
   InflightBudget,
@@ -22,7 +23,7 @@ export type Env = { Bindings: HttpBindings };
 
 export interface IngestDeps {
   store: Pick<Store, 'resolveBucket'>;
-  sink: IngestSink & { accepting(): StorageHealth };
+  sink: IngestSink;
   clock: Clock;
   logger: Logger;
   config: { trustProxy: boolean; maxInflightBytes: number };
@@ -35,15 +36,23 @@ export function errorBody(c: Context, status: number, code: string, message: str
   return c.json({ error: message, code }, status as ContentfulStatusCode, headers);
 }
 
+/** Whether a raw request target is an ingest URL; decided on the raw target, never a normalised one. */
+export function isIngestTarget(rawTarget: string | undefined): boolean {
+  if (!rawTarget) return false;
+  if (rawTarget.startsWith('/b/')) return true;
+  return /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*\/b\//i.test(rawTarget);
+}
+
 /**
  * `ANY /b/<bucket>[/<sub/path>]`: capture the whole request from the raw Node request (raw header
- * list, exact body bytes) and answer only once the row is committed.
+ * list, exact body bytes) and answer only once the row is committed. Returned as a handler that
+ * createApp() calls for every raw `/b/` target before Hono routes on the normalised path, so
+ * `/b/hooks/../x` is still an ingest request for bucket `hooks`.
  */
-export function createIngestRoutes(deps: IngestDeps): Hono<Env> {
-  const app = new Hono<Env>();
+export function createIngestHandler(deps: IngestDeps): (c: Context<Env>) => Promise<Response> {
   const budget = new InflightBudget(deps.config.maxInflightBytes);
 
-  app.all('/b/*', async (c) => {
+  return async (c) => {
     const incoming = c.env.incoming;
     const outgoing = c.env.outgoing;
     const refuse = (bucket: string, status: number, code: string, message: string, headers?: Record<string, string>) => {
@@ -59,23 +68,30 @@ export function createIngestRoutes(deps: IngestDeps): Hono<Env> {
     }
     const target = parseIngestTarget(rawTarget);
     if (!target) return refuse('', 404, 'unknown_bucket', 'no such bucket');
+    let bucket: Bucket | undefined;
+    try {
+      bucket = await deps.store.resolveBucket(target.bucket);
+    } catch (e) {
+      const code = storageErrorCode(e);
+      if (code === undefined) throw e;
+      return refuse('', 503, code, 'storage cannot be read right now', retryAfter(code));
+    }
+    // Refusals are attributed only to buckets that exist, so hostile names add no rows.
+    if (!bucket) return refuse('', 404, 'unknown_bucket', 'no such bucket');
     if (method === 'TRACE' || method === 'CONNECT') {
-      return refuse(target.bucket, 405, 'method_not_allowed', `${method} is not accepted`);
+      return refuse(bucket.name, 405, 'method_not_allowed', `${method} is not accepted`);
     }
     const raw = incoming.rawHeaders;
     if (raw.length / 2 > MAX_HEADER_COUNT) {
-      return refuse(target.bucket, 431, 'too_many_headers', `more than ${MAX_HEADER_COUNT} headers`);
+      return refuse(bucket.name, 431, 'too_many_headers', `more than ${MAX_HEADER_COUNT} headers`);
     }
     if (headerBytes(raw) > MAX_HEADER_BYTES) {
-      return refuse(target.bucket, 431, 'headers_too_large', `headers over ${MAX_HEADER_BYTES} bytes`);
+      return refuse(bucket.name, 431, 'headers_too_large', `headers over ${MAX_HEADER_BYTES} bytes`);
     }
     const te = unsupportedTransferEncoding(raw);
     if (te !== undefined) {
-      return refuse(target.bucket, 501, 'unsupported_transfer_encoding', `Transfer-Encoding ${JSON.stringify(te)} is not supported; only chunked`);
+      return refuse(bucket.name, 501, 'unsupported_transfer_encoding', `Transfer-Encoding ${JSON.stringify(te)} is not supported; only chunked`);
     }
-    const bucket = await deps.store.resolveBucket(target.bucket);
-    if (!bucket) return refuse('', 404, 'unknown_bucket', 'no such bucket');
-
     const health = deps.sink.accepting();
     if (!health.ok) {
       return refuse(bucket.name, 503, health.code, 'storage cannot take writes right now', retryAfter(health.code));
@@ -84,15 +100,16 @@ export function createIngestRoutes(deps: IngestDeps): Hono<Env> {
     if (declared !== undefined && declared > bucket.maxBody) {
       return refuse(bucket.name, 413, 'body_too_large', `body over the bucket limit of ${bucket.maxBody} bytes`);
     }
-    const reserve = declared ?? 0;
-    if (!budget.tryReserve(reserve)) {
+    // Bytes are reserved as they arrive (readBody), not as declared: a client that claims a large
+    // Content-Length and then sends nothing holds no share of the budget.
+    if (declared !== undefined && budget.used + declared > budget.limit) {
       return refuse(bucket.name, 503, 'overloaded', 'too many body bytes in flight', retryAfter('overloaded'));
     }
     let reading: ReturnType<typeof readBody> | undefined;
     try {
       // We answer 100 Continue ourselves, only after the checks above (server.ts routes checkContinue here).
       if (/100-continue/i.test(String(incoming.headers.expect ?? ''))) outgoing.writeContinue();
-      reading = readBody(incoming, bucket.maxBody, budget, reserve);
+      reading = readBody(incoming, bucket.maxBody, budget, 0);
       const result = await reading.done;
       if (result.kind === 'too_large') {
         return refuse(bucket.name, 413, 'body_too_large', `body over the bucket limit of ${bucket.maxBody} bytes`);
@@ -101,7 +118,9 @@ export function createIngestRoutes(deps: IngestDeps): Hono<Env> {
         return refuse(bucket.name, 503, 'overloaded', 'too many body bytes in flight', retryAfter('overloaded'));
       }
       if (result.kind === 'aborted') {
-        deps.sink.countRejection(bucket.name, 'client_aborted');
+        // Parse errors and timeouts were answered and counted by the server's clientError handler;
+        // a plain reset had nobody to answer, so it is counted here.
+        if (!answeredByServer(incoming.socket)) deps.sink.countRejection(bucket.name, 'client_aborted');
         return errorBody(c, 400, 'client_aborted', 'request body incomplete');
       }
       const id = newId();
@@ -119,26 +138,37 @@ export function createIngestRoutes(deps: IngestDeps): Hono<Env> {
         },
         { createDelivery: bucket.destination !== null },
       );
-      const headers: Record<string, string> = { 'x-hookbucket-request-id': id };
-      if (bucket.ackBody !== null) {
-        headers['content-type'] = bucket.ackContentType ?? 'text/plain; charset=utf-8';
-        return c.body(bucket.ackBody, bucket.ackStatus as ContentfulStatusCode, headers);
-      }
-      if (bucket.ackContentType !== null) headers['content-type'] = bucket.ackContentType;
-      return c.body(JSON.stringify({ id }), bucket.ackStatus as ContentfulStatusCode, {
-        'content-type': 'application/json',
-        ...headers,
-      });
+      return ack(id, bucket);
     } catch (e) {
       if (e instanceof AppError) {
         return refuse(bucket.name, 503, e.code, e.message, retryAfter(e.code));
       }
       throw e;
     } finally {
-      budget.release(reading ? reading.reserved() : reserve);
+      if (reading) budget.release(reading.reserved());
     }
-  });
-  return app;
+  };
+}
+
+/**
+ * The answer for a committed request. Built with plain Response headers that cannot throw (the ack
+ * content type is validated when the bucket is configured); 204 and 205 carry no body (RFC 9110).
+ */
+function ack(id: string, bucket: Bucket): Response {
+  const headers = new Headers({ 'x-hookbucket-request-id': id });
+  if (bucket.ackStatus === 204 || bucket.ackStatus === 205) return new Response(null, { status: bucket.ackStatus, headers });
+  let body = JSON.stringify({ id });
+  let type = 'application/json';
+  if (bucket.ackBody !== null) {
+    body = bucket.ackBody;
+    type = 'text/plain; charset=utf-8';
+  }
+  try {
+    headers.set('content-type', bucket.ackContentType ?? type);
+  } catch {
+    headers.set('content-type', type);
+  }
+  return new Response(body, { status: bucket.ackStatus, headers });
 }
 
 function retryAfter(code: string): Record<string, string> {

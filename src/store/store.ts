@@ -94,6 +94,8 @@ export interface IngestSink {
   /** Count a refusal (bucket '' when none applies). Buffered and written with the next batch. */
   countRejection(bucket: string, reason: string): void;
   health(): StorageHealth;
+  /** Whether a new request may be taken at all (a recent write failure does not refuse: the next batch probes). */
+  accepting(): StorageHealth;
   /** Flush what is queued, then stop. */
   close(): Promise<void>;
 }

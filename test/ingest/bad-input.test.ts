@@ -64,8 +64,24 @@ describe('bad input answers', () => {
     assert.equal(res.status, 200);
   });
 
-  it('request line over 16 KiB: 414', async () => {
+  it('request line over 16 KiB: 414, even past Node\'s own parser limit', async () => {
     await expectRefused(`GET /b/hooks?${'q'.repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, 414, 'uri_too_long');
+    await expectRefused(`GET /b/hooks?${'q'.repeat(120_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, 414, 'uri_too_long');
+  });
+
+  it('missing Host and unknown Expect get JSON answers', async () => {
+    await expectRefused('POST /b/hooks HTTP/1.1\r\nContent-Length: 1\r\n\r\nx', 400, 'bad_request');
+    await expectRefused('POST /b/hooks HTTP/1.1\r\nHost: x\r\nExpect: foo\r\nContent-Length: 1\r\n\r\nx', 417, 'expectation_failed');
+  });
+
+  it('dot segments in the raw target stay inside the bucket and are stored verbatim', async () => {
+    for (const target of ['/b/hooks/../../x', '/b/hooks/%2e%2e/%2e%2e/x']) {
+      const res = await rawRequest(s.url, `POST ${target} HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx`);
+      assert.equal(res.status, 200, target);
+      const stored = await s.store.getRequest(res.headers['x-hookbucket-request-id']!);
+      assert.equal(stored?.bucket, 'hooks');
+      assert.equal(stored?.path, target.slice('/b/hooks'.length));
+    }
   });
 
   it('an 8 KiB query is stored verbatim', async () => {
@@ -124,6 +140,8 @@ describe('bad input answers', () => {
     const before = count();
     const res = await rawRequest(s.url, 'POST /b/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc', { waitForClose: true, timeoutMs: 8000 });
     assert.equal(res.closed, true);
+    assert.equal(res.status, 408);
+    assert.equal(json(res.body).code, 'request_timeout');
     assert.equal(count(), before);
   });
 
@@ -145,14 +163,31 @@ describe('bad input answers', () => {
     assert.equal(count(), before + 1);
   });
 
-  it('counts every refusal per bucket and reason', async () => {
-    await rawRequest(s.url, `POST /b/small HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n\r\n`);
+  it('counts every refusal per bucket and reason, once, and only under buckets that exist', async () => {
+    await expectRefused('TRACE /b/zzz HTTP/1.1\r\nHost: x\r\n\r\n', 404, 'unknown_bucket');
     await s.close(); // flushes buffered counts
-    const counts = await s.store.bucketCounts('small');
-    assert.ok((counts.rejections.body_too_large ?? 0) >= 4, JSON.stringify(counts.rejections));
+    const small = await s.store.bucketCounts('small');
+    // Content-Length 1025, chunked 1200, Expect with 5000: three 413s.
+    assert.deepEqual(small.rejections, { body_too_large: 3 });
+    const hooks = await s.store.bucketCounts('hooks');
+    assert.deepEqual(hooks.rejections, {
+      method_not_allowed: 1,
+      too_many_headers: 1,
+      headers_too_large: 1,
+      unsupported_transfer_encoding: 2,
+      client_aborted: 1,
+    });
     const other = await s.store.unattributedRejections();
-    assert.ok((other.unknown_bucket ?? 0) >= 4, JSON.stringify(other));
-    assert.ok((other.bad_request ?? 0) >= 1, JSON.stringify(other));
+    assert.equal(other.unknown_bucket, 5);
+    assert.equal(other.uri_too_long, 2);
+    assert.equal(other.request_timeout, 2);
+    assert.equal(other.expectation_failed, 1);
+    assert.equal(other.method_not_allowed, 1, 'CONNECT never reaches a bucket');
+    assert.ok((other.bad_request ?? 0) >= 7, JSON.stringify(other));
+    const raw = new BetterSqlite3(s.db, { readonly: true });
+    const names = raw.prepare('select distinct bucket from rejections order by bucket').pluck().all();
+    raw.close();
+    assert.deepEqual(names, ['', 'hooks', 'small']);
   });
 });
 

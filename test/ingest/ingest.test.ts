@@ -94,6 +94,14 @@ describe('ingest over a real socket', () => {
     assert.equal((await s.store.getRequest(JSON.parse(noDest.body.toString()).id))?.state, 'none');
   });
 
+  it('answers 204 acks without a body', async () => {
+    await s.store.createBucket({ name: 'nobody', ackStatus: 204 });
+    const res = await rawRequest(s.url, post('/b/nobody', [], Buffer.from('x')), { timeoutMs: 1000 });
+    assert.match(res.raw.toString('latin1'), /^HTTP\/1\.1 204 /);
+    assert.doesNotMatch(res.raw.toString('latin1'), /content-length/i);
+    assert.ok(res.headers['x-hookbucket-request-id']);
+  });
+
   it('answers with the bucket ack settings', async () => {
     const res = await rawRequest(s.url, post('/b/custom', [], Buffer.from('x')));
     assert.equal(res.status, 202);
@@ -128,6 +136,22 @@ describe('ingest over a real socket', () => {
     const n = await fetch(`${s.url}/nowhere`);
     assert.equal(n.status, 404);
     assert.equal(((await n.json()) as { code: string }).code, 'not_found');
+  });
+});
+
+describe('--trust-proxy', () => {
+  it('stores the last X-Forwarded-For hop as the peer only when trusted', async () => {
+    for (const trustProxy of [true, false]) {
+      const s = await startTestServer({ trustProxy });
+      try {
+        await s.store.createBucket({ name: 'p' });
+        const r = await fetch(`${s.url}/b/p`, { method: 'POST', body: 'x', headers: { 'x-forwarded-for': '198.51.100.7, 203.0.113.9' } });
+        const { id } = (await r.json()) as { id: string };
+        assert.equal((await s.store.getRequest(id))?.peer, trustProxy ? '203.0.113.9' : '127.0.0.1');
+      } finally {
+        await s.stop();
+      }
+    }
   });
 });
 

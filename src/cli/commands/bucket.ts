@@ -4,7 +4,7 @@ import { AppError } from '../../shared/errors.js';
 import type { Bucket, BucketCounts, BucketPatch } from '../../store/store.js';
 import { withStore } from '../context.js';
 import { iso, print, printJson, table, type CliIo } from '../io.js';
-import { ackStatusArg, bucketNameArg, maxBodyArg, urlArg } from '../parsers.js';
+import { ackStatusArg, bucketNameArg, contentTypeArg, maxBodyArg, urlArg } from '../parsers.js';
 
 /** Stable JSON shape of a bucket (README "JSON fields"). */
 export function bucketJson(b: Bucket, counts?: BucketCounts) {
@@ -35,6 +35,9 @@ interface BucketOpts {
 }
 
 function patchFrom(o: BucketOpts): BucketPatch {
+  if ((o.ackStatus === 204 || o.ackStatus === 205) && typeof o.ackBody === 'string') {
+    throw new AppError('invalid_option', `--ack-status ${o.ackStatus} answers without a body; drop --ack-body`);
+  }
   const p: BucketPatch = {};
   if (o.destination !== undefined) p.destination = o.destination === false ? null : o.destination;
   if (o.maxBody !== undefined) p.maxBody = o.maxBody;
@@ -69,7 +72,7 @@ function addBucketSettings(cmd: Command, forUpdate: boolean): Command {
     .option('--max-body <size>', 'largest body accepted, at most 100MiB (default 25MiB)', maxBodyArg)
     .option('--ack-status <code>', '2xx status answered to the sender (default 200)', ackStatusArg)
     .option('--ack-body <text>', 'body answered to the sender (default {"id":"<id>"})')
-    .option('--ack-content-type <type>', 'content type of the ack body');
+    .option('--ack-content-type <type>', 'content type of the ack body', contentTypeArg);
   if (forUpdate) {
     cmd
       .option('--no-destination', 'remove the destination (store only)')
@@ -80,7 +83,9 @@ function addBucketSettings(cmd: Command, forUpdate: boolean): Command {
 }
 
 export function makeBucketCommand(io: CliIo): Command {
-  const bucket = new Command('bucket').description('create, inspect, change and delete buckets');
+  const bucket = new Command('bucket')
+    .description('create, inspect, change and delete buckets')
+    .addHelpText('after', '\nExamples:\n  $ hookbucket bucket create stripe --destination http://localhost:3000/hooks\n  $ hookbucket bucket list\n  $ hookbucket bucket show stripe --json');
 
   bucket.addCommand(
     addBucketSettings(new Command('create'), false)
@@ -112,7 +117,10 @@ Examples:
         withStore(cmd, io, async (store) => {
           const buckets = await store.listBuckets();
           const withCounts = await Promise.all(buckets.map(async (b) => ({ b, c: await store.bucketCounts(b.name) })));
-          if (opts.json) return printJson(io, withCounts.map(({ b, c }) => bucketJson(b, c)));
+          const other = await store.unattributedRejections();
+          if (opts.json) {
+            return printJson(io, { buckets: withCounts.map(({ b, c }) => bucketJson(b, c)), unattributed_rejections: other });
+          }
           if (buckets.length === 0) print(io, 'no buckets yet: hookbucket bucket create <name>');
           else {
             print(
@@ -123,8 +131,8 @@ Examples:
               ),
             );
           }
-          const other = Object.entries(await store.unattributedRejections());
-          if (other.length > 0) print(io, `\nrefusals naming no bucket: ${other.map(([r, n]) => `${r} ${n}`).join(', ')}`);
+          const refused = Object.entries(other);
+          if (refused.length > 0) print(io, `\nrefusals naming no bucket: ${refused.map(([r, n]) => `${r} ${n}`).join(', ')}`);
         }),
       ),
   );

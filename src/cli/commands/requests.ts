@@ -32,7 +32,9 @@ function target(path: string, query: string | null): string {
 }
 
 export function makeRequestsCommand(io: CliIo): Command {
-  const requests = new Command('requests').description('inspect stored requests');
+  const requests = new Command('requests')
+    .description('inspect stored requests')
+    .addHelpText('after', '\nExamples:\n  $ hookbucket requests list stripe\n  $ hookbucket requests show <id> --raw > body.bin');
 
   requests.addCommand(
     new Command('list')

@@ -1,9 +1,8 @@
 import { createHash } from 'node:crypto';
 import { newId } from '../../shared/ids.js';
 import type { SqliteDb } from './open.js';
-import type { IngestItem } from './writer-protocol.js';
+import type { IngestItem, RejectionCount } from './writer-protocol.js';
 
-export type RejectionCount = [bucket: string, reason: string, count: number, lastAt: number];
 
 /**
  * One group-commit transaction: every request that arrived together, its first delivery (when the
@@ -26,28 +25,27 @@ export function createBatchWriter(db: SqliteDb) {
      on conflict (bucket, reason) do update set count = count + excluded.count, last_at = max(last_at, excluded.last_at)`,
   );
 
-  const write = db.transaction((items: IngestItem[], rejections: RejectionCount[]) => {
-    for (const it of items) {
-      const body = Buffer.from(it.body.buffer, it.body.byteOffset, it.body.byteLength);
-      const sha256 = createHash('sha256').update(body).digest('hex');
-      insertRequest.run(
-        it.id,
-        it.bucket,
-        it.receivedAt,
-        it.method,
-        it.path,
-        it.query,
-        JSON.stringify(it.rawHeaders),
-        body,
-        body.byteLength,
-        sha256,
-        it.peer,
-      );
+  interface Row {
+    it: IngestItem;
+    body: Buffer;
+    sha256: string;
+    headers: string;
+  }
+  const write = db.transaction((rows: Row[], rejections: RejectionCount[]) => {
+    for (const { it, body, sha256, headers } of rows) {
+      insertRequest.run(it.id, it.bucket, it.receivedAt, it.method, it.path, it.query, headers, body, body.byteLength, sha256, it.peer);
       if (it.createDelivery) insertDelivery.run(newId(), it.id, it.bucket, it.receivedAt, it.receivedAt, it.receivedAt);
     }
     for (const r of rejections) upsertRejection.run(...r);
   });
 
-  // BEGIN IMMEDIATE takes the write lock up front, so a busy lock fails before any work is done.
-  return (items: IngestItem[], rejections: RejectionCount[]) => write.immediate(items, rejections);
+  return (items: IngestItem[], rejections: RejectionCount[]) => {
+    // Hash and encode before taking the lock, so a large body never holds it against other processes.
+    const rows = items.map((it) => {
+      const body = Buffer.from(it.body.buffer, it.body.byteOffset, it.body.byteLength);
+      return { it, body, sha256: createHash('sha256').update(body).digest('hex'), headers: JSON.stringify(it.rawHeaders) };
+    });
+    // BEGIN IMMEDIATE takes the write lock up front, so a busy lock fails before any work is done.
+    write.immediate(rows, rejections);
+  };
 }

@@ -5,7 +5,7 @@ import type { Config } from '../../config/config.js';
 import { AppError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { CapturedRequest, IngestSink, StorageHealth } from '../store.js';
-import type { FromWriter, IngestItem, ToWriter, WriterInit } from './writer-protocol.js';
+import { mergeRejection, type FromWriter, type IngestItem, type RejectionCount, type ToWriter, type WriterInit } from './writer-protocol.js';
 
 interface Pending {
   resolve: () => void;
@@ -34,13 +34,14 @@ export class SqliteIngest implements IngestSink {
   readonly #pending = new Map<number, Pending>();
   #outbox: IngestItem[] = [];
   #transfer: ArrayBuffer[] = [];
-  #rejections = new Map<string, [string, string, number, number]>();
+  #rejections = new Map<string, RejectionCount>();
   #seq = 0;
   #writer!: Worker;
   #checkpointer!: Worker;
   #flushScheduled = false;
   #diskTimer: NodeJS.Timeout | undefined;
   #rejectionTimer: NodeJS.Timeout | undefined;
+  #restartTimer: NodeJS.Timeout | undefined;
   #lowDisk: { free: number } | undefined;
   #lastFailure: { code: string; message: string } | undefined;
   #closed = false;
@@ -67,6 +68,9 @@ export class SqliteIngest implements IngestSink {
     this.#checkpointer = new Worker(threadUrl('checkpoint-thread'), { workerData: init });
     this.#checkpointer.unref();
     await Promise.all([this.#spawnWriter(), readyOf(this.#checkpointer)]);
+    // Checkpoints are housekeeping: if that thread dies, ingest goes on and the WAL grows until
+    // the next start; log it loudly rather than crash the process.
+    this.#checkpointer.on('error', (e) => this.#log.error({ err: e }, 'checkpoint thread error'));
   }
 
   #init(): WriterInit {
@@ -82,22 +86,30 @@ export class SqliteIngest implements IngestSink {
     writer.on('error', (e) => this.#log.error({ err: e }, 'writer thread error'));
     writer.on('exit', (code) => {
       this.#writerAlive = false;
+      // Whatever was still waiting gets its 503 (and a close() waiting on it can finish).
+      this.#failAll('storage_error', 'writer thread exited');
       if (this.#closed) return;
       this.#log.error({ code }, 'writer thread exited; requests in flight get 503; restarting it in 1 s');
-      this.#failAll('storage_error', 'writer thread exited');
       this.#restartWriterLater();
     });
   }
 
   #restartWriterLater(): void {
-    const retry = setTimeout(() => {
+    this.#restartTimer = setTimeout(() => {
+      this.#restartTimer = undefined;
       if (this.#closed) return;
-      this.#spawnWriter().catch((e: unknown) => {
-        this.#log.error({ err: e }, 'writer thread restart failed; trying again');
-        this.#restartWriterLater();
-      });
+      this.#spawnWriter().then(
+        () => {
+          // close() may have run while the new thread was starting.
+          if (this.#closed) void closeThread(this.#writer);
+        },
+        (e: unknown) => {
+          this.#log.error({ err: e }, 'writer thread restart failed; trying again');
+          this.#restartWriterLater();
+        },
+      );
     }, WRITER_RESTART_MS);
-    retry.unref();
+    this.#restartTimer.unref();
   }
 
   #onMessage(msg: FromWriter): void {
@@ -202,13 +214,7 @@ export class SqliteIngest implements IngestSink {
   }
 
   countRejection(bucket: string, reason: string): void {
-    const key = `${bucket}\u0000${reason}`;
-    const now = Date.now();
-    const prev = this.#rejections.get(key);
-    if (prev) {
-      prev[2]++;
-      prev[3] = now;
-    } else this.#rejections.set(key, [bucket, reason, 1, now]);
+    mergeRejection(this.#rejections, [bucket, reason, 1, Date.now()]);
   }
 
   #flushRejections(): void {
@@ -225,6 +231,7 @@ export class SqliteIngest implements IngestSink {
     this.#closed = true;
     clearInterval(this.#diskTimer);
     clearInterval(this.#rejectionTimer);
+    clearTimeout(this.#restartTimer);
     // Let every submitted request settle before the writer closes its connection.
     await Promise.allSettled([...this.#pending.values()].map((p) => new Promise<void>((r) => {
       const { resolve, reject } = p;

@@ -29,6 +29,9 @@ export interface SqliteStoreOptions {
 
 /** Rows deleted per transaction by bulk deletes: each stays well under ~50 ms so ingest never waits long. */
 const DELETE_BATCH = 500;
+const DELETE_BATCH_BYTES = 8 * 1024 * 1024; // 8 MiB of bodies per delete transaction
+/** Pages released per incremental_vacuum step (1 MiB at 4 KiB pages). */
+const VACUUM_PAGES = 256;
 
 export class SqliteStore implements Store {
   readonly #raw: SqliteDb;
@@ -170,19 +173,35 @@ export class SqliteStore implements Store {
     let requests = 0;
     for (;;) {
       const n = await this.#db.transaction().execute(async (trx) => {
-        const ids = (
-          await trx.selectFrom('requests').select('id').where('bucket', '=', name).limit(DELETE_BATCH).execute()
-        ).map((r) => r.id);
+        const rows = await trx.selectFrom('requests').select(['id', 'size']).where('bucket', '=', name).limit(DELETE_BATCH).execute();
+        // Bound each transaction by bytes too: a batch of 25 MiB bodies would hold the lock far
+        // longer than ~50 ms.
+        const ids: string[] = [];
+        let bytes = 0;
+        for (const r of rows) {
+          if (ids.length > 0 && bytes + Number(r.size) > DELETE_BATCH_BYTES) break;
+          ids.push(r.id);
+          bytes += Number(r.size);
+        }
         if (ids.length === 0) return 0;
         await trx.deleteFrom('deliveries').where('request_id', 'in', ids).execute();
         await trx.deleteFrom('requests').where('id', 'in', ids).execute();
         return ids.length;
       });
       requests += n;
-      if (n < DELETE_BATCH) break;
+      if (n === 0) break;
     }
-    await sql`pragma incremental_vacuum`.execute(this.#db);
+    await this.#reclaim();
     return { requests };
+  }
+
+  /** Gives freed pages back to the file system in small steps, each its own short transaction. */
+  async #reclaim(): Promise<void> {
+    for (let i = 0; i < 100_000; i++) {
+      const free = this.#raw.pragma('freelist_count', { simple: true }) as number;
+      if (free === 0) return;
+      this.#raw.pragma(`incremental_vacuum(${VACUUM_PAGES})`);
+    }
   }
 
   async bucketCounts(name: string): Promise<BucketCounts> {

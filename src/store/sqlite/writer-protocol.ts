@@ -23,9 +23,21 @@ export interface IngestItem {
   deadline: number;
 }
 
+/** Refusals counted per (bucket, reason), buffered and written with the next batch. */
+export type RejectionCount = [bucket: string, reason: string, count: number, lastAt: number];
+
+export function mergeRejection(into: Map<string, RejectionCount>, r: RejectionCount): void {
+  const key = `${r[0]}\u0000${r[1]}`;
+  const prev = into.get(key);
+  if (prev) {
+    prev[2] += r[2];
+    prev[3] = Math.max(prev[3], r[3]);
+  } else into.set(key, [...r]);
+}
+
 export type ToWriter =
   | { type: 'ingest'; items: IngestItem[] }
-  | { type: 'rejections'; counts: Array<[bucket: string, reason: string, count: number, lastAt: number]> }
+  | { type: 'rejections'; counts: RejectionCount[] }
   | { type: 'close' };
 
 export type FromWriter =

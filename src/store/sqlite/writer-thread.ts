@@ -8,9 +8,9 @@
  * past their deadline fail with store_busy instead of waiting again.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { createBatchWriter, type RejectionCount } from './ingest-batch.js';
+import { createBatchWriter } from './ingest-batch.js';
 import { openSqlite, storageErrorCode } from './open.js';
-import type { FromWriter, IngestItem, ToWriter, WriterInit } from './writer-protocol.js';
+import { mergeRejection, type FromWriter, type IngestItem, type RejectionCount, type ToWriter, type WriterInit } from './writer-protocol.js';
 
 const port = parentPort!;
 const init = workerData as WriterInit;
@@ -76,17 +76,6 @@ function flush(): void {
   if (queue.length > 0 || (closing && rejections.size > 0)) schedule();
 }
 
-function mergeRejections(list: RejectionCount[]): void {
-  for (const [bucket, reason, count, lastAt] of list) {
-    const key = `${bucket}\u0000${reason}`;
-    const prev = rejections.get(key);
-    if (prev) {
-      prev[2] += count;
-      prev[3] = Math.max(prev[3], lastAt);
-    } else rejections.set(key, [bucket, reason, count, lastAt]);
-  }
-}
-
 port.on('message', (msg: ToWriter) => {
   switch (msg.type) {
     case 'ingest':
@@ -94,7 +83,7 @@ port.on('message', (msg: ToWriter) => {
       schedule();
       break;
     case 'rejections':
-      mergeRejections(msg.counts);
+      for (const r of msg.counts) mergeRejection(rejections, r);
       schedule();
       break;
     case 'close':
