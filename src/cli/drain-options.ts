@@ -9,6 +9,7 @@ import { DEFAULT_RETRY_BUDGET, type RetryBudgetConfig } from '../drain/retry-bud
 import { DEFAULT_SCHEDULE, JITTERS, MAX_ATTEMPTS, scheduleProblem, type Jitter, type Schedule } from '../drain/schedule.js';
 import { DEFAULT_BURST, parseRate, type Rate, type TokenBucketConfig } from '../drain/token-bucket.js';
 import { AppError } from '../shared/errors.js';
+import { integerArg } from './parsers.js';
 
 /** A duration in ms: `30s`, `1m30s`, `500ms`. */
 export function durationMsArg(value: string): number {
@@ -35,11 +36,7 @@ export function multiplierArg(value: string): number {
   return n;
 }
 
-export function maxAttemptsArg(value: string): number {
-  const n = parseInteger(value, 1, MAX_ATTEMPTS);
-  if (n === undefined) throw new InvalidArgumentError(`a whole number from 1 to ${MAX_ATTEMPTS}`);
-  return n;
-}
+export const maxAttemptsArg = integerArg(1, MAX_ATTEMPTS);
 
 /** `200/s`, `600/m`, `30/h`. */
 export function rateArg(value: string): Rate {
@@ -48,11 +45,7 @@ export function rateArg(value: string): Rate {
   return r;
 }
 
-export function burstArg(value: string): number {
-  const n = parseInteger(value, 1, 100_000);
-  if (n === undefined) throw new InvalidArgumentError('a whole number from 1 to 100000');
-  return n;
-}
+export const burstArg = integerArg(1, 100_000);
 
 export function fractionArg(value: string): number {
   const n = Number(value);

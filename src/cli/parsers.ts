@@ -41,17 +41,17 @@ export function durationArg(value: string): string {
   return value;
 }
 
-export function ackStatusArg(value: string): number {
-  const n = parseInteger(value, 200, 299);
-  if (n === undefined) throw new InvalidArgumentError('a 2xx status code');
-  return n;
+/** A parser for whole numbers in [min, max]. */
+export function integerArg(min: number, max: number, what = `a whole number from ${min} to ${max}`): (value: string) => number {
+  return (value) => {
+    const n = parseInteger(value, min, max);
+    if (n === undefined) throw new InvalidArgumentError(what);
+    return n;
+  };
 }
 
-export function limitArg(value: string): number {
-  const n = parseInteger(value, 1, 10_000);
-  if (n === undefined) throw new InvalidArgumentError('a whole number from 1 to 10000');
-  return n;
-}
+export const ackStatusArg = integerArg(200, 299, 'a 2xx status code');
+export const limitArg = integerArg(1, 10_000);
 
 export function portArg(value: string): string {
   if (parseInteger(value, 0, 65535) === undefined) throw new InvalidArgumentError('a port from 0 to 65535');
