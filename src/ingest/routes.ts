@@ -140,6 +140,7 @@ export function createIngestHandler(deps: IngestDeps): (c: Context<Env>) => Prom
       );
       return ack(id, bucket);
     } catch (e) {
+      if (e instanceof AppError && e.code === 'unknown_bucket') return refuse('', 404, 'unknown_bucket', 'no such bucket');
       if (e instanceof AppError) {
         return refuse(bucket.name, 503, e.code, e.message, retryAfter(e.code));
       }

@@ -9,6 +9,7 @@ export type ErrorCode =
   | 'not_found'
   | 'bucket_exists'
   | 'bucket_not_empty'
+  | 'unknown_bucket'
   | 'store_busy'
   | 'storage_full'
   | 'storage_error'

@@ -253,6 +253,27 @@ describe('storage trouble means 503, never 2xx', () => {
     }
   });
 
+  it('a bucket deleted while a request is in flight: 404, no orphan row', async () => {
+    const s = await startTestServer({ lockTimeoutMs: '10s' });
+    try {
+      await s.store.createBucket({ name: 'doomed' });
+      const locker = new BetterSqlite3(s.db);
+      locker.exec('BEGIN IMMEDIATE');
+      const pending = fetch(`${s.url}/b/doomed`, { method: 'POST', body: 'x' });
+      // The request is captured and waiting for the lock when the bucket goes.
+      await new Promise((r) => setTimeout(r, 200));
+      locker.exec(`delete from buckets where name = 'doomed'`);
+      locker.exec('COMMIT');
+      const r = await pending;
+      assert.equal(r.status, 404);
+      assert.equal(((await r.json()) as { code: string }).code, 'unknown_bucket');
+      assert.equal(locker.prepare(`select count(*) from requests where bucket = 'doomed'`).pluck().get(), 0);
+      locker.close();
+    } finally {
+      await s.stop();
+    }
+  });
+
   it('too many body bytes in flight: 503 with Retry-After', async () => {
     const s = await startTestServer({ maxInflightBytes: '1000' });
     try {

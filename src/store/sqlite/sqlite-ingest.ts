@@ -20,6 +20,13 @@ export interface SqliteIngestOptions {
 }
 
 const DISK_CHECK_MS = 1000;
+const failureMessage = {
+  store_busy: 'storage is busy, retry later',
+  storage_full: 'storage cannot take writes',
+  storage_error: 'storage cannot take writes',
+  unknown_bucket: 'no such bucket',
+} as const;
+
 /** Pause before a crashed writer thread is started again; until then ingest answers 503. */
 const WRITER_RESTART_MS = 1000;
 const threadUrl = (name: string) => new URL(`./${name}.js`, import.meta.url);
@@ -121,9 +128,9 @@ export class SqliteIngest implements IngestSink {
         p?.resolve();
       }
     } else if (msg.type === 'failed') {
-      if (msg.code !== 'store_busy') this.#lastFailure = { code: msg.code, message: msg.message };
-      this.#log.warn({ code: msg.code, count: msg.seqs.length, msg: msg.message }, 'batch not committed');
-      const err = new AppError(msg.code, msg.code === 'store_busy' ? 'storage is busy, retry later' : 'storage cannot take writes');
+      if (msg.code === 'storage_full' || msg.code === 'storage_error') this.#lastFailure = { code: msg.code, message: msg.message };
+      if (msg.code !== 'unknown_bucket') this.#log.warn({ code: msg.code, count: msg.seqs.length, msg: msg.message }, 'batch not committed');
+      const err = new AppError(msg.code, failureMessage[msg.code]);
       for (const seq of msg.seqs) {
         const p = this.#pending.get(seq);
         this.#pending.delete(seq);

@@ -43,5 +43,5 @@ export type ToWriter =
 export type FromWriter =
   | { type: 'ready' }
   | { type: 'committed'; seqs: number[]; ms: number }
-  | { type: 'failed'; seqs: number[]; code: 'store_busy' | 'storage_full' | 'storage_error'; message: string }
+  | { type: 'failed'; seqs: number[]; code: 'store_busy' | 'storage_full' | 'storage_error' | 'unknown_bucket'; message: string }
   | { type: 'closed' };

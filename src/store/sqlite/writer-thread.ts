@@ -64,9 +64,12 @@ function flush(): void {
   setBusyTimeout(items.length > 0 ? Math.max(1, Math.floor(oldestDeadline - now)) : 50);
   const started = performance.now();
   try {
-    writeBatch(items, counts);
+    const missing = writeBatch(items, counts);
     rejections = new Map();
-    if (items.length > 0) post({ type: 'committed', seqs: items.map((i) => i.seq), ms: performance.now() - started });
+    const gone = new Set(missing);
+    const stored = items.filter((i) => !gone.has(i.seq)).map((i) => i.seq);
+    if (stored.length > 0) post({ type: 'committed', seqs: stored, ms: performance.now() - started });
+    if (missing.length > 0) post({ type: 'failed', seqs: missing, code: 'unknown_bucket', message: 'bucket deleted while the request was in flight' });
   } catch (e) {
     const code = storageErrorCode(e) ?? 'storage_error';
     const message = e instanceof Error ? e.message : String(e);
