@@ -18,9 +18,8 @@ export function readBody(
   incoming: IncomingMessage,
   limit: number,
   budget: InflightBudget,
-  alreadyReserved: number,
 ): { done: Promise<BodyResult>; reserved: () => number } {
-  let reserved = alreadyReserved;
+  let reserved = 0;
   const done = new Promise<BodyResult>((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;

@@ -109,7 +109,7 @@ export function createIngestHandler(deps: IngestDeps): (c: Context<Env>) => Prom
     try {
       // We answer 100 Continue ourselves, only after the checks above (server.ts routes checkContinue here).
       if (/100-continue/i.test(String(incoming.headers.expect ?? ''))) outgoing.writeContinue();
-      reading = readBody(incoming, bucket.maxBody, budget, 0);
+      reading = readBody(incoming, bucket.maxBody, budget);
       const result = await reading.done;
       if (result.kind === 'too_large') {
         return refuse(bucket.name, 413, 'body_too_large', `body over the bucket limit of ${bucket.maxBody} bytes`);

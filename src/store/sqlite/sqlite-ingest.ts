@@ -39,6 +39,8 @@ export class SqliteIngest implements IngestSink {
   readonly #opts: SqliteIngestOptions;
   readonly #log: Logger;
   readonly #pending = new Map<number, Pending>();
+  /** Resolved by close() once every submitted request has settled. */
+  #drained: (() => void) | undefined;
   #outbox: IngestItem[] = [];
   #transfer: ArrayBuffer[] = [];
   #rejections = new Map<string, RejectionCount>();
@@ -122,28 +124,27 @@ export class SqliteIngest implements IngestSink {
   #onMessage(msg: FromWriter): void {
     if (msg.type === 'committed') {
       this.#lastFailure = undefined;
-      for (const seq of msg.seqs) {
-        const p = this.#pending.get(seq);
-        this.#pending.delete(seq);
-        p?.resolve();
-      }
+      for (const seq of msg.seqs) this.#settle(seq)?.resolve();
     } else if (msg.type === 'failed') {
       if (msg.code === 'storage_full' || msg.code === 'storage_error') this.#lastFailure = { code: msg.code, message: msg.message };
       if (msg.code !== 'unknown_bucket') this.#log.warn({ code: msg.code, count: msg.seqs.length, msg: msg.message }, 'batch not committed');
       const err = new AppError(msg.code, failureMessage[msg.code]);
-      for (const seq of msg.seqs) {
-        const p = this.#pending.get(seq);
-        this.#pending.delete(seq);
-        p?.reject(err);
-      }
+      for (const seq of msg.seqs) this.#settle(seq)?.reject(err);
     }
   }
 
   #failAll(code: 'storage_error', message: string): void {
     this.#lastFailure = { code, message };
     const err = new AppError(code, 'storage cannot take writes');
-    for (const p of this.#pending.values()) p.reject(err);
-    this.#pending.clear();
+    for (const seq of [...this.#pending.keys()]) this.#settle(seq)?.reject(err);
+  }
+
+  /** Takes a request out of the pending set, waking close() when the last one settles. */
+  #settle(seq: number): Pending | undefined {
+    const p = this.#pending.get(seq);
+    this.#pending.delete(seq);
+    if (this.#pending.size === 0) this.#drained?.();
+    return p;
   }
 
   async #checkDisk(): Promise<void> {
@@ -240,11 +241,7 @@ export class SqliteIngest implements IngestSink {
     clearInterval(this.#rejectionTimer);
     clearTimeout(this.#restartTimer);
     // Let every submitted request settle before the writer closes its connection.
-    await Promise.allSettled([...this.#pending.values()].map((p) => new Promise<void>((r) => {
-      const { resolve, reject } = p;
-      p.resolve = () => { resolve(); r(); };
-      p.reject = (e) => { reject(e); r(); };
-    })));
+    if (this.#pending.size > 0) await new Promise<void>((r) => (this.#drained = r));
     await Promise.all([closeThread(this.#checkpointer), this.#writerAlive ? closeThread(this.#writer) : Promise.resolve()]);
   }
 }

@@ -1,4 +1,4 @@
-import { Kysely, Migrator, SqliteDialect, sql, type Selectable } from 'kysely';
+import { Kysely, Migrator, SqliteDialect, sql, type RawBuilder, type Selectable } from 'kysely';
 import type { Durability } from '../../config/config.js';
 import { AppError } from '../../shared/errors.js';
 import type { Clock } from '../../shared/clock.js';
@@ -213,7 +213,7 @@ export class SqliteStore implements Store {
     const bucket = await this.getBucket(name);
     const states = await this.#db
       .selectFrom('requests as r')
-      .select([sql<string>`${latestStateSql(bucket?.paused ?? false)}`.as('state'), (eb) => eb.fn.countAll<number>().as('n')])
+      .select([sql<string>`${latestStateSql(pausedLit(bucket?.paused ?? false))}`.as('state'), (eb) => eb.fn.countAll<number>().as('n')])
       .where('r.bucket', '=', name)
       .groupBy('state')
       .execute();
@@ -244,7 +244,7 @@ export class SqliteStore implements Store {
         'r.path',
         'r.query',
         'r.size',
-        sql<RequestState>`${latestStateSql(b.paused)}`.as('state'),
+        sql<RequestState>`${latestStateSql(pausedLit(b.paused))}`.as('state'),
         sql<number | null>`(select max(d.generation) from deliveries d where d.request_id = r.id and d.destination is null)`.as('generation'),
       ])
       .where('r.bucket', '=', bucket);
@@ -268,15 +268,10 @@ export class SqliteStore implements Store {
       .selectFrom('requests as r')
       .innerJoin('buckets as b', 'b.name', 'r.bucket')
       .selectAll('r')
-      .select('b.paused')
+      .select(sql<RequestState>`${latestStateSql(sql.ref('b.paused'))}`.as('state'))
       .where('r.id', '=', id)
       .executeTakeFirst();
     if (!row) return undefined;
-    const state = await this.#db
-      .selectFrom('requests as r')
-      .select(sql<RequestState>`${latestStateSql(row.paused === 1)}`.as('state'))
-      .where('r.id', '=', id)
-      .executeTakeFirstOrThrow();
     return {
       id: row.id,
       bucket: row.bucket,
@@ -289,7 +284,7 @@ export class SqliteStore implements Store {
       size: Number(row.size),
       sha256: row.sha256,
       peer: row.peer,
-      state: state.state,
+      state: row.state,
     };
   }
 
@@ -298,13 +293,16 @@ export class SqliteStore implements Store {
   }
 }
 
-/** The request state: the latest generation's delivery to the bucket destination; 'held' when paused. */
-function latestStateSql(paused: boolean) {
+/**
+ * The request state: the latest generation's delivery to the bucket destination, 'held' when the
+ * bucket is paused (`paused` is an SQL expression: a literal or the joined `b.paused` column).
+ */
+function latestStateSql(paused: RawBuilder<unknown>) {
   const latest = sql`(select d.state from deliveries d where d.request_id = r.id and d.destination is null order by d.generation desc limit 1)`;
-  return paused
-    ? sql`coalesce(case when ${latest} in ('pending', 'retrying') then 'held' else ${latest} end, 'none')`
-    : sql`coalesce(${latest}, 'none')`;
+  return sql`coalesce(case when ${paused} = 1 and ${latest} in ('pending', 'retrying') then 'held' else ${latest} end, 'none')`;
 }
+
+const pausedLit = (paused: boolean) => sql.lit(paused ? 1 : 0);
 
 async function bumpEpoch(trx: Kysely<Database>): Promise<void> {
   await trx.updateTable('meta').set((eb) => ({ value: eb('value', '+', 1) })).where('key', '=', 'bucket_epoch').execute();
