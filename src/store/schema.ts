@@ -11,6 +11,27 @@ export interface BucketsTable {
   paused: number;
   created_at: number;
   updated_at: number;
+  rate_count: number | null;
+  rate_per_ms: number | null;
+  burst: number;
+  concurrency: number;
+  timeout_ms: number;
+  base_ms: number;
+  multiplier: number;
+  /** null: uncapped. */
+  cap_ms: number | null;
+  max_attempts: number | null;
+  give_up_ms: number | null;
+  jitter: string;
+  /** --retry-on words; null: the default retried set. */
+  retry_on: string | null;
+  retry_budget: number;
+  retry_floor: number;
+  forward_path: number;
+  /** JSON flat list [name, value, …]. */
+  forward_headers: string;
+  paused_at: number | null;
+  paused_total_ms: number;
 }
 
 export interface RequestsTable {
@@ -56,6 +77,48 @@ export interface DeliveriesTable {
   last_deferral_reason: string | null;
   created_at: number;
   updated_at: number;
+  first_attempt_at: number | null;
+  paused_ms_at_first: number | null;
+  lease_attempt: string | null;
+  last_status: number | null;
+  last_error: string | null;
+  last_attempt_at: number | null;
+  settled_at: number | null;
+  supersede_requested: number;
+}
+
+export type AttemptOutcome = 'delivered' | 'retry' | 'failed' | 'exhausted' | 'lease_expired' | 'released';
+
+export interface AttemptsTable {
+  id: string;
+  delivery_id: string;
+  request_id: string;
+  bucket: string;
+  number: number;
+  url: string;
+  started_at: number;
+  duration_ms: number | null;
+  status: number | null;
+  error_class: string | null;
+  error_message: string | null;
+  /** JSON flat list [name, value, …] of the response headers. */
+  response_headers: string | null;
+  /** The first 4 KiB of the response body. */
+  response_body: Buffer | null;
+  response_truncated: number;
+  outcome: AttemptOutcome | null;
+  reason: string | null;
+  next_attempt_at: number | null;
+  next_why: string | null;
+}
+
+export interface WorkerLeaseTable {
+  name: string;
+  holder: string;
+  info: string;
+  acquired_at: number;
+  heartbeat_at: number;
+  expires_at: number;
 }
 
 export interface RejectionsTable {
@@ -75,6 +138,8 @@ export interface Database {
   buckets: BucketsTable;
   requests: RequestsTable;
   deliveries: DeliveriesTable;
+  attempts: AttemptsTable;
+  worker_lease: WorkerLeaseTable;
   rejections: RejectionsTable;
   meta: MetaTable;
 }

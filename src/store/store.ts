@@ -1,9 +1,32 @@
-import type { DeliveryState } from './schema.js';
+import type { RetryOn } from '../drain/classify.js';
+import type { RetryBudgetConfig } from '../drain/retry-budget.js';
+import type { Schedule } from '../drain/schedule.js';
+import type { Rate } from '../drain/token-bucket.js';
+import type { AttemptOutcome, DeliveryState } from './schema.js';
 
 /**
  * The storage contract. Callers (ingest, CLI, later the drain worker) depend on this interface
  * only; no Kysely or better-sqlite3 type leaks out, so a PostgreSQL adapter can sit behind it.
  */
+
+/** How the drain worker delivers a bucket's requests (`bucket create|update` flags). */
+export interface DrainSettings {
+  /** Token bucket over every attempt; null: no rate cap. */
+  rate: Rate | null;
+  burst: number;
+  /** Attempts in flight at most. */
+  concurrency: number;
+  /** One attempt's time limit, connect to last response byte read. */
+  timeoutMs: number;
+  schedule: Schedule;
+  /** null: the default retried set (classify.ts DEFAULT_RETRY_ON). */
+  retryOn: RetryOn | null;
+  retryBudget: RetryBudgetConfig;
+  /** Append the stored sub-path to the destination URL. */
+  forwardPath: boolean;
+  /** Added to every forwarded request, after the stored headers. */
+  forwardHeaders: Array<[string, string]>;
+}
 
 export interface Bucket {
   name: string;
@@ -15,10 +38,21 @@ export interface Bucket {
   paused: boolean;
   createdAt: number;
   updatedAt: number;
+  drain: DrainSettings;
+  /** When the current pause began; null when not paused. */
+  pausedAt: number | null;
+  /** Time spent paused before the current pause (not counted toward --give-up). */
+  pausedTotalMs: number;
 }
 
-export type NewBucket = Pick<Bucket, 'name'> & Partial<Omit<Bucket, 'name' | 'createdAt' | 'updatedAt' | 'paused'>>;
-export type BucketPatch = Partial<Omit<Bucket, 'name' | 'createdAt' | 'updatedAt' | 'paused'>>;
+type CoreSettings = Omit<Bucket, 'name' | 'createdAt' | 'updatedAt' | 'paused' | 'drain' | 'pausedAt' | 'pausedTotalMs'>;
+export type BucketPatch = Partial<CoreSettings> & { drain?: Partial<DrainSettings> };
+export type NewBucket = Pick<Bucket, 'name'> & BucketPatch;
+
+/** Paused time up to `nowMs`, the current pause included. */
+export function pausedMsAt(b: Pick<Bucket, 'pausedAt' | 'pausedTotalMs'>, nowMs: number): number {
+  return b.pausedTotalMs + (b.pausedAt === null ? 0 : Math.max(0, nowMs - b.pausedAt));
+}
 
 /** A request as captured from the socket, before it is stored. */
 export interface CapturedRequest {
@@ -76,6 +110,10 @@ export interface Store {
   listBuckets(): Promise<Bucket[]>;
   createBucket(bucket: NewBucket): Promise<Bucket>;
   updateBucket(name: string, patch: BucketPatch): Promise<Bucket>;
+  /** Holds the bucket's deliveries (ingest keeps storing); idempotent. */
+  pauseBucket(name: string): Promise<Bucket>;
+  /** Lets the worker drain the bucket again from where it stopped; idempotent. */
+  resumeBucket(name: string): Promise<Bucket>;
   /** Deletes the bucket with its requests and deliveries; refuses while undelivered work exists unless forced. */
   deleteBucket(name: string, options: { force: boolean }): Promise<{ requests: number }>;
   bucketCounts(name: string): Promise<BucketCounts>;
@@ -97,5 +135,114 @@ export interface IngestSink {
   /** Whether a new request may be taken at all (a recent write failure does not refuse: the next batch probes). */
   accepting(): StorageHealth;
   /** Flush what is queued, then stop. */
+  close(): Promise<void>;
+}
+
+/** A due delivery the claim query is about to take, for the worker's rate, budget and Retry-After decision. */
+export interface ClaimCandidate {
+  deliveryId: string;
+  requestId: string;
+  /** Attempts made so far (0: this would be the first). */
+  attempts: number;
+  state: 'pending' | 'retrying';
+  trigger: 'initial' | 'replay';
+  replayId: string | null;
+  nextAttemptAt: number;
+}
+
+export type ClaimDecision =
+  | { kind: 'claim' }
+  /** Not an attempt: the delivery waits until `untilMs`; counted on the delivery with the reason. */
+  | { kind: 'defer'; untilMs: number; reason: string; moveDue: boolean }
+  /** Leave it for a later pass, untouched. */
+  | { kind: 'skip' };
+
+export interface ClaimedAttempt {
+  attemptId: string;
+  deliveryId: string;
+  requestId: string;
+  bucket: string;
+  generation: number;
+  /** This attempt's number: 1 for the first. */
+  number: number;
+  trigger: 'initial' | 'replay';
+  replayId: string | null;
+  /** The delivery's own destination (a replay --to); null: the bucket's current one. */
+  destination: string | null;
+  /** The URL this attempt goes to, as recorded on the attempt row. */
+  url: string;
+  startedAt: number;
+  firstAttemptAt: number;
+  pausedMsAtFirst: number;
+  method: string;
+  path: string;
+  query: string | null;
+  rawHeaders: string[];
+  body: Buffer;
+}
+
+export interface AttemptResult {
+  attemptId: string;
+  deliveryId: string;
+  finishedAt: number;
+  durationMs: number;
+  status: number | null;
+  errorClass: string | null;
+  errorMessage: string | null;
+  /** Flat [name, value, …] list of the response headers. */
+  responseHeaders: string[] | null;
+  /** The first bytes of the response body (4 KiB at most). */
+  responseBody: Buffer | null;
+  responseTruncated: boolean;
+  outcome: Exclude<AttemptOutcome, 'lease_expired'>;
+  reason: string;
+  nextAttemptAt: number | null;
+  nextWhy: string | null;
+}
+
+/** What happens to a delivery whose worker died mid-attempt (its lease expired). */
+export type LeaseExpiry = { kind: 'retry'; atMs: number } | { kind: 'exhausted' };
+
+export interface ExpiredDelivery {
+  deliveryId: string;
+  bucket: string;
+  /** Attempts made, the expired one included. */
+  attempts: number;
+}
+
+export interface WorkerHolder {
+  holder: string;
+  info: string;
+  acquiredAt: number;
+  heartbeatAt: number;
+  expiresAt: number;
+}
+
+export type WorkerLeaseResult = { ok: true } | { ok: false; current: WorkerHolder };
+
+/** The drain worker's view of the store: claim, record, recover, and the single-worker lease. */
+export interface DrainStore {
+  /** Buckets as they are now (settings changed from the CLI apply from the next claim). */
+  listBuckets(): Promise<Bucket[]>;
+  /**
+   * In one transaction: walk the bucket's due deliveries in due order (at most `limit`), ask
+   * `decide` about each, and claim (state delivering, lease, attempt row started) or defer them.
+   */
+  claim(
+    bucket: Bucket,
+    options: { nowMs: number; limit: number; leaseUntilMs: number; url: (destination: string | null) => string | null },
+    decide: (c: ClaimCandidate) => ClaimDecision,
+  ): Promise<ClaimedAttempt[]>;
+  /** Completes attempt rows and moves their deliveries on, in one transaction. */
+  complete(results: AttemptResult[]): Promise<void>;
+  /** Closes attempts whose lease expired (`lease_expired`, counted) and decides what comes next. */
+  recoverExpired(nowMs: number, next: (d: ExpiredDelivery) => LeaseExpiry): Promise<ExpiredDelivery[]>;
+  /** The earliest time anything may become due (a delivery, a lease expiry); null when nothing waits. */
+  nextDueAt(): Promise<number | null>;
+  /** Takes or renews the single-worker lease; a live lease held by another holder is refused. */
+  acquireWorkerLease(holder: string, info: string, nowMs: number, ttlMs: number): Promise<WorkerLeaseResult>;
+  releaseWorkerLease(holder: string): Promise<void>;
+  /** A cheap counter that changes when another connection commits (new requests, bucket changes). */
+  changeCounter(): number;
   close(): Promise<void>;
 }

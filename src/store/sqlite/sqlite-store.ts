@@ -15,6 +15,7 @@ import type {
   Store,
   StoredRequest,
 } from '../store.js';
+import { DEFAULT_DRAIN, drainColumns, toBucket } from './bucket-row.js';
 import { openSqlite, type SqliteDb } from './open.js';
 
 export const DEFAULT_MAX_BODY = 25 * 1024 * 1024; // 25 MiB, GitHub's payload cap
@@ -117,6 +118,10 @@ export class SqliteStore implements Store {
             paused: 0,
             created_at: now,
             updated_at: now,
+            paused_at: null,
+            paused_total_ms: 0,
+            // Every drain setting is given here, defaults filled in, so every column is set.
+            ...(drainColumns({ ...DEFAULT_DRAIN, ...b.drain }) as DrainColumns),
           })
           .execute();
         await bumpEpoch(trx);
@@ -137,6 +142,7 @@ export class SqliteStore implements Store {
     if (patch.ackStatus !== undefined) values.ack_status = patch.ackStatus;
     if (patch.ackBody !== undefined) values.ack_body = patch.ackBody;
     if (patch.ackContentType !== undefined) values.ack_content_type = patch.ackContentType;
+    if (patch.drain !== undefined) Object.assign(values, drainColumns(patch.drain));
     const found = await this.#db.transaction().execute(async (trx) => {
       const r = await trx.updateTable('buckets').set(values).where('name', '=', name).executeTakeFirst();
       if (r.numUpdatedRows === 0n) return false;
@@ -144,6 +150,32 @@ export class SqliteStore implements Store {
       return true;
     });
     if (!found) throw new AppError('not_found', `bucket ${name} not found`);
+    return (await this.getBucket(name))!;
+  }
+
+  async pauseBucket(name: string): Promise<Bucket> {
+    const now = this.#clock.now();
+    return this.#setPaused(name, (b) => (b.paused ? {} : { paused: 1, paused_at: now, updated_at: now }));
+  }
+
+  async resumeBucket(name: string): Promise<Bucket> {
+    const now = this.#clock.now();
+    return this.#setPaused(name, (b) =>
+      b.paused ? { paused: 0, paused_at: null, paused_total_ms: b.pausedTotalMs + Math.max(0, now - (b.pausedAt ?? now)), updated_at: now } : {},
+    );
+  }
+
+  async #setPaused(name: string, change: (b: Bucket) => Partial<BucketsTable>): Promise<Bucket> {
+    const updated = await this.#db.transaction().execute(async (trx) => {
+      const row = await trx.selectFrom('buckets').selectAll().where('name', '=', name).executeTakeFirst();
+      if (!row) return false;
+      const values = change(toBucket(row));
+      if (Object.keys(values).length === 0) return true;
+      await trx.updateTable('buckets').set(values).where('name', '=', name).execute();
+      await bumpEpoch(trx);
+      return true;
+    });
+    if (!updated) throw new AppError('not_found', `bucket ${name} not found`);
     return (await this.getBucket(name))!;
   }
 
@@ -184,6 +216,7 @@ export class SqliteStore implements Store {
           bytes += Number(r.size);
         }
         if (ids.length === 0) return 0;
+        await trx.deleteFrom('attempts').where('request_id', 'in', ids).execute();
         await trx.deleteFrom('deliveries').where('request_id', 'in', ids).execute();
         await trx.deleteFrom('requests').where('id', 'in', ids).execute();
         return ids.length;
@@ -304,22 +337,10 @@ function latestStateSql(paused: RawBuilder<unknown>) {
 
 const pausedLit = (paused: boolean) => sql.lit(paused ? 1 : 0);
 
+type DrainColumns = Omit<BucketsTable, 'name' | 'destination' | 'max_body' | 'ack_status' | 'ack_body' | 'ack_content_type' | 'paused' | 'created_at' | 'updated_at' | 'paused_at' | 'paused_total_ms'>;
+
 async function bumpEpoch(trx: Kysely<Database>): Promise<void> {
   await trx.updateTable('meta').set((eb) => ({ value: eb('value', '+', 1) })).where('key', '=', 'bucket_epoch').execute();
-}
-
-function toBucket(r: Selectable<BucketsTable>): Bucket {
-  return {
-    name: r.name,
-    destination: r.destination,
-    maxBody: Number(r.max_body),
-    ackStatus: Number(r.ack_status),
-    ackBody: r.ack_body,
-    ackContentType: r.ack_content_type,
-    paused: Number(r.paused) === 1,
-    createdAt: Number(r.created_at),
-    updatedAt: Number(r.updated_at),
-  };
 }
 
 /** Runs pending migrations; safe to run again and from several processes (each migration is one transaction). */

@@ -1,0 +1,91 @@
+import type { Selectable } from 'kysely';
+import { DEFAULT_RETRY_ON, formatRetryOn, parseRetryOn } from '../../drain/classify.js';
+import { DEFAULT_RETRY_BUDGET } from '../../drain/retry-budget.js';
+import { DEFAULT_SCHEDULE, type Jitter, type Schedule } from '../../drain/schedule.js';
+import { DEFAULT_BURST } from '../../drain/token-bucket.js';
+import type { BucketsTable } from '../schema.js';
+import type { Bucket, DrainSettings } from '../store.js';
+
+/** Attempts in flight per bucket unless `--concurrency` says otherwise. */
+export const DEFAULT_CONCURRENCY = 10;
+export const DEFAULT_TIMEOUT_MS = 10_000; // 10s
+
+export const DEFAULT_DRAIN: DrainSettings = Object.freeze({
+  rate: null,
+  burst: DEFAULT_BURST,
+  concurrency: DEFAULT_CONCURRENCY,
+  timeoutMs: DEFAULT_TIMEOUT_MS,
+  schedule: DEFAULT_SCHEDULE,
+  retryOn: null,
+  retryBudget: DEFAULT_RETRY_BUDGET,
+  forwardPath: true,
+  forwardHeaders: [],
+});
+
+/** A bucket row as the app sees it. */
+export function toBucket(r: Selectable<BucketsTable>): Bucket {
+  const shape = {
+    baseMs: Number(r.base_ms),
+    multiplier: Number(r.multiplier),
+    capMs: r.cap_ms === null ? Infinity : Number(r.cap_ms),
+    jitter: r.jitter as Jitter,
+  };
+  const schedule: Schedule =
+    r.give_up_ms !== null ? { ...shape, giveUpMs: Number(r.give_up_ms) } : { ...shape, maxAttempts: Number(r.max_attempts ?? DEFAULT_SCHEDULE.maxAttempts) };
+  const pairs = JSON.parse(r.forward_headers) as string[];
+  const forwardHeaders: Array<[string, string]> = [];
+  for (let i = 0; i + 1 < pairs.length; i += 2) forwardHeaders.push([pairs[i]!, pairs[i + 1]!]);
+  return {
+    name: r.name,
+    destination: r.destination,
+    maxBody: Number(r.max_body),
+    ackStatus: Number(r.ack_status),
+    ackBody: r.ack_body,
+    ackContentType: r.ack_content_type,
+    paused: Number(r.paused) === 1,
+    createdAt: Number(r.created_at),
+    updatedAt: Number(r.updated_at),
+    pausedAt: r.paused_at === null ? null : Number(r.paused_at),
+    pausedTotalMs: Number(r.paused_total_ms),
+    drain: {
+      rate: r.rate_count === null || r.rate_per_ms === null ? null : { count: Number(r.rate_count), perMs: Number(r.rate_per_ms) },
+      burst: Number(r.burst),
+      concurrency: Number(r.concurrency),
+      timeoutMs: Number(r.timeout_ms),
+      schedule,
+      retryOn: r.retry_on === null ? null : (parseRetryOn(r.retry_on) ?? DEFAULT_RETRY_ON),
+      retryBudget: { fraction: Number(r.retry_budget), floorPerSecond: Number(r.retry_floor) },
+      forwardPath: Number(r.forward_path) === 1,
+      forwardHeaders,
+    },
+  };
+}
+
+/** Columns for the drain settings given (the rest stay as they are). */
+export function drainColumns(d: Partial<DrainSettings>): Partial<BucketsTable> {
+  const v: Partial<BucketsTable> = {};
+  if (d.rate !== undefined) {
+    v.rate_count = d.rate === null ? null : d.rate.count;
+    v.rate_per_ms = d.rate === null ? null : d.rate.perMs;
+  }
+  if (d.burst !== undefined) v.burst = d.burst;
+  if (d.concurrency !== undefined) v.concurrency = d.concurrency;
+  if (d.timeoutMs !== undefined) v.timeout_ms = d.timeoutMs;
+  if (d.schedule !== undefined) {
+    const s = d.schedule;
+    v.base_ms = s.baseMs;
+    v.multiplier = s.multiplier;
+    v.cap_ms = Number.isFinite(s.capMs) ? s.capMs : null;
+    v.max_attempts = s.maxAttempts ?? null;
+    v.give_up_ms = s.giveUpMs ?? null;
+    v.jitter = s.jitter;
+  }
+  if (d.retryOn !== undefined) v.retry_on = d.retryOn === null ? null : formatRetryOn(d.retryOn);
+  if (d.retryBudget !== undefined) {
+    v.retry_budget = d.retryBudget.fraction;
+    v.retry_floor = d.retryBudget.floorPerSecond;
+  }
+  if (d.forwardPath !== undefined) v.forward_path = d.forwardPath ? 1 : 0;
+  if (d.forwardHeaders !== undefined) v.forward_headers = JSON.stringify(d.forwardHeaders.flat());
+  return v;
+}
