@@ -5,6 +5,10 @@ import type { Config } from './config/config.js';
 import { createHttpServer } from './server.js';
 import type { Clock } from './shared/clock.js';
 import type { Logger } from './shared/logger.js';
+import { createDeliveryAgent } from './drain/forward.js';
+import { DrainWorker, type StartMode } from './drain/worker.js';
+import { AppError } from './shared/errors.js';
+import { SqliteDrainStore } from './store/sqlite/sqlite-drain.js';
 import { SqliteIngest } from './store/sqlite/sqlite-ingest.js';
 import { SqliteStore } from './store/sqlite/sqlite-store.js';
 
@@ -15,6 +19,8 @@ export interface RunningServer {
   readonly url: string;
   readonly port: number;
   readonly server: Server;
+  /** The drain worker, unless `--no-worker`. */
+  readonly worker: RunningWorker | undefined;
   /** Two-phase stop: stop accepting, let in-flight requests commit (within graceMs), flush, close. */
   close(graceMs?: number): Promise<void>;
 }
@@ -27,9 +33,12 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
   const { clock, logger } = deps;
   const store = await SqliteStore.open({ path: config.db, durability: config.durability, busyTimeoutMs: config.lockTimeoutMs, clock });
   let sink: SqliteIngest;
+  let worker: RunningWorker | undefined;
   try {
-    sink = await SqliteIngest.start({ config, logger });
+    if (config.worker) worker = await startWorker(config, { clock, logger }, 'standby');
+    sink = await SqliteIngest.start({ config, logger, onCommitted: () => worker?.worker.wake() });
   } catch (e) {
+    await worker?.close(0);
     await store.close();
     throw e;
   }
@@ -50,6 +59,7 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
     });
   } catch (e) {
     await sink.close();
+    await worker?.close(0);
     await store.close();
     throw e;
   }
@@ -72,8 +82,53 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
       clearInterval(idle);
       clearTimeout(timer);
       await sink.close();
+      // Stop claiming, let in-flight deliveries finish within the grace period, then close.
+      await worker?.close(Math.min(graceMs, config.shutdownGraceMs));
       await store.close();
       logger.info('hookbucket stopped');
     })());
-  return { url, port, server, close };
+  return { url, port, server, worker, close };
+}
+
+export interface RunningWorker {
+  readonly worker: DrainWorker;
+  /** Stops claiming, lets in-flight attempts finish within graceMs, releases the rest, closes. */
+  close(graceMs?: number): Promise<void>;
+}
+
+/**
+ * Composition root for the drain worker (inside `serve`, or alone as `hookbucket worker`): its own
+ * connection, a pooled keep-alive dispatcher, and the single-worker lease. A lease not longer than
+ * a bucket's attempt timeout is refused as configuration: a delivery's lease would expire while
+ * its attempt is still legitimately running, and a second attempt would start beside it.
+ */
+export async function startWorker(
+  config: Config,
+  deps: { clock: Clock; logger: Logger },
+  mode: StartMode,
+  options: { loop?: boolean } = {},
+): Promise<RunningWorker> {
+  const store = await SqliteDrainStore.open({ path: config.db });
+  const dispatcher = createDeliveryAgent();
+  const close = async (graceMs = config.shutdownGraceMs) => {
+    await worker.stop(graceMs);
+    await dispatcher.close();
+    await store.close();
+  };
+  const worker = new DrainWorker({ store, dispatcher, clock: deps.clock, logger: deps.logger, leaseMs: config.leaseMs });
+  try {
+    const tooLong = (await store.listBuckets()).filter((b) => b.drain.timeoutMs >= config.leaseMs);
+    if (tooLong.length > 0) {
+      throw new AppError(
+        'invalid_option',
+        `--lease ${config.leaseMs} ms must be longer than every bucket's attempt timeout; ${tooLong.map((b) => `${b.name} has ${b.drain.timeoutMs} ms`).join(', ')}`,
+      );
+    }
+    await worker.start(mode, options);
+  } catch (e) {
+    await dispatcher.close();
+    await store.close();
+    throw e;
+  }
+  return { worker, close };
 }

@@ -5,6 +5,7 @@ import { makeRequestsCommand } from './commands/requests.js';
 import { makeScheduleCommand } from './commands/schedule.js';
 import { makeServeCommand } from './commands/serve.js';
 import { makeSimulateCommand } from './commands/simulate.js';
+import { makeWorkerCommand } from './commands/worker.js';
 import type { CliIo } from './io.js';
 
 export function buildProgram(io: CliIo): Command {
@@ -25,6 +26,7 @@ Examples:
 Exit codes: 0 ok, 1 runtime failure, 2 usage error, 3 check failed, 4 not found.`,
     );
   program.addCommand(makeServeCommand(io));
+  program.addCommand(makeWorkerCommand(io));
   program.addCommand(makeBucketCommand(io));
   program.addCommand(makeRequestsCommand(io));
   program.addCommand(makeScheduleCommand(io));

@@ -21,6 +21,12 @@ export interface Config {
   readonly headersTimeoutMs: number;
   readonly requestTimeoutMs: number;
   readonly logLevel: string;
+  /** Run the drain worker inside `serve` (`--no-worker` turns it off). */
+  readonly worker: boolean;
+  /** Lease on a claimed delivery; must exceed every bucket's attempt timeout. */
+  readonly leaseMs: number;
+  /** On SIGTERM, how long in-flight deliveries may take to finish before they are released. */
+  readonly shutdownGraceMs: number;
 }
 
 /** Every setting, its environment variable, default and meaning: the source of `.env.example`. */
@@ -36,6 +42,9 @@ export const settings = [
   { key: 'headersTimeoutMs', env: 'HOOKBUCKET_HEADERS_TIMEOUT', default: '10s', meaning: 'a client must send all headers within this time (slowloris guard)' },
   { key: 'requestTimeoutMs', env: 'HOOKBUCKET_REQUEST_TIMEOUT', default: '60s', meaning: 'a client must send the whole request within this time' },
   { key: 'logLevel', env: 'HOOKBUCKET_LOG_LEVEL', default: 'info', meaning: 'log level: fatal, error, warn, info, debug, trace or silent' },
+  { key: 'worker', env: 'HOOKBUCKET_WORKER', default: 'true', meaning: 'run the drain worker inside serve (false: serve only stores; run hookbucket worker elsewhere)' },
+  { key: 'leaseMs', env: 'HOOKBUCKET_LEASE', default: '60s', meaning: 'lease on a claimed delivery; must be longer than every bucket attempt timeout' },
+  { key: 'shutdownGraceMs', env: 'HOOKBUCKET_SHUTDOWN_GRACE', default: '10s', meaning: 'on SIGTERM, time in-flight deliveries get to finish before they are released' },
 ] as const;
 
 export type SettingKey = (typeof settings)[number]['key'];
@@ -57,6 +66,9 @@ const parsers: { [K in SettingKey]: (raw: string, name: string) => Config[K] } =
   lockTimeoutMs: (raw, name) => positive(parseDuration(raw), name, raw),
   headersTimeoutMs: (raw, name) => positive(parseDuration(raw), name, raw),
   requestTimeoutMs: (raw, name) => positive(parseDuration(raw), name, raw),
+  worker: (raw, name) => parseBoolean(raw) ?? bad(name, raw),
+  leaseMs: (raw, name) => positive(parseDuration(raw), name, raw),
+  shutdownGraceMs: (raw, name) => positive(parseDuration(raw), name, raw),
   logLevel: (raw, name) =>
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(raw) ? raw : bad(name, raw),
 };

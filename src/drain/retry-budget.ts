@@ -91,3 +91,19 @@ export function retryAllowance(c: RetryBudgetConfig, s: RetryBudgetState, nowMs:
 export function mayRetry(c: RetryBudgetConfig, s: RetryBudgetState, nowMs: number): boolean {
   return retryAllowance(c, s, nowMs).remaining >= 1;
 }
+
+/**
+ * The earliest time at or after `nowMs` when one more retry fits, if no other attempt is made
+ * meanwhile: now when one fits already, else the start of the first second in which enough of
+ * the window's retries have aged out. Infinity when none ever would (a zero floor and no first
+ * attempts); a new first attempt may make room sooner, and the worker is woken for those anyway.
+ */
+export function nextRetryAllowedAt(c: RetryBudgetConfig, s: RetryBudgetState, nowMs: number): number {
+  if (mayRetry(c, s, nowMs)) return nowMs;
+  const now = Math.floor(nowMs / 1000);
+  for (let ahead = 1; ahead <= BUDGET_WINDOW_SECONDS; ahead++) {
+    const at = (now + ahead) * 1000;
+    if (mayRetry(c, s, at)) return at;
+  }
+  return Infinity;
+}

@@ -13,6 +13,7 @@ export type ErrorCode =
   | 'store_busy'
   | 'storage_full'
   | 'storage_error'
+  | 'worker_active'
   | 'internal';
 
 /** CLI exit codes, the same for every command (README "Exit codes"). */

@@ -152,10 +152,12 @@ export interface ClaimCandidate {
 
 export type ClaimDecision =
   | { kind: 'claim' }
-  /** Not an attempt: the delivery waits until `untilMs`; counted on the delivery with the reason. */
-  | { kind: 'defer'; untilMs: number; reason: string; moveDue: boolean }
+  /** Held back (rate, budget, bucket-wide Retry-After): not an attempt, counted on the delivery with the reason. */
+  | { kind: 'defer'; reason: string }
   /** Leave it for a later pass, untouched. */
-  | { kind: 'skip' };
+  | { kind: 'skip' }
+  /** Stop walking this bucket's due deliveries for this pass. */
+  | { kind: 'stop' };
 
 export interface ClaimedAttempt {
   attemptId: string;
@@ -230,15 +232,15 @@ export interface DrainStore {
    */
   claim(
     bucket: Bucket,
-    options: { nowMs: number; limit: number; leaseUntilMs: number; url: (destination: string | null) => string | null },
+    options: { nowMs: number; limit: number; leaseUntilMs: number; url: (destination: string | null, path: string, query: string | null) => string },
     decide: (c: ClaimCandidate) => ClaimDecision,
   ): Promise<ClaimedAttempt[]>;
   /** Completes attempt rows and moves their deliveries on, in one transaction. */
   complete(results: AttemptResult[]): Promise<void>;
   /** Closes attempts whose lease expired (`lease_expired`, counted) and decides what comes next. */
   recoverExpired(nowMs: number, next: (d: ExpiredDelivery) => LeaseExpiry): Promise<ExpiredDelivery[]>;
-  /** The earliest time anything may become due (a delivery, a lease expiry); null when nothing waits. */
-  nextDueAt(): Promise<number | null>;
+  /** The earliest time after `nowMs` a delivery of these buckets falls due or a lease expires; null when none. */
+  nextDueAt(buckets: readonly Bucket[], nowMs: number): Promise<number | null>;
   /** Takes or renews the single-worker lease; a live lease held by another holder is refused. */
   acquireWorkerLease(holder: string, info: string, nowMs: number, ttlMs: number): Promise<WorkerLeaseResult>;
   releaseWorkerLease(holder: string): Promise<void>;

@@ -20,12 +20,16 @@ export function makeServeCommand(io: CliIo): Command {
     .option('--headers-timeout <duration>', 'time allowed to send headers (default 10s)', durationArg)
     .option('--request-timeout <duration>', 'time allowed to send the whole request (default 60s)', durationArg)
     .option('--log-level <level>', 'fatal|error|warn|info|debug|trace|silent (default info)')
+    .option('--no-worker', 'do not run the drain worker here (store only; run hookbucket worker elsewhere)')
+    .option('--lease <duration>', 'lease on a claimed delivery, longer than every bucket timeout (default 60s)', durationArg)
+    .option('--shutdown-grace <duration>', 'on SIGTERM, time in-flight deliveries get before they are released (default 10s)', durationArg)
     .addHelpText(
       'after',
       `
 Examples:
   $ hookbucket serve
   $ hookbucket serve --port 9000 --host 127.0.0.1 --durability normal
+  $ hookbucket serve --no-worker          # store only; deliver with: hookbucket worker
   $ HOOKBUCKET_DB=/var/lib/hookbucket/hb.db hookbucket serve --trust-proxy`,
     )
     .action(async (opts: Record<string, string | boolean | undefined>, cmd: Command) => {
@@ -40,6 +44,10 @@ Examples:
         headersTimeoutMs: opts.headersTimeout as string | undefined,
         requestTimeoutMs: opts.requestTimeout as string | undefined,
         logLevel: opts.logLevel as string | undefined,
+        // Commander sets worker: true by default for --no-worker; only an explicit --no-worker overrides env.
+        worker: cmd.getOptionValueSource('worker') === 'cli' ? (opts.worker as boolean) : undefined,
+        leaseMs: opts.lease as string | undefined,
+        shutdownGraceMs: opts.shutdownGrace as string | undefined,
       });
       const logger = createLogger(config.logLevel, io.stderr);
       const running = await startServer(config, { clock: systemClock, logger });

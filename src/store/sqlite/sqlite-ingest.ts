@@ -17,6 +17,8 @@ export interface SqliteIngestOptions {
   logger: Logger;
   /** How often free disk space is measured (statfs). */
   diskCheckEveryMs?: number;
+  /** Called after each committed batch (the drain worker wakes for new deliveries). */
+  onCommitted?: () => void;
 }
 
 const DISK_CHECK_MS = 1000;
@@ -125,6 +127,7 @@ export class SqliteIngest implements IngestSink {
     if (msg.type === 'committed') {
       this.#lastFailure = undefined;
       for (const seq of msg.seqs) this.#settle(seq)?.resolve();
+      this.#opts.onCommitted?.();
     } else if (msg.type === 'failed') {
       if (msg.code === 'storage_full' || msg.code === 'storage_error') this.#lastFailure = { code: msg.code, message: msg.message };
       if (msg.code !== 'unknown_bucket') this.#log.warn({ code: msg.code, count: msg.seqs.length, msg: msg.message }, 'batch not committed');

@@ -1,0 +1,57 @@
+import { Command } from 'commander';
+import { startWorker } from '../../main.js';
+import { systemClock } from '../../shared/clock.js';
+import { createLogger } from '../../shared/logger.js';
+import { configFor } from '../context.js';
+import { printJson, print, type CliIo } from '../io.js';
+import { durationArg } from '../parsers.js';
+
+interface WorkerOpts {
+  lease?: string;
+  shutdownGrace?: string;
+  logLevel?: string;
+  standby?: boolean;
+  once?: boolean;
+  json?: boolean;
+}
+
+export function makeWorkerCommand(io: CliIo): Command {
+  return new Command('worker')
+    .description('run the drain worker alone (for serve --no-worker): forward stored requests to each bucket destination')
+    .option('--lease <duration>', 'lease on a claimed delivery, longer than every bucket timeout (default 60s)', durationArg)
+    .option('--shutdown-grace <duration>', 'on SIGTERM, time in-flight deliveries get before they are released (default 10s)', durationArg)
+    .option('--standby', 'if another worker is active, wait and take over when its lease lapses (default: refuse)')
+    .option('--once', 'one pass: start what is due now, wait for those attempts, print a summary, exit')
+    .option('--json', 'with --once, print the summary as JSON')
+    .option('--log-level <level>', 'fatal|error|warn|info|debug|trace|silent (default info)')
+    .addHelpText(
+      'after',
+      `
+Only one worker is active per database (a heartbeat lease row): a second one refuses with the
+holder's pid and host (exit 1, code worker_active), or waits with --standby.
+
+Examples:
+  $ hookbucket serve --no-worker & hookbucket worker
+  $ hookbucket worker --standby --lease 2m
+  $ hookbucket worker --once --json`,
+    )
+    .action(async (opts: WorkerOpts, cmd: Command) => {
+      const config = configFor(cmd, io, {
+        leaseMs: opts.lease,
+        shutdownGraceMs: opts.shutdownGrace,
+        logLevel: opts.logLevel ?? (opts.once ? 'warn' : undefined),
+      });
+      const logger = createLogger(config.logLevel, io.stderr);
+      const running = await startWorker(config, { clock: systemClock, logger }, opts.standby && !opts.once ? 'standby' : 'refuse', { loop: !opts.once });
+      if (opts.once) {
+        const pass = await running.worker.runOnce();
+        await running.close(config.shutdownGraceMs);
+        if (opts.json) printJson(io, { started: pass.started, deferred: pass.deferred, next_due_at: pass.wakeAt === null ? null : new Date(pass.wakeAt).toISOString() });
+        else print(io, `started ${pass.started} attempt(s)${Object.keys(pass.deferred).length ? `; held back: ${Object.entries(pass.deferred).map(([r, n]) => `${r} ${n}`).join(', ')}` : ''}`);
+        return;
+      }
+      const sig = await io.waitForSignal();
+      logger.info({ signal: sig }, 'drain worker stopping');
+      await running.close();
+    });
+}

@@ -1,0 +1,227 @@
+/**
+ * One delivery attempt over HTTP. `forward()` never throws: it returns the response (status,
+ * headers, the first 4 KiB of the body) or a transport error sorted into a class, and the worker
+ * classifies it (classify.ts). The request is rebuilt byte for byte from the stored capture:
+ *
+ * - method and body bytes as stored;
+ * - the stored header list in its order, case and repeats, minus host, content-length, the
+ *   hop-by-hop set (RFC 9110 §7.6.1) and expect, which undici sets or refuses itself;
+ * - the raw sub-path and raw query appended to the destination as stored, so that `%2e%2e` is not
+ *   resolved on the way: undici gets `{ origin, path }`, never a URL string it would normalise.
+ *
+ * Redirects are never followed (undici's `request` does not follow them without the redirect
+ * interceptor, which is not installed), and there is no retry interceptor: retries live in the
+ * database.
+ */
+import { Agent, type Dispatcher } from 'undici';
+import type { ErrorClass } from './classify.js';
+
+/** Bytes of the response body kept as evidence; the rest is not read. */
+export const RESPONSE_EXCERPT_BYTES = 4096;
+
+export interface ForwardTarget {
+  origin: string;
+  /** Path and query, raw, as undici writes them on the request line. */
+  path: string;
+}
+
+/**
+ * The destination URL, then the stored raw sub-path (unless `forwardPath` is off), then the stored
+ * raw query, after any query the destination already has, joined with `&`.
+ */
+export function forwardTarget(destination: string, subPath: string, query: string | null, forwardPath: boolean): ForwardTarget {
+  const u = new URL(destination);
+  let path = u.pathname;
+  if (forwardPath && subPath !== '') path = path.endsWith('/') && subPath.startsWith('/') ? path.slice(0, -1) + subPath : path + subPath;
+  const own = u.search.length > 1 ? u.search.slice(1) : null;
+  if (own !== null && query !== null && query !== '') path += `?${own}&${query}`;
+  else if (own !== null) path += `?${own}`;
+  else if (query !== null) path += `?${query}`;
+  return { origin: u.origin, path };
+}
+
+/** Headers that describe one connection, not the message (RFC 9110 §7.6.1), and those undici sets itself. */
+const DROPPED = new Set(['host', 'content-length', 'connection', 'keep-alive', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'expect']);
+export const HOOKBUCKET_HEADERS = ['x-hookbucket-request-id', 'x-hookbucket-delivery-generation', 'x-hookbucket-attempt'] as const;
+
+export interface ForwardMeta {
+  requestId: string;
+  generation: number;
+  attempt: number;
+}
+
+/**
+ * The flat header list to send: the stored list filtered as above (plus the headers `Connection`
+ * names, any stored x-hookbucket-* header this function sets, and any stored header a bucket
+ * `--forward-header` replaces), then our three headers, then the bucket's forward headers.
+ */
+export function forwardHeaders(rawHeaders: readonly string[], meta: ForwardMeta, extra: ReadonlyArray<readonly [string, string]> = []): string[] {
+  const drop = new Set(DROPPED);
+  for (const h of HOOKBUCKET_HEADERS) drop.add(h);
+  for (const [name] of extra) drop.add(name.toLowerCase());
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (rawHeaders[i]!.toLowerCase() === 'connection') {
+      for (const token of rawHeaders[i + 1]!.split(',')) if (token.trim() !== '') drop.add(token.trim().toLowerCase());
+    }
+  }
+  const out: string[] = [];
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const lower = rawHeaders[i]!.toLowerCase();
+    if (drop.has(lower) || lower.startsWith('proxy-')) continue;
+    out.push(rawHeaders[i]!, rawHeaders[i + 1]!);
+  }
+  out.push(
+    'x-hookbucket-request-id',
+    meta.requestId,
+    'x-hookbucket-delivery-generation',
+    String(meta.generation),
+    'x-hookbucket-attempt',
+    String(meta.attempt),
+  );
+  for (const [name, value] of extra) out.push(name, value);
+  return out;
+}
+
+const TLS_CODES = new Set([
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'CERT_HAS_EXPIRED',
+  'CERT_NOT_YET_VALID',
+  'CERT_REVOKED',
+  'CERT_UNTRUSTED',
+  'CERT_REJECTED',
+  'HOSTNAME_MISMATCH',
+  'EPROTO',
+]);
+
+/**
+ * A transport error's class, from its code (or its cause's: undici wraps socket errors). Pure, so
+ * the table is tested without sockets.
+ */
+export function errorClassOf(code: string | undefined): ErrorClass {
+  if (code === undefined) return 'network';
+  if (code === 'ECONNREFUSED') return 'refused';
+  if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET' || code === 'ECONNABORTED') return 'reset';
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_FAIL' || code === 'EAI_NONAME' || code === 'EAI_NODATA') return 'dns';
+  if (code === 'ETIMEDOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') return 'timeout';
+  if (TLS_CODES.has(code) || code.startsWith('ERR_TLS_') || code.startsWith('ERR_SSL_') || code.startsWith('CERT_')) return 'tls';
+  return 'network';
+}
+
+function codeOf(e: unknown): string | undefined {
+  let cur: unknown = e;
+  // The most specific code wins: undici's SocketError wraps ECONNRESET, fetch-style errors wrap more.
+  const codes: string[] = [];
+  for (let depth = 0; cur && depth < 4; depth++) {
+    const c = (cur as { code?: unknown }).code;
+    if (typeof c === 'string') codes.push(c);
+    cur = (cur as { cause?: unknown }).cause;
+  }
+  return codes.find((c) => errorClassOf(c) !== 'network') ?? codes[0];
+}
+
+export interface ForwardRequest {
+  target: ForwardTarget;
+  method: string;
+  headers: string[];
+  body: Buffer;
+  timeoutMs: number;
+  /** Aborts the attempt (shutdown); the result is then `{ kind: 'error', errorClass: 'network', aborted: true }`. */
+  signal?: AbortSignal;
+}
+
+export type ForwardResult =
+  | {
+      kind: 'response';
+      status: number;
+      headers: string[];
+      body: Buffer;
+      truncated: boolean;
+      /** Set when the connection failed after the status line (the status still decides). */
+      bodyError?: string;
+      durationMs: number;
+    }
+  | { kind: 'error'; errorClass: ErrorClass; message: string; code: string | undefined; aborted: boolean; durationMs: number };
+
+function flattenHeaders(h: Record<string, string | string[] | undefined>): string[] {
+  const out: string[] = [];
+  for (const [name, value] of Object.entries(h)) {
+    if (value === undefined) continue;
+    for (const v of Array.isArray(value) ? value : [value]) out.push(name, v);
+  }
+  return out;
+}
+
+/**
+ * A pooled keep-alive dispatcher for deliveries. No retry or redirect interceptor: a 3xx comes back
+ * as a 3xx, and a failed attempt is retried by the schedule, from the database.
+ */
+export function createDeliveryAgent(options: { connections?: number } = {}): Agent {
+  return new Agent({
+    keepAliveTimeout: 4_000, // 4s: under Node's 5 s server default, so we close first
+    keepAliveMaxTimeout: 60_000,
+    connections: options.connections ?? 128,
+    connect: { timeout: 10_000 },
+  });
+}
+
+export async function forward(dispatcher: Dispatcher, req: ForwardRequest, now: () => number = performance.now.bind(performance)): Promise<ForwardResult> {
+  const started = now();
+  const timeout = new AbortController();
+  const timer = setTimeout(() => timeout.abort(new Error('attempt timed out')), req.timeoutMs);
+  const signal = req.signal ? AbortSignal.any([timeout.signal, req.signal]) : timeout.signal;
+  try {
+    const res = await dispatcher.request({
+      origin: req.target.origin,
+      path: req.target.path,
+      method: req.method as Dispatcher.HttpMethod,
+      headers: req.headers,
+      // GET/HEAD with no stored body go without one (and without content-length: 0).
+      body: req.body.length === 0 && (req.method === 'GET' || req.method === 'HEAD') ? null : req.body,
+      headersTimeout: req.timeoutMs,
+      bodyTimeout: req.timeoutMs,
+      signal,
+    });
+    const chunks: Buffer[] = [];
+    let kept = 0;
+    let truncated = false;
+    let bodyError: string | undefined;
+    try {
+      for await (const chunk of res.body as AsyncIterable<Buffer>) {
+        const room = RESPONSE_EXCERPT_BYTES - kept;
+        if (chunk.length > room) {
+          chunks.push(chunk.subarray(0, room));
+          kept += room;
+          truncated = true;
+          break;
+        }
+        chunks.push(chunk);
+        kept += chunk.length;
+      }
+    } catch (e) {
+      bodyError = `${codeOf(e) ?? 'error'}: ${(e as Error).message}`;
+    } finally {
+      // Stop reading: a 50 MB answer costs us 4 KiB and a closed connection, not 50 MB.
+      if (truncated || bodyError) res.body.destroy();
+    }
+    return {
+      kind: 'response',
+      status: res.statusCode,
+      headers: flattenHeaders(res.headers),
+      body: Buffer.concat(chunks),
+      truncated,
+      ...(bodyError !== undefined ? { bodyError } : {}),
+      durationMs: Math.round(now() - started),
+    };
+  } catch (e) {
+    const aborted = req.signal?.aborted === true && !timeout.signal.aborted;
+    const code = codeOf(e);
+    const errorClass = timeout.signal.aborted ? 'timeout' : errorClassOf(code);
+    return { kind: 'error', errorClass, message: (e as Error).message ?? String(e), code, aborted, durationMs: Math.round(now() - started) };
+  } finally {
+    clearTimeout(timer);
+  }
+}

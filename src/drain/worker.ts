@@ -1,0 +1,439 @@
+/**
+ * The drain worker: claims due deliveries, forwards them, records every attempt, and sleeps until
+ * the next thing can happen. The policy lives in pure modules (pacer, outcome, schedule, classify);
+ * this file is the I/O around them.
+ *
+ * - `drainOnce()` is one pass: recover expired leases, then for each bucket that is not paused
+ *   claim what its concurrency, Retry-After block, retry budget and rate allow, and start those
+ *   attempts. Tests drive it directly with a manual clock; `settle()` waits for the attempts.
+ * - `start()` runs passes until `stop()`, under the single-worker lease (one active worker per
+ *   database, or every rate limit would double), waking early for new requests (`wake()`, or a
+ *   change another process committed, seen through SQLite's data_version).
+ * - `stop()` stops claiming, lets in-flight attempts finish within a grace period, then aborts the
+ *   rest and releases them (recorded as `released`, not counted), and gives up the worker lease.
+ */
+import { hostname } from 'node:os';
+import type { Dispatcher } from 'undici';
+import type { Clock } from '../shared/clock.js';
+import { AppError } from '../shared/errors.js';
+import { newId } from '../shared/ids.js';
+import type { Logger } from '../shared/logger.js';
+import {
+  pausedMsAt,
+  type AttemptResult,
+  type Bucket,
+  type ClaimDecision,
+  type ClaimedAttempt,
+  type DrainStore,
+  type WorkerHolder,
+} from '../store/store.js';
+import type { Outcome } from './classify.js';
+import { forward, forwardHeaders, forwardTarget, type ForwardResult } from './forward.js';
+import { decideAttempt } from './outcome.js';
+import { admit, block, newPacer, type DeferReason, type PacerState } from './pacer.js';
+
+export const DEFAULT_LEASE_MS = 60_000; // 60s: longer than any bucket's attempt timeout (default 10s)
+/** The single-worker lease: renewed every third of this; a dead worker's lease is taken after it. */
+export const WORKER_LEASE_TTL_MS = 15_000; // 15s
+/** How often a sleeping worker looks for commits by other processes (one cheap pragma read). */
+const CHANGE_POLL_MS = 100;
+/** The longest sleep between passes when nothing is due. */
+const IDLE_PASS_MS = 5_000;
+/** Expired leases are looked for at most this often. */
+const RECOVER_EVERY_MS = 1_000;
+/** Pause before the completion batch is written again after a storage error. */
+const COMPLETE_RETRY_MS = 200;
+
+export interface DrainWorkerDeps {
+  store: DrainStore;
+  dispatcher: Dispatcher;
+  clock: Clock;
+  logger: Logger;
+  /** A number in [0, 1) for jitter; Math.random in production, seeded in tests. */
+  random?: () => number;
+  /** The lease on a claimed delivery (`--lease`); must exceed every bucket's attempt timeout. */
+  leaseMs?: number;
+  workerLeaseTtlMs?: number;
+  /** Identifies this worker in the lease row and in messages. */
+  holder?: string;
+}
+
+export interface PassResult {
+  /** Attempts started in this pass. */
+  started: number;
+  /** Deliveries held back (rate, budget, Retry-After), by reason. */
+  deferred: Partial<Record<DeferReason, number>>;
+  /** When the next pass has something to do; null when nothing is waiting. */
+  wakeAt: number | null;
+}
+
+export type StartMode = 'standby' | 'refuse';
+
+type ResolvedDeps = Required<DrainWorkerDeps>;
+
+interface Inflight {
+  bucket: string;
+  promise: Promise<void>;
+}
+
+export class DrainWorker {
+  readonly #d: ResolvedDeps;
+  readonly #pacers = new Map<string, PacerState>();
+  readonly #inflightByBucket = new Map<string, number>();
+  readonly #inflight = new Map<string, Inflight>();
+  readonly #abort = new AbortController();
+  #buckets = new Map<string, Bucket>();
+  #results: AttemptResult[] = [];
+  #flushing: Promise<void> | undefined;
+  #lastRecoverAt = -Infinity;
+  #warnedTimeout = new Map<string, number>();
+  #stopping = false;
+  #loop: Promise<void> | undefined;
+  #wakeUp: (() => void) | undefined;
+  #wokenEarly = false;
+  #heartbeat: NodeJS.Timeout | undefined;
+  #holdsLease = false;
+
+  constructor(deps: DrainWorkerDeps) {
+    this.#d = {
+      ...deps,
+      random: deps.random ?? Math.random,
+      leaseMs: deps.leaseMs ?? DEFAULT_LEASE_MS,
+      workerLeaseTtlMs: deps.workerLeaseTtlMs ?? WORKER_LEASE_TTL_MS,
+      holder: deps.holder ?? `${hostname()}:${process.pid}:${newId().slice(-8)}`,
+    };
+  }
+
+  get holder(): string {
+    return this.#d.holder;
+  }
+
+  /** Attempts in flight now. */
+  get inflight(): number {
+    return this.#inflight.size;
+  }
+
+  /** One pass: recover expired leases, claim and start what every bucket allows now. */
+  async drainOnce(): Promise<PassResult> {
+    const { store, clock } = this.#d;
+    const now = clock.now();
+    const buckets = await store.listBuckets();
+    this.#buckets = new Map(buckets.map((b) => [b.name, b]));
+    if (now - this.#lastRecoverAt >= RECOVER_EVERY_MS) {
+      this.#lastRecoverAt = now;
+      await this.#recover(now);
+    }
+    const result: PassResult = { started: 0, deferred: {}, wakeAt: null };
+    let wakeAt = Infinity;
+    const active: Bucket[] = [];
+    for (const b of buckets) {
+      if (this.#stopping) break;
+      if (b.paused) continue;
+      active.push(b);
+      if (!this.#timeoutFits(b)) continue;
+      const slots = b.drain.concurrency - (this.#inflightByBucket.get(b.name) ?? 0);
+      // At its concurrency limit a bucket waits for a completion, which wakes the worker.
+      if (slots <= 0) continue;
+      let pacer = this.#pacers.get(b.name) ?? newPacer();
+      const config = { rate: b.drain.rate === null ? null : { rate: b.drain.rate, burst: b.drain.burst }, budget: b.drain.retryBudget };
+      const recorded = new Set<DeferReason>();
+      const deferred: Partial<Record<DeferReason, number>> = {};
+      const claimed = await store.claim(
+        b,
+        {
+          nowMs: now,
+          limit: slots,
+          leaseUntilMs: now + this.#d.leaseMs,
+          url: (destination, path, query) => {
+            const t = forwardTarget(destination ?? b.destination!, path, query, b.drain.forwardPath);
+            return t.origin + t.path;
+          },
+        },
+        (c): ClaimDecision => {
+          const a = admit(config, pacer, c.attempts === 0 ? 'first' : 'retry', now);
+          if (a.go) {
+            pacer = a.state;
+            return { kind: 'claim' };
+          }
+          if (a.untilMs < wakeAt) wakeAt = a.untilMs;
+          // A deferral is recorded on the delivery at the head of the line for each reason, once
+          // per pass; the ones behind it keep their place untouched (no write per waiting row).
+          // A retry held by the budget does not hold back the first attempts behind it.
+          const first = !recorded.has(a.reason);
+          recorded.add(a.reason);
+          if (first) deferred[a.reason] = (deferred[a.reason] ?? 0) + 1;
+          if (a.reason === 'retry_budget') return first ? { kind: 'defer', reason: a.reason } : { kind: 'skip' };
+          return first ? { kind: 'defer', reason: a.reason } : { kind: 'stop' };
+        },
+      );
+      // The pacer moves on only once the claim committed.
+      this.#pacers.set(b.name, pacer);
+      for (const [reason, n] of Object.entries(deferred)) {
+        result.deferred[reason as DeferReason] = (result.deferred[reason as DeferReason] ?? 0) + n;
+      }
+      for (const a of claimed) this.#start(b, a);
+      result.started += claimed.length;
+    }
+    const due = await store.nextDueAt(active, now);
+    if (due !== null && due < wakeAt) wakeAt = due;
+    result.wakeAt = Number.isFinite(wakeAt) ? wakeAt : null;
+    return result;
+  }
+
+  /** Waits until every attempt started so far has finished and its record is written. */
+  async settle(): Promise<void> {
+    while (this.#inflight.size > 0 || this.#results.length > 0 || this.#flushing) {
+      await Promise.all([...this.#inflight.values()].map((i) => i.promise));
+      await this.#flush();
+    }
+  }
+
+  /** A pass, then waits for its attempts: the run-once for tests and `worker --once`. */
+  async runOnce(): Promise<PassResult> {
+    const r = await this.drainOnce();
+    await this.settle();
+    return r;
+  }
+
+  /** Ends a sleep early: a request was stored, or a bucket changed. */
+  wake(): void {
+    this.#wokenEarly = true;
+    this.#wakeUp?.();
+  }
+
+  /**
+   * Runs passes until stop(), under the single-worker lease. With `refuse`, a live lease held by
+   * another worker is an error naming it; with `standby`, this worker waits and takes over when
+   * that lease lapses. Resolves once the loop is running (or standing by).
+   */
+  async start(mode: StartMode = 'standby', options: { loop?: boolean } = {}): Promise<void> {
+    const info = {};
+    const leaseInfo = JSON.stringify({ host: hostname(), pid: process.pid, lease_ms: this.#d.leaseMs, started_at: new Date(this.#d.clock.now()).toISOString(), ...info });
+    const first = await this.#d.store.acquireWorkerLease(this.#d.holder, leaseInfo, this.#d.clock.now(), this.#d.workerLeaseTtlMs);
+    if (!first.ok && mode === 'refuse') throw new AppError('worker_active', describeHolder(first.current));
+    if (!first.ok) this.#d.logger.warn({ holder: first.current.holder }, `drain worker standing by: ${describeHolder(first.current)}`);
+    else this.#d.logger.info({ holder: this.#d.holder }, 'drain worker active');
+    this.#holdsLease = first.ok;
+    this.#heartbeat = setInterval(() => void this.#renew(leaseInfo), Math.max(50, Math.floor(this.#d.workerLeaseTtlMs / 3)));
+    this.#heartbeat.unref();
+    if (options.loop !== false) this.#loop = this.#run();
+  }
+
+  /** Whether this worker holds the single-worker lease now. */
+  get active(): boolean {
+    return this.#holdsLease;
+  }
+
+  async #renew(info: string): Promise<void> {
+    if (this.#stopping) return;
+    try {
+      const r = await this.#d.store.acquireWorkerLease(this.#d.holder, info, this.#d.clock.now(), this.#d.workerLeaseTtlMs);
+      if (r.ok !== this.#holdsLease) {
+        if (r.ok) this.#d.logger.info({ holder: this.#d.holder }, 'drain worker took over the lease: active');
+        else this.#d.logger.error({ holder: r.current.holder }, `drain worker lost its lease, standing by: ${describeHolder(r.current)}`);
+        this.#holdsLease = r.ok;
+        this.wake();
+      }
+    } catch (e) {
+      this.#d.logger.warn({ err: e }, 'drain worker lease renewal failed');
+    }
+  }
+
+  async #run(): Promise<void> {
+    while (!this.#stopping) {
+      let wakeAt: number | null = null;
+      if (this.#holdsLease) {
+        try {
+          wakeAt = (await this.drainOnce()).wakeAt;
+        } catch (e) {
+          this.#d.logger.error({ err: e }, 'drain pass failed; trying again in 1 s');
+          wakeAt = this.#d.clock.now() + 1000;
+        }
+      }
+      if (this.#stopping) break;
+      const now = this.#d.clock.now();
+      await this.#sleep(Math.max(0, Math.min(wakeAt ?? Infinity, now + IDLE_PASS_MS) - now));
+    }
+  }
+
+  /** Sleeps up to `ms`, ending early on wake() or a commit by another connection. */
+  #sleep(ms: number): Promise<void> {
+    if (this.#wokenEarly || ms <= 0) {
+      this.#wokenEarly = false;
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve) => {
+      const seen = this.#d.store.changeCounter();
+      const done = () => {
+        clearTimeout(timer);
+        clearInterval(poll);
+        this.#wakeUp = undefined;
+        this.#wokenEarly = false;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      const poll = setInterval(() => {
+        try {
+          if (this.#d.store.changeCounter() !== seen) done();
+        } catch {
+          // the store is closing; the timer ends the sleep
+        }
+      }, CHANGE_POLL_MS);
+      this.#wakeUp = done;
+    });
+  }
+
+  /**
+   * Stops claiming, lets in-flight attempts finish for up to `graceMs`, then aborts the rest and
+   * releases them (their attempt rows say `released`; the delivery is due again at once and the
+   * attempt does not count). Writes every record, then gives up the worker lease.
+   */
+  async stop(graceMs = 10_000): Promise<void> {
+    this.#stopping = true;
+    clearInterval(this.#heartbeat);
+    this.#wakeUp?.();
+    await this.#loop;
+    const all = Promise.all([...this.#inflight.values()].map((i) => i.promise));
+    let timer: NodeJS.Timeout | undefined;
+    const graceOver = new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), graceMs)));
+    if ((await Promise.race([all.then(() => 'done' as const), graceOver])) === 'timeout') {
+      this.#d.logger.warn({ inflight: this.#inflight.size }, 'grace period over: releasing in-flight attempts');
+      this.#abort.abort();
+    }
+    clearTimeout(timer);
+    await this.settle();
+    if (this.#holdsLease) await this.#d.store.releaseWorkerLease(this.#d.holder).catch(() => undefined);
+    this.#holdsLease = false;
+  }
+
+  #timeoutFits(b: Bucket): boolean {
+    if (b.drain.timeoutMs < this.#d.leaseMs) return true;
+    if (this.#warnedTimeout.get(b.name) !== b.updatedAt) {
+      this.#warnedTimeout.set(b.name, b.updatedAt);
+      this.#d.logger.error(
+        { bucket: b.name, timeout_ms: b.drain.timeoutMs, lease_ms: this.#d.leaseMs },
+        `bucket ${b.name}: attempt timeout ${b.drain.timeoutMs} ms is not shorter than the worker's lease ${this.#d.leaseMs} ms; its deliveries wait until the timeout is lowered or the worker runs with a longer --lease`,
+      );
+    }
+    return false;
+  }
+
+  async #recover(now: number): Promise<void> {
+    const expired = await this.#d.store.recoverExpired(now, (d) => {
+      const s = this.#buckets.get(d.bucket)?.drain.schedule;
+      if (s?.maxAttempts !== undefined && d.attempts >= s.maxAttempts) return { kind: 'exhausted' };
+      return { kind: 'retry', atMs: now };
+    });
+    if (expired.length > 0) this.#d.logger.warn({ count: expired.length }, 'closed attempts whose lease expired (lease_expired); their deliveries are due again');
+  }
+
+  #start(b: Bucket, a: ClaimedAttempt): void {
+    this.#inflightByBucket.set(b.name, (this.#inflightByBucket.get(b.name) ?? 0) + 1);
+    const promise = this.#attempt(b, a)
+      .catch((e: unknown) => this.#d.logger.error({ err: e, attempt: a.attemptId }, 'attempt bookkeeping failed'))
+      .finally(() => {
+        this.#inflight.delete(a.attemptId);
+        this.#inflightByBucket.set(b.name, (this.#inflightByBucket.get(b.name) ?? 1) - 1);
+        this.wake();
+      });
+    this.#inflight.set(a.attemptId, { bucket: b.name, promise });
+  }
+
+  async #attempt(b: Bucket, a: ClaimedAttempt): Promise<void> {
+    const destination = a.destination ?? b.destination!;
+    const res = await forward(this.#d.dispatcher, {
+      target: forwardTarget(destination, a.path, a.query, b.drain.forwardPath),
+      method: a.method,
+      headers: forwardHeaders(a.rawHeaders, { requestId: a.requestId, generation: a.generation, attempt: a.number }, b.drain.forwardHeaders),
+      body: a.body,
+      timeoutMs: b.drain.timeoutMs,
+      signal: this.#abort.signal,
+    });
+    this.#results.push(this.#record(a, res));
+    await this.#flush();
+  }
+
+  /** The attempt row and the delivery's next state, from the result and the bucket's current settings. */
+  #record(a: ClaimedAttempt, res: ForwardResult): AttemptResult {
+    const now = this.#d.clock.now();
+    const base = {
+      attemptId: a.attemptId,
+      deliveryId: a.deliveryId,
+      finishedAt: now,
+      durationMs: res.durationMs,
+      status: res.kind === 'response' ? res.status : null,
+      errorClass: res.kind === 'error' ? res.errorClass : null,
+      errorMessage: res.kind === 'error' ? `${res.code ?? 'error'}: ${res.message}` : (res.bodyError ?? null),
+      responseHeaders: res.kind === 'response' ? res.headers : null,
+      responseBody: res.kind === 'response' ? res.body : null,
+      responseTruncated: res.kind === 'response' && res.truncated,
+    };
+    if (res.kind === 'error' && res.aborted) {
+      return { ...base, errorClass: 'shutdown', outcome: 'released', reason: 'released_on_shutdown', nextAttemptAt: now, nextWhy: 'released' };
+    }
+    // Settings as they are now: a bucket changed mid-attempt decides with its new schedule.
+    const b = this.#buckets.get(a.bucket);
+    const drain = b?.drain;
+    const outcome: Outcome = res.kind === 'response' ? { kind: 'response', status: res.status } : { kind: 'error', errorClass: res.errorClass };
+    const retryAfter = res.kind === 'response' ? headerValue(res.headers, 'retry-after') : undefined;
+    const pausedSinceFirst = b ? pausedMsAt(b, now) - a.pausedMsAtFirst : 0;
+    const decision = decideAttempt(drain?.schedule ?? { baseMs: 30_000, multiplier: 3, capMs: 10_800_000, maxAttempts: 14, jitter: 'upper' }, drain?.retryOn ?? null, {
+      outcome,
+      retryAfter,
+      attempt: a.number,
+      elapsedActiveMs: Math.max(0, now - a.firstAttemptAt - pausedSinceFirst),
+      nowMs: now,
+      random: this.#d.random(),
+    });
+    if (decision.state === 'retrying') {
+      if (decision.bucketBlockedUntilMs !== undefined) {
+        this.#pacers.set(a.bucket, block(this.#pacers.get(a.bucket) ?? newPacer(), decision.bucketBlockedUntilMs));
+      }
+      return { ...base, outcome: 'retry', reason: decision.reason, nextAttemptAt: decision.atMs, nextWhy: decision.why };
+    }
+    if (decision.state === 'exhausted') return { ...base, outcome: 'exhausted', reason: `${decision.reason}; gave up: ${decision.why}`, nextAttemptAt: null, nextWhy: null };
+    return { ...base, outcome: decision.state, reason: decision.reason, nextAttemptAt: null, nextWhy: null };
+  }
+
+  /** Writes the completed attempts in one transaction; on a storage error keeps them and tries again. */
+  #flush(): Promise<void> {
+    if (this.#flushing) return this.#flushing;
+    if (this.#results.length === 0) return Promise.resolve();
+    this.#flushing = (async () => {
+      try {
+        while (this.#results.length > 0) {
+          // Let the attempts finishing in this turn join the batch.
+          await new Promise((r) => setImmediate(r));
+          const batch = this.#results;
+          this.#results = [];
+          try {
+            await this.#d.store.complete(batch);
+          } catch (e) {
+            this.#results = batch.concat(this.#results);
+            this.#d.logger.error({ err: e, count: batch.length }, 'writing attempt results failed; retrying');
+            await new Promise((r) => setTimeout(r, COMPLETE_RETRY_MS));
+          }
+        }
+      } finally {
+        this.#flushing = undefined;
+      }
+    })();
+    return this.#flushing;
+  }
+}
+
+function headerValue(flat: readonly string[], name: string): string | undefined {
+  for (let i = 0; i < flat.length; i += 2) if (flat[i]!.toLowerCase() === name) return flat[i + 1];
+  return undefined;
+}
+
+export function describeHolder(h: WorkerHolder): string {
+  let who = h.holder;
+  try {
+    const info = JSON.parse(h.info) as { host?: string; pid?: number };
+    if (info.host !== undefined && info.pid !== undefined) who = `pid ${info.pid} on ${info.host} (${h.holder})`;
+  } catch {
+    // info is free text from another version: show the holder id alone
+  }
+  return `another drain worker is active on this database: ${who}, since ${new Date(h.acquiredAt).toISOString()}, lease until ${new Date(h.expiresAt).toISOString()}`;
+}

@@ -1,0 +1,311 @@
+/**
+ * The drain worker's store on SQLite: the claim query, attempt rows, lease recovery and the
+ * single-worker lease. Its own connection with cached statements (this is the delivery hot path).
+ *
+ * Claiming on SQLite is one IMMEDIATE transaction (the write lock up front) that selects due rows
+ * and marks them `delivering` under a lease; a Postgres adapter would use FOR UPDATE SKIP LOCKED.
+ * Only one worker is active per database (the worker_lease row), so claims never race in practice;
+ * the `state in (…)` guard on the update keeps them correct if they did.
+ *
+ * This connection commits with synchronous=NORMAL: an attempt record lost to a power cut means the
+ * delivery is attempted again (delivery is at-least-once anyway); ingest's acks keep FULL on the
+ * writer thread's own connection.
+ */
+import type { Statement } from 'better-sqlite3';
+import { newId } from '../../shared/ids.js';
+import type { BucketsTable } from '../schema.js';
+import {
+  pausedMsAt,
+  type AttemptResult,
+  type Bucket,
+  type ClaimCandidate,
+  type ClaimDecision,
+  type ClaimedAttempt,
+  type DrainStore,
+  type ExpiredDelivery,
+  type LeaseExpiry,
+  type WorkerLeaseResult,
+} from '../store.js';
+import { toBucket } from './bucket-row.js';
+import { openSqlite, type SqliteDb } from './open.js';
+import { migrate } from './sqlite-store.js';
+
+interface DueRow {
+  id: string;
+  request_id: string;
+  attempts: number;
+  state: 'pending' | 'retrying';
+  trigger: 'initial' | 'replay';
+  replay_id: string | null;
+  next_attempt_at: number;
+  destination: string | null;
+  generation: number;
+  first_attempt_at: number | null;
+  paused_ms_at_first: number | null;
+}
+
+interface RequestRow {
+  method: string;
+  path: string;
+  query: string | null;
+  headers: string;
+  body: Buffer;
+}
+
+const WORKER_LEASE = 'drain';
+
+export class SqliteDrainStore implements DrainStore {
+  readonly #db: SqliteDb;
+  readonly #s: Record<string, Statement>;
+  readonly #claimTx;
+  readonly #completeTx;
+  readonly #recoverTx;
+
+  private constructor(db: SqliteDb) {
+    this.#db = db;
+    const p = (sql: string) => db.prepare(sql);
+    // A new generation waits while an older one to the same destination is still in flight
+    // (replay): a request never has two attempts in flight to the bucket's destination.
+    const due = (state: string, ownDestination: boolean) => `
+      select id, request_id, attempts, state, trigger, replay_id, next_attempt_at, destination, generation, first_attempt_at, paused_ms_at_first
+      from deliveries d
+      where bucket = ? and state = '${state}' and next_attempt_at <= ?
+        ${ownDestination ? '' : 'and destination is not null'}
+        and not exists (select 1 from deliveries o where o.request_id = d.request_id and o.state = 'delivering'
+                        and o.destination is null and d.destination is null)
+      order by next_attempt_at, id limit ?`;
+    this.#s = {
+      buckets: p('select * from buckets order by name'),
+      duePending: p(due('pending', true)),
+      dueRetrying: p(due('retrying', true)),
+      duePendingOwnOnly: p(due('pending', false)),
+      dueRetryingOwnOnly: p(due('retrying', false)),
+      request: p('select method, path, query, headers, body from requests where id = ?'),
+      claim: p(`update deliveries set state = 'delivering', attempts = attempts + 1, lease_until = ?, lease_attempt = ?,
+                  first_attempt_at = coalesce(first_attempt_at, ?), paused_ms_at_first = coalesce(paused_ms_at_first, ?),
+                  last_attempt_at = ?, updated_at = ?
+                where id = ? and state in ('pending', 'retrying')`),
+      insertAttempt: p(`insert into attempts (id, delivery_id, request_id, bucket, number, url, started_at, response_truncated)
+                        values (?, ?, ?, ?, ?, ?, ?, 0)`),
+      defer: p(`update deliveries set deferrals = deferrals + 1, last_deferral_reason = ?, updated_at = ? where id = ?`),
+      completeAttempt: p(`update attempts set duration_ms = ?, status = ?, error_class = ?, error_message = ?, response_headers = ?,
+                            response_body = ?, response_truncated = ?, outcome = coalesce(outcome, ?), reason = coalesce(reason, ?),
+                            next_attempt_at = coalesce(next_attempt_at, ?), next_why = coalesce(next_why, ?)
+                          where id = ?`),
+      settle: p(`update deliveries set state = case when supersede_requested = 1 then 'superseded' else ? end,
+                   lease_until = null, lease_attempt = null, last_status = ?, last_error = ?, settled_at = ?, updated_at = ?
+                 where id = ? and lease_attempt = ?`),
+      retry: p(`update deliveries set state = case when supersede_requested = 1 then 'superseded' else 'retrying' end,
+                  settled_at = case when supersede_requested = 1 then ? else null end,
+                  next_attempt_at = ?, lease_until = null, lease_attempt = null, last_status = ?, last_error = ?, updated_at = ?
+                where id = ? and lease_attempt = ?`),
+      release: p(`update deliveries set state = case when supersede_requested = 1 then 'superseded' when attempts <= 1 then 'pending' else 'retrying' end,
+                    settled_at = case when supersede_requested = 1 then ? else null end,
+                    first_attempt_at = case when attempts <= 1 then null else first_attempt_at end,
+                    paused_ms_at_first = case when attempts <= 1 then null else paused_ms_at_first end,
+                    attempts = attempts - 1, next_attempt_at = ?, lease_until = null, lease_attempt = null, updated_at = ?
+                  where id = ? and lease_attempt = ?`),
+      expired: p(`select id, bucket, attempts, lease_attempt from deliveries where state = 'delivering' and lease_until <= ?`),
+      closeExpiredAttempt: p(`update attempts set outcome = 'lease_expired', error_class = 'lease_expired', reason = 'lease_expired',
+                                next_attempt_at = ?, next_why = 'lease_expired'
+                              where id = ? and outcome is null`),
+      expireRetry: p(`update deliveries set state = case when supersede_requested = 1 then 'superseded' else 'retrying' end,
+                        settled_at = case when supersede_requested = 1 then ? else null end,
+                        next_attempt_at = ?, lease_until = null, lease_attempt = null, last_error = 'lease_expired', updated_at = ?
+                      where id = ? and state = 'delivering'`),
+      expireExhaust: p(`update deliveries set state = case when supersede_requested = 1 then 'superseded' else 'exhausted' end,
+                          settled_at = ?, lease_until = null, lease_attempt = null, last_error = 'lease_expired', updated_at = ?
+                        where id = ? and state = 'delivering'`),
+      nextDue: p(`select min(next_attempt_at) from deliveries where bucket = ? and state = ? and next_attempt_at > ?`).pluck(),
+      nextLease: p(`select min(lease_until) from deliveries where state = 'delivering'`).pluck(),
+      takeLease: p(`insert into worker_lease (name, holder, info, acquired_at, heartbeat_at, expires_at) values (?, ?, ?, ?, ?, ?)
+                    on conflict (name) do update set holder = excluded.holder, info = excluded.info,
+                      acquired_at = case when worker_lease.holder = excluded.holder then worker_lease.acquired_at else excluded.acquired_at end,
+                      heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at
+                    where worker_lease.holder = excluded.holder or worker_lease.expires_at <= excluded.heartbeat_at`),
+      readLease: p('select * from worker_lease where name = ?'),
+      dropLease: p('delete from worker_lease where name = ? and holder = ?'),
+      dataVersion: p('pragma data_version').pluck(),
+    };
+
+    this.#claimTx = db.transaction(
+      (
+        bucket: Bucket,
+        o: { nowMs: number; limit: number; leaseUntilMs: number; url: (d: string | null, path: string, q: string | null) => string },
+        decide: (c: ClaimCandidate) => ClaimDecision,
+      ): ClaimedAttempt[] => {
+        const own = bucket.destination !== null;
+        const pending = (own ? this.#s.duePending! : this.#s.duePendingOwnOnly!).all(bucket.name, o.nowMs, o.limit) as DueRow[];
+        const retrying = (own ? this.#s.dueRetrying! : this.#s.dueRetryingOwnOnly!).all(bucket.name, o.nowMs, o.limit) as DueRow[];
+        // Merge in due order; a retry held back by the budget does not block first attempts behind it.
+        const rows = [...pending, ...retrying].sort((a, b) => a.next_attempt_at - b.next_attempt_at || (a.id < b.id ? -1 : 1));
+        const claimed: ClaimedAttempt[] = [];
+        const pausedNow = pausedMsAt(bucket, o.nowMs);
+        for (const r of rows) {
+          if (claimed.length >= o.limit) break;
+          const d = decide({
+            deliveryId: r.id,
+            requestId: r.request_id,
+            attempts: Number(r.attempts),
+            state: r.state,
+            trigger: r.trigger,
+            replayId: r.replay_id,
+            nextAttemptAt: Number(r.next_attempt_at),
+          });
+          if (d.kind === 'stop') break;
+          if (d.kind === 'skip') continue;
+          if (d.kind === 'defer') {
+            this.#s.defer!.run(d.reason, o.nowMs, r.id);
+            continue;
+          }
+          const req = this.#s.request!.get(r.request_id) as RequestRow | undefined;
+          if (!req) continue;
+          const attemptId = newId();
+          const number = Number(r.attempts) + 1;
+          const url = o.url(r.destination, req.path, req.query);
+          const changed = this.#s.claim!.run(o.leaseUntilMs, attemptId, o.nowMs, pausedNow, o.nowMs, o.nowMs, r.id).changes;
+          if (changed === 0) continue;
+          this.#s.insertAttempt!.run(attemptId, r.id, r.request_id, bucket.name, number, url, o.nowMs);
+          claimed.push({
+            attemptId,
+            deliveryId: r.id,
+            requestId: r.request_id,
+            bucket: bucket.name,
+            generation: Number(r.generation),
+            number,
+            trigger: r.trigger,
+            replayId: r.replay_id,
+            destination: r.destination,
+            url,
+            startedAt: o.nowMs,
+            firstAttemptAt: r.first_attempt_at === null ? o.nowMs : Number(r.first_attempt_at),
+            pausedMsAtFirst: r.paused_ms_at_first === null ? pausedNow : Number(r.paused_ms_at_first),
+            method: req.method,
+            path: req.path,
+            query: req.query,
+            rawHeaders: JSON.parse(req.headers) as string[],
+            body: req.body,
+          });
+        }
+        return claimed;
+      },
+    );
+
+    this.#completeTx = db.transaction((results: AttemptResult[]) => {
+      for (const r of results) {
+        this.#s.completeAttempt!.run(
+          r.durationMs,
+          r.status,
+          r.errorClass,
+          r.errorMessage,
+          r.responseHeaders === null ? null : JSON.stringify(r.responseHeaders),
+          r.responseBody,
+          r.responseTruncated ? 1 : 0,
+          r.outcome,
+          r.reason,
+          r.nextAttemptAt,
+          r.nextWhy,
+          r.attemptId,
+        );
+        const lastError = r.errorClass ?? (r.status !== null && (r.status < 200 || r.status > 299) ? r.reason : null);
+        if (r.outcome === 'retry') {
+          this.#s.retry!.run(r.finishedAt, r.nextAttemptAt, r.status, lastError, r.finishedAt, r.deliveryId, r.attemptId);
+        } else if (r.outcome === 'released') {
+          this.#s.release!.run(r.finishedAt, r.nextAttemptAt ?? r.finishedAt, r.finishedAt, r.deliveryId, r.attemptId);
+        } else {
+          this.#s.settle!.run(r.outcome, r.status, lastError, r.finishedAt, r.finishedAt, r.deliveryId, r.attemptId);
+        }
+      }
+    });
+
+    this.#recoverTx = db.transaction((nowMs: number, next: (d: ExpiredDelivery) => LeaseExpiry): ExpiredDelivery[] => {
+      const rows = this.#s.expired!.all(nowMs) as Array<{ id: string; bucket: string; attempts: number; lease_attempt: string | null }>;
+      const out: ExpiredDelivery[] = [];
+      for (const r of rows) {
+        const d: ExpiredDelivery = { deliveryId: r.id, bucket: r.bucket, attempts: Number(r.attempts) };
+        const n = next(d);
+        if (r.lease_attempt !== null) this.#s.closeExpiredAttempt!.run(n.kind === 'retry' ? n.atMs : null, r.lease_attempt);
+        if (n.kind === 'retry') this.#s.expireRetry!.run(nowMs, n.atMs, nowMs, r.id);
+        else this.#s.expireExhaust!.run(nowMs, nowMs, r.id);
+        out.push(d);
+      }
+      return out;
+    });
+  }
+
+  /** Opens its own connection to the database (creating and migrating it when missing). */
+  static async open(options: { path: string; busyTimeoutMs?: number }): Promise<SqliteDrainStore> {
+    const db = openSqlite(options.path, { durability: 'normal', busyTimeoutMs: options.busyTimeoutMs ?? 5000 });
+    try {
+      await migrate(db);
+      return new SqliteDrainStore(db);
+    } catch (e) {
+      db.close();
+      throw e;
+    }
+  }
+
+  async listBuckets(): Promise<Bucket[]> {
+    return (this.#s.buckets!.all() as BucketsTable[]).map(toBucket);
+  }
+
+  async claim(
+    bucket: Bucket,
+    options: { nowMs: number; limit: number; leaseUntilMs: number; url: (destination: string | null, path: string, query: string | null) => string },
+    decide: (c: ClaimCandidate) => ClaimDecision,
+  ): Promise<ClaimedAttempt[]> {
+    if (options.limit <= 0) return [];
+    return this.#claimTx.immediate(bucket, options, decide);
+  }
+
+  async complete(results: AttemptResult[]): Promise<void> {
+    if (results.length > 0) this.#completeTx.immediate(results);
+  }
+
+  async recoverExpired(nowMs: number, next: (d: ExpiredDelivery) => LeaseExpiry): Promise<ExpiredDelivery[]> {
+    return this.#recoverTx.immediate(nowMs, next);
+  }
+
+  async nextDueAt(buckets: readonly Bucket[], nowMs: number): Promise<number | null> {
+    let min = (this.#s.nextLease!.get() as number | null) ?? Infinity;
+    for (const b of buckets) {
+      for (const state of ['pending', 'retrying']) {
+        const t = this.#s.nextDue!.get(b.name, state, nowMs) as number | null;
+        if (t !== null && t < min) min = Number(t);
+      }
+    }
+    return Number.isFinite(min) ? min : null;
+  }
+
+  async acquireWorkerLease(holder: string, info: string, nowMs: number, ttlMs: number): Promise<WorkerLeaseResult> {
+    return this.#db.transaction((): WorkerLeaseResult => {
+      this.#s.takeLease!.run(WORKER_LEASE, holder, info, nowMs, nowMs, nowMs + ttlMs);
+      const row = this.#s.readLease!.get(WORKER_LEASE) as
+        | { holder: string; info: string; acquired_at: number; heartbeat_at: number; expires_at: number }
+        | undefined;
+      if (row && row.holder === holder) return { ok: true };
+      return {
+        ok: false,
+        current: {
+          holder: row?.holder ?? '?',
+          info: row?.info ?? '',
+          acquiredAt: Number(row?.acquired_at ?? 0),
+          heartbeatAt: Number(row?.heartbeat_at ?? 0),
+          expiresAt: Number(row?.expires_at ?? 0),
+        },
+      };
+    }).immediate();
+  }
+
+  async releaseWorkerLease(holder: string): Promise<void> {
+    this.#s.dropLease!.run(WORKER_LEASE, holder);
+  }
+
+  changeCounter(): number {
+    return this.#s.dataVersion!.get() as number;
+  }
+
+  async close(): Promise<void> {
+    this.#db.close();
+  }
+}

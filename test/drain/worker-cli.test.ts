@@ -1,0 +1,86 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { systemClock } from '../../src/shared/clock.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { runCli } from '../helpers/cli.js';
+import { startConsumer, type Consumer } from '../helpers/consumer.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { tempDir } from '../helpers/temp-dir.js';
+
+async function until(check: () => Promise<boolean> | boolean, what: string, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe('serve runs the drain worker', () => {
+  let server: TestServer;
+  let consumer: Consumer;
+  before(async () => {
+    consumer = await startConsumer();
+    server = await startTestServer({ worker: true });
+  });
+  after(async () => {
+    await server.stop();
+    await consumer.close();
+  });
+
+  it('forwards a request that arrives while it runs', async () => {
+    await server.store.createBucket({ name: 'live', destination: `${consumer.url}/in` });
+    const res = await fetch(`${server.url}/b/live/path?q=1`, { method: 'POST', body: 'hello' });
+    assert.equal(res.status, 200);
+    const { id } = (await res.json()) as { id: string };
+    await consumer.waitFor(1);
+    assert.equal(consumer.received[0]!.url, '/in/path?q=1');
+    assert.equal(consumer.received[0]!.body.toString(), 'hello');
+    await until(async () => (await server.store.getRequest(id))?.state === 'delivered', 'delivered state');
+  });
+
+  it('makes a second worker on the same database refuse, naming the holder', async () => {
+    const r = await runCli(['--db', server.db, 'worker', '--once']);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /error \[worker_active\]: another drain worker is active on this database: pid \d+ on /);
+  });
+});
+
+describe('hookbucket worker', () => {
+  const t = tempDir();
+  let consumer: Consumer;
+  let store: SqliteStore;
+  before(async () => {
+    consumer = await startConsumer();
+    store = await SqliteStore.open({ path: t.db, durability: 'full', busyTimeoutMs: 5000, clock: systemClock });
+  });
+  after(async () => {
+    await store.close();
+    await consumer.close();
+    t.remove();
+  });
+
+  it('refuses a lease not longer than a bucket timeout', async () => {
+    await store.createBucket({ name: 'slow', destination: consumer.url, drain: { timeoutMs: 60_000 } });
+    const r = await runCli(['--db', t.db, 'worker', '--once', '--lease', '30s']);
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /error \[invalid_option\]: --lease 30000 ms must be longer than every bucket's attempt timeout; slow has 60000 ms/);
+    await store.deleteBucket('slow', { force: true });
+  });
+
+  it('--once delivers what is due and prints a JSON summary', async () => {
+    await store.createBucket({ name: 'w', destination: consumer.url });
+    const server = await startTestServer({ db: t.db });
+    try {
+      for (let i = 0; i < 3; i++) assert.equal((await fetch(`${server.url}/b/w`, { method: 'POST', body: String(i) })).status, 200);
+    } finally {
+      await server.stop();
+    }
+    const before = consumer.received.length;
+    const r = await runCli(['--db', t.db, 'worker', '--once', '--json']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.json().started, 3);
+    assert.equal(consumer.received.length - before, 3);
+    const counts = await store.bucketCounts('w');
+    assert.deepEqual(counts.states, { delivered: 3 });
+  });
+});
