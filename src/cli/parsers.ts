@@ -65,3 +65,42 @@ export function contentTypeArg(value: string): string {
   }
   return value;
 }
+
+/**
+ * Header names the forwarder sets itself (Host and Content-Length from the destination and the
+ * body, the x-hookbucket-* attempt headers) or that undici refuses outright (Transfer-Encoding,
+ * Connection, Keep-Alive, Upgrade, Expect: lib/core/request.js processHeader): a forwarded header
+ * with one of these names would fail or corrupt every attempt, so `--forward-header` refuses it.
+ */
+const FORWARDER_HEADERS: ReadonlySet<string> = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'expect']);
+
+export function isForwarderHeader(name: string): boolean {
+  const n = name.toLowerCase();
+  return FORWARDER_HEADERS.has(n) || n.startsWith('x-hookbucket-');
+}
+
+/** RFC 9110 §5.6.2 token. */
+const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/**
+ * Visible ASCII, space and tab. Stricter than RFC 9110's field-value, which also admits obs-text
+ * (0x80-0xff): a value typed as UTF-8 would reach undici as UTF-16 and go out as latin1, not as typed.
+ */
+const HEADER_VALUE = /^[\t\x20-\x7e]*$/;
+
+/** `--forward-header "Name: value"` → [name, value]; the value's surrounding spaces and tabs go. */
+export function forwardHeaderArg(value: string): [string, string] {
+  const colon = value.indexOf(':');
+  if (colon < 0) throw new InvalidArgumentError('a header like "Authorization: Bearer abc" (name, colon, value)');
+  const name = value.slice(0, colon);
+  if (!HTTP_TOKEN.test(name)) {
+    throw new InvalidArgumentError(`header name ${JSON.stringify(name)} is not an HTTP token (letters, digits and !#$%&'*+.^_\`|~-, no spaces)`);
+  }
+  if (isForwarderHeader(name)) {
+    throw new InvalidArgumentError(`${name} is the forwarder's to set or refuse: host, content-length, transfer-encoding, connection, keep-alive, upgrade, expect and x-hookbucket-* cannot be forwarded headers`);
+  }
+  const raw = value.slice(colon + 1);
+  if (!HEADER_VALUE.test(raw)) {
+    throw new InvalidArgumentError('header value must be printable ASCII, spaces and tabs: no CR, LF, NUL or other control characters');
+  }
+  return [name, raw.replace(/^[ \t]+|[ \t]+$/g, '')];
+}

@@ -1,13 +1,21 @@
 import { Command } from 'commander';
-import { formatSize } from '../../config/units.js';
+import { formatDuration, formatSize } from '../../config/units.js';
+import { DEFAULT_RETRY_ON, formatRetryOn } from '../../drain/classify.js';
+import { BUDGET_WINDOW_SECONDS } from '../../drain/retry-budget.js';
+import { formatRate } from '../../drain/token-bucket.js';
 import { AppError } from '../../shared/errors.js';
-import type { Bucket, BucketCounts, BucketPatch } from '../../store/store.js';
+import { DEFAULT_DRAIN } from '../../store/sqlite/bucket-row.js';
+import type { Bucket, BucketCounts, BucketPatch, DrainSettings } from '../../store/store.js';
 import { withStore } from '../context.js';
+import { addDeliveryOptions, describeSchedule, drainPatchFrom, type DeliveryOpts } from '../drain-options.js';
 import { iso, print, printJson, table, type CliIo } from '../io.js';
 import { ackStatusArg, bucketNameArg, contentTypeArg, maxBodyArg, urlArg } from '../parsers.js';
+import { isCredentialHeader, REDACTED } from '../render.js';
 
-/** Stable JSON shape of a bucket (README "JSON fields"). */
+/** Stable JSON shape of a bucket (README "JSON fields"). Durations in ms; forwarded header values unredacted. */
 export function bucketJson(b: Bucket, counts?: BucketCounts) {
+  const d = b.drain;
+  const s = d.schedule;
   return {
     name: b.name,
     destination: b.destination,
@@ -15,7 +23,25 @@ export function bucketJson(b: Bucket, counts?: BucketCounts) {
     ack_status: b.ackStatus,
     ack_body: b.ackBody,
     ack_content_type: b.ackContentType,
+    rate: d.rate === null ? null : formatRate(d.rate),
+    burst: d.burst,
+    concurrency: d.concurrency,
+    timeout_ms: d.timeoutMs,
+    schedule: {
+      base_ms: s.baseMs,
+      multiplier: s.multiplier,
+      cap_ms: Number.isFinite(s.capMs) ? s.capMs : null,
+      max_attempts: s.maxAttempts ?? null,
+      give_up_ms: s.giveUpMs ?? null,
+      jitter: s.jitter,
+    },
+    retry_on: formatRetryOn(d.retryOn ?? DEFAULT_RETRY_ON),
+    retry_budget: d.retryBudget.fraction,
+    retry_floor: d.retryBudget.floorPerSecond,
+    forward_path: d.forwardPath,
+    forward_headers: d.forwardHeaders.map(([name, value]) => [name, value]),
     paused: b.paused,
+    paused_at: iso(b.pausedAt),
     created_at: iso(b.createdAt),
     updated_at: iso(b.updatedAt),
     ...(counts
@@ -24,7 +50,7 @@ export function bucketJson(b: Bucket, counts?: BucketCounts) {
   };
 }
 
-interface BucketOpts {
+interface BucketOpts extends DeliveryOpts {
   destination?: string | false;
   maxBody?: number;
   ackStatus?: number;
@@ -34,11 +60,14 @@ interface BucketOpts {
   force?: boolean;
 }
 
-function patchFrom(o: BucketOpts): BucketPatch {
+/** The patch the options describe; drain settings merge onto `current` (DEFAULT_DRAIN for a new bucket). */
+function patchFrom(o: BucketOpts, current: DrainSettings): BucketPatch {
   if ((o.ackStatus === 204 || o.ackStatus === 205) && typeof o.ackBody === 'string') {
     throw new AppError('invalid_option', `--ack-status ${o.ackStatus} answers without a body; drop --ack-body`);
   }
   const p: BucketPatch = {};
+  const drain = drainPatchFrom(o, current);
+  if (Object.keys(drain).length > 0) p.drain = drain;
   if (o.destination !== undefined) p.destination = o.destination === false ? null : o.destination;
   if (o.maxBody !== undefined) p.maxBody = o.maxBody;
   if (o.ackStatus !== undefined) p.ackStatus = o.ackStatus;
@@ -54,7 +83,7 @@ function showText(b: Bucket, counts: BucketCounts, baseUrlHint: string): string 
     `destination       ${b.destination ?? '(none: requests are stored only)'}`,
     `max body          ${formatSize(b.maxBody)} (${b.maxBody} bytes)`,
     `ack               ${b.ackStatus} ${b.ackBody === null ? '{"id":"<id>"}' : JSON.stringify(b.ackBody)}${b.ackContentType ? ` (${b.ackContentType})` : ''}`,
-    `paused            ${b.paused ? 'yes' : 'no'}`,
+    ...drainText(b),
     `created           ${iso(b.createdAt)}`,
     `updated           ${iso(b.updatedAt)}`,
     `requests          ${counts.requests} (${formatSize(counts.bytes)})`,
@@ -64,6 +93,29 @@ function showText(b: Bucket, counts: BucketCounts, baseUrlHint: string): string 
   const rej = Object.entries(counts.rejections);
   lines.push(`rejected          ${rej.length ? rej.map(([r, n]) => `${r} ${n}`).join(', ') : 'none'}`);
   return lines.join('\n');
+}
+
+/** The drain settings for people; credential-looking forwarded header values are redacted. */
+function drainText(b: Bucket): string[] {
+  const d = b.drain;
+  const { fraction, floorPerSecond } = d.retryBudget;
+  const lines = [
+    `rate              ${d.rate === null ? 'no rate cap' : `${formatRate(d.rate)}, burst ${d.burst}`}`,
+    `concurrency       ${d.concurrency} attempt(s) in flight at most`,
+    `timeout           ${formatDuration(d.timeoutMs)} per attempt`,
+    `schedule          ${describeSchedule(d.schedule)}`,
+    `retry on          ${formatRetryOn(d.retryOn ?? DEFAULT_RETRY_ON)}${d.retryOn === null ? ' (default)' : ''}`,
+    `retry budget      ${fraction} per first attempt, floor ${floorPerSecond}/s: allowed retries per ${BUDGET_WINDOW_SECONDS} s = ${fraction} × first attempts + ${floorPerSecond} × ${BUDGET_WINDOW_SECONDS}`,
+    `forward path      ${d.forwardPath ? 'on: the sub-path after /b/<name> is appended to the destination' : 'off: every request goes to the destination as it is'}`,
+  ];
+  if (d.forwardHeaders.length === 0) lines.push('forward headers   none');
+  d.forwardHeaders.forEach(([name, value], i) => {
+    lines.push(`${i === 0 ? 'forward headers   ' : ' '.repeat(18)}${name}: ${isCredentialHeader(name) ? REDACTED : value}`);
+  });
+  lines.push(
+    `paused            ${b.pausedAt !== null ? `yes, since ${iso(b.pausedAt)}: deliveries held, ingest keeps storing` : b.paused ? 'yes' : 'no'}`,
+  );
+  return lines;
 }
 
 function addBucketSettings(cmd: Command, forUpdate: boolean): Command {
@@ -79,13 +131,17 @@ function addBucketSettings(cmd: Command, forUpdate: boolean): Command {
       .option('--no-ack-body', 'answer the default {"id":"<id>"} again')
       .option('--no-ack-content-type', 'use the default content type again');
   }
+  addDeliveryOptions(cmd, forUpdate);
   return cmd.option('--json', 'print JSON');
 }
 
 export function makeBucketCommand(io: CliIo): Command {
   const bucket = new Command('bucket')
-    .description('create, inspect, change and delete buckets')
-    .addHelpText('after', '\nExamples:\n  $ hookbucket bucket create stripe --destination http://localhost:3000/hooks\n  $ hookbucket bucket list\n  $ hookbucket bucket show stripe --json');
+    .description('create, inspect, change, pause and delete buckets')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  $ hookbucket bucket create stripe --destination http://localhost:3000/hooks\n  $ hookbucket bucket list\n  $ hookbucket bucket show stripe --json\n  $ hookbucket bucket pause stripe',
+    );
 
   bucket.addCommand(
     addBucketSettings(new Command('create'), false)
@@ -97,15 +153,23 @@ export function makeBucketCommand(io: CliIo): Command {
 Examples:
   $ hookbucket bucket create stripe --destination http://localhost:3000/webhooks/stripe
   $ hookbucket bucket create slack --ack-status 200 --ack-body ok --ack-content-type text/plain
-  $ hookbucket bucket create uploads --max-body 100MiB --json`,
+  $ hookbucket bucket create uploads --max-body 100MiB --json
+  $ hookbucket bucket create github --destination http://localhost:3000/gh --rate 20/s --burst 5 --concurrency 4
+  $ hookbucket bucket create shop --destination https://api.example.com/shop --timeout 30s \\
+      --base 1m --multiplier 2 --cap 1h --give-up 48h --jitter full --retry-on 5xx,429,network,timeout
+  $ hookbucket bucket create relay --destination https://api.example.com/in --no-forward-path \\
+      --forward-header "Authorization: Bearer abc123" --forward-header "X-Source: hookbucket" \\
+      --retry-budget 0.2 --retry-floor 30/m`,
       )
-      .action(async (name: string, opts: BucketOpts, cmd: Command) =>
-        withStore(cmd, io, async (store) => {
-          const b = await store.createBucket({ name, ...patchFrom(opts) });
+      .action(async (name: string, opts: BucketOpts, cmd: Command) => {
+        // Options are checked before the database is opened (or created).
+        const patch = patchFrom(opts, DEFAULT_DRAIN);
+        return withStore(cmd, io, async (store) => {
+          const b = await store.createBucket({ name, ...patch });
           if (opts.json) printJson(io, bucketJson(b));
           else print(io, `created bucket ${b.name}: send webhooks to http://HOST:8787/b/${b.name}`);
-        }),
-      ),
+        });
+      }),
   );
 
   bucket.addCommand(
@@ -164,13 +228,78 @@ Examples:
 Examples:
   $ hookbucket bucket update stripe --destination https://api.example.com/hooks
   $ hookbucket bucket update stripe --no-destination
-  $ hookbucket bucket update slack --no-ack-body`,
+  $ hookbucket bucket update slack --no-ack-body
+  $ hookbucket bucket update stripe --rate 50/s --burst 10 --timeout 5s
+  $ hookbucket bucket update stripe --no-rate --retry-on default
+  $ hookbucket bucket update stripe --cap 6h --max-attempts 20      # base, multiplier, jitter stay
+  $ hookbucket bucket update stripe --forward-header "X-Env: prod"  # replaces X-Env, keeps the others
+  $ hookbucket bucket update stripe --no-forward-header             # removes them all
+
+Schedule flags change only the knobs given (--max-attempts and --give-up replace each other);
+the resulting schedule must still work. --no-forward-header with --forward-header sets exactly
+the headers given.`,
       )
       .action(async (name: string, opts: BucketOpts, cmd: Command) =>
         withStore(cmd, io, async (store) => {
-          const b = await store.updateBucket(name, patchFrom(opts));
+          // Read, merge, write: two updates of one bucket's schedule at the same moment can lose a
+          // knob (last writer wins), which a person at a terminal does not do.
+          const current = await store.getBucket(name);
+          if (!current) throw notFound(name);
+          const b = await store.updateBucket(name, patchFrom(opts, current.drain));
           if (opts.json) printJson(io, bucketJson(b));
           else print(io, `updated bucket ${b.name}`);
+        }),
+      ),
+  );
+
+  bucket.addCommand(
+    new Command('pause')
+      .description('hold a bucket\'s deliveries: ingest keeps storing, the drain sends nothing until resume')
+      .argument('<name>', 'bucket name', bucketNameArg)
+      .option('--json', 'print JSON (the bucket, as bucket show --json without counts)')
+      .addHelpText(
+        'after',
+        `
+Time paused does not count toward --give-up. Pausing a paused bucket changes nothing.
+
+Examples:
+  $ hookbucket bucket pause stripe
+  $ hookbucket bucket pause stripe --json`,
+      )
+      .action(async (name: string, opts: BucketOpts, cmd: Command) =>
+        withStore(cmd, io, async (store) => {
+          const before = await store.getBucket(name);
+          if (!before) throw notFound(name);
+          const b = await store.pauseBucket(name);
+          if (opts.json) printJson(io, bucketJson(b));
+          else if (before.paused) print(io, `bucket ${name} was already paused (since ${iso(b.pausedAt)})`);
+          else print(io, `paused bucket ${name}: deliveries held, ingest keeps storing; resume with: hookbucket bucket resume ${name}`);
+        }),
+      ),
+  );
+
+  bucket.addCommand(
+    new Command('resume')
+      .description('let the drain continue a paused bucket\'s deliveries from where it stopped')
+      .argument('<name>', 'bucket name', bucketNameArg)
+      .option('--json', 'print JSON (the bucket, as bucket show --json without counts)')
+      .addHelpText(
+        'after',
+        `
+Resuming a bucket that is not paused changes nothing.
+
+Examples:
+  $ hookbucket bucket resume stripe
+  $ hookbucket bucket resume stripe --json`,
+      )
+      .action(async (name: string, opts: BucketOpts, cmd: Command) =>
+        withStore(cmd, io, async (store) => {
+          const before = await store.getBucket(name);
+          if (!before) throw notFound(name);
+          const b = await store.resumeBucket(name);
+          if (opts.json) printJson(io, bucketJson(b));
+          else if (!before.paused) print(io, `bucket ${name} was not paused`);
+          else print(io, `resumed bucket ${name} after ${formatDuration(b.pausedTotalMs - before.pausedTotalMs)} paused: the drain continues`);
         }),
       ),
   );

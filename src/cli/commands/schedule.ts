@@ -10,7 +10,7 @@ import {
   type PaperSchedule,
   type Schedule,
 } from '../../drain/schedule.js';
-import { addScheduleOptions, scheduleFromOptions, type ScheduleOpts } from '../drain-options.js';
+import { addScheduleOptions, describeSchedule, scheduleFromOptions, type ScheduleOpts } from '../drain-options.js';
 import { print, printJson, table, type CliIo } from '../io.js';
 
 const JITTER_RANGE: Record<Jitter, string> = {
@@ -43,12 +43,6 @@ export function scheduleJson(s: Schedule, paper: PaperSchedule, expected: Record
   };
 }
 
-function describe(s: Schedule): string {
-  const cap = Number.isFinite(s.capMs) ? `cap ${formatDuration(s.capMs)}` : 'no cap';
-  const giveUp = s.giveUpMs !== undefined ? `give up after ${formatDuration(s.giveUpMs)}` : `give up after ${s.maxAttempts} attempts`;
-  return `base ${formatDuration(s.baseMs)}, multiplier ${s.multiplier}, ${cap}, ${giveUp}, jitter ${s.jitter}`;
-}
-
 function text(s: Schedule, paper: PaperSchedule, expected: ExpectedGiveUp): string {
   const last = paper.rows[paper.rows.length - 1]!;
   const why =
@@ -60,7 +54,7 @@ function text(s: Schedule, paper: PaperSchedule, expected: ExpectedGiveUp): stri
       ? JITTER_RANGE[s.jitter]
       : `${JITTER_RANGE[s.jitter]}, about ${expected.attempts.toFixed(1)} attempts (mean of seeded runs)`;
   return [
-    `schedule: ${describe(s)}`,
+    `schedule: ${describeSchedule(s)}`,
     '',
     table(
       ['ATTEMPT', 'GAP BEFORE', 'ELAPSED'],
