@@ -21,6 +21,10 @@ export function urlArg(value: string): string {
   }
   if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new InvalidArgumentError('destination must be http:// or https://');
   if (u.hash) throw new InvalidArgumentError('destination must not have a #fragment');
+  // undici would drop user:pass@ silently (a 401, then failed); say where credentials go instead.
+  if (u.username || u.password) {
+    throw new InvalidArgumentError('put credentials in --forward-header "Authorization: Basic <base64 user:pass>", not in the URL');
+  }
   return value;
 }
 

@@ -32,6 +32,7 @@ export interface BucketsTable {
   forward_headers: string;
   paused_at: number | null;
   paused_total_ms: number;
+  retain_ms: number | null;
 }
 
 export interface RequestsTable {
@@ -85,6 +86,20 @@ export interface DeliveriesTable {
   last_attempt_at: number | null;
   settled_at: number | null;
   supersede_requested: number;
+  /** 1 on the request's highest-generation delivery to the bucket destination (the one that gives the request its state). */
+  latest: number;
+}
+
+export interface ReplaysTable {
+  id: string;
+  bucket: string;
+  selection: string;
+  destination: string | null;
+  rate_count: number | null;
+  rate_per_ms: number | null;
+  total: number;
+  superseded: number;
+  created_at: number;
 }
 
 export type AttemptOutcome = 'delivered' | 'retry' | 'failed' | 'exhausted' | 'lease_expired' | 'released';
@@ -139,6 +154,7 @@ export interface Database {
   requests: RequestsTable;
   deliveries: DeliveriesTable;
   attempts: AttemptsTable;
+  replays: ReplaysTable;
   worker_lease: WorkerLeaseTable;
   rejections: RejectionsTable;
   meta: MetaTable;

@@ -240,6 +240,7 @@ describe('drain settings in-process: forward-header edits, and the whole table o
   // [arguments after `bucket create|update x`, what stderr says]
   const cases: Array<[string[], RegExp]> = [
     [['--rate', '0/s'], /'--rate <n\/unit>' argument '0\/s' is invalid/],
+    [['--destination', 'https://user:s3cret@example.test/hook'], /credentials in --forward-header "Authorization: Basic/],
     [['--rate', 'fast'], /a rate like 200\/s/],
     [['--rate', '10/s', '--burst', '0'], /'--burst <n>' argument '0' is invalid/],
     [['--concurrency', '0'], /from 1 to 1000/],
