@@ -97,6 +97,29 @@ export interface BucketCounts {
   rejections: Record<string, number>;
 }
 
+/**
+ * Which of a bucket's requests a command means (`requests list`, `replay`, `export`): every field
+ * narrows; an empty filter is the whole bucket. States are the request's state (its latest
+ * generation's delivery to the bucket destination; `held` and `none` included).
+ */
+export interface RequestFilter {
+  states?: RequestState[];
+  /** received_at bounds, epoch ms: since inclusive, until exclusive. */
+  sinceMs?: number;
+  untilMs?: number;
+  /** Upper-case methods. */
+  methods?: string[];
+  /** A glob over the raw sub-path: `*` any run of characters except `/`, `**` any run, `?` one character. */
+  pathGlob?: string;
+  /** Each must match a stored header: name case-insensitive, value exact. */
+  headers?: Array<{ name: string; value: string }>;
+  /** A substring of the body bytes (UTF-8 of the text given). */
+  search?: string;
+  /** The last response status of the latest generation: an exact code or a class (4 for 4xx). */
+  status?: { code: number } | { class: 1 | 2 | 3 | 4 | 5 };
+  ids?: string[];
+}
+
 export interface ListRequestsOptions {
   limit: number;
   /** Return requests older than this id (cursor pagination, newest first). */
