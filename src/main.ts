@@ -7,6 +7,7 @@ import type { Clock } from './shared/clock.js';
 import type { Logger } from './shared/logger.js';
 import { createDeliveryAgent } from './drain/forward.js';
 import { DrainWorker, type StartMode } from './drain/worker.js';
+import { RetentionLoop } from './retention/retention-loop.js';
 import { AppError } from './shared/errors.js';
 import { SqliteDrainStore } from './store/sqlite/sqlite-drain.js';
 import { SqliteIngest } from './store/sqlite/sqlite-ingest.js';
@@ -21,6 +22,8 @@ export interface RunningServer {
   readonly server: Server;
   /** The drain worker, unless `--no-worker`. */
   readonly worker: RunningWorker | undefined;
+  /** Per-bucket `--retain`, applied periodically (runOnce() for tests). */
+  readonly retention: RetentionLoop;
   /** Two-phase stop: stop accepting, let in-flight requests commit (within graceMs), flush, close. */
   close(graceMs?: number): Promise<void>;
 }
@@ -67,6 +70,10 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
   logger.info({ url, db: config.db, durability: config.durability }, 'hookbucket listening');
+  // On the store's connection (main thread): each prune batch is a short transaction, and the
+  // event loop runs between batches, so requests keep being answered.
+  const retention = new RetentionLoop({ store, clock, logger });
+  retention.start();
 
   let closing: Promise<void> | undefined;
   const close = (graceMs = 10_000) =>
@@ -82,12 +89,13 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
       clearInterval(idle);
       clearTimeout(timer);
       await sink.close();
+      await retention.stop();
       // Stop claiming, let in-flight deliveries finish within the grace period, then close.
       await worker?.close(Math.min(graceMs, config.shutdownGraceMs));
       await store.close();
       logger.info('hookbucket stopped');
     })());
-  return { url, port, server, worker, close };
+  return { url, port, server, worker, retention, close };
 }
 
 export interface RunningWorker {

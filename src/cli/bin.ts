@@ -21,6 +21,7 @@ const waitForSignal = () =>
 const code = await runCli(process.argv, {
   stdout: process.stdout,
   stderr: process.stderr,
+  stdin: process.stdin,
   env: process.env,
   dotenv: readDotenv(),
   waitForSignal,

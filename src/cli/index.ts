@@ -1,10 +1,15 @@
 import { Command, CommanderError } from 'commander';
-import { ExitCode, isAppError } from '../shared/errors.js';
+import { ExitCode, ExitWith, isAppError } from '../shared/errors.js';
 import { makeBucketCommand } from './commands/bucket.js';
+import { makeHealthCommand } from './commands/health.js';
+import { makePruneCommand } from './commands/prune.js';
+import { makeReplayCommand } from './commands/replay.js';
+import { makeReplaysCommand } from './commands/replays.js';
 import { makeRequestsCommand } from './commands/requests.js';
 import { makeScheduleCommand } from './commands/schedule.js';
 import { makeServeCommand } from './commands/serve.js';
 import { makeSimulateCommand } from './commands/simulate.js';
+import { makeStatsCommand } from './commands/stats.js';
 import { makeWorkerCommand } from './commands/worker.js';
 import type { CliIo } from './io.js';
 
@@ -22,6 +27,7 @@ Examples:
   $ curl -X POST --data-binary @event.json http://localhost:8787/b/stripe
   $ hookbucket requests list stripe
   $ hookbucket requests show <id> --raw
+  $ hookbucket health stripe --fail-on "success_rate < 0.99 || exhausted > 0"
 
 Exit codes: 0 ok, 1 runtime failure, 2 usage error, 3 check failed, 4 not found.`,
     );
@@ -29,6 +35,11 @@ Exit codes: 0 ok, 1 runtime failure, 2 usage error, 3 check failed, 4 not found.
   program.addCommand(makeWorkerCommand(io));
   program.addCommand(makeBucketCommand(io));
   program.addCommand(makeRequestsCommand(io));
+  program.addCommand(makeReplayCommand(io));
+  program.addCommand(makeReplaysCommand(io));
+  program.addCommand(makeStatsCommand(io));
+  program.addCommand(makeHealthCommand(io));
+  program.addCommand(makePruneCommand(io));
   program.addCommand(makeScheduleCommand(io));
   program.addCommand(makeSimulateCommand(io));
   applySettings(program, io);
@@ -58,6 +69,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
       // Commander exits 1 on usage errors; ours is 2. Help and version are 0.
       return e.exitCode === 0 ? ExitCode.ok : ExitCode.usage;
     }
+    if (e instanceof ExitWith) return e.exitCode;
     if (isAppError(e)) {
       io.stderr.write(`error [${e.code}]: ${e.message}\n`);
       return e.exitCode;

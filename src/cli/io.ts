@@ -3,7 +3,9 @@ import { AppError } from '../shared/errors.js';
 /** What a command may touch of the outside world; bin.ts passes the real process streams. */
 export interface CliIo {
   stdout: NodeJS.WritableStream & { isTTY?: boolean };
-  stderr: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream & { isTTY?: boolean };
+  /** For confirmations; a prompt is only shown when it is a TTY. */
+  stdin?: NodeJS.ReadableStream & { isTTY?: boolean };
   env: Readonly<Record<string, string | undefined>>;
   dotenv: Readonly<Record<string, string | undefined>>;
   /** Resolves when SIGINT/SIGTERM arrives (for long-running commands). */

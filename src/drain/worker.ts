@@ -31,6 +31,7 @@ import type { Outcome } from './classify.js';
 import { forward, forwardHeaders, forwardTarget, type ForwardResult } from './forward.js';
 import { decideAttempt } from './outcome.js';
 import { admit, block, newPacer, type DeferReason, type PacerState } from './pacer.js';
+import { FULL_BUCKET, takeToken, type TokenBucketState } from './token-bucket.js';
 
 export const DEFAULT_LEASE_MS = 60_000; // 60s: longer than any bucket's attempt timeout (default 10s)
 /** The single-worker lease: renewed every third of this; a dead worker's lease is taken after it. */
@@ -61,8 +62,8 @@ export interface DrainWorkerDeps {
 export interface PassResult {
   /** Attempts started in this pass. */
   started: number;
-  /** Deliveries held back (rate, budget, Retry-After), by reason. */
-  deferred: Partial<Record<DeferReason, number>>;
+  /** Deliveries held back (rate, budget, Retry-After, a replay's own rate), by reason. */
+  deferred: Partial<Record<DeferReason | 'replay_rate', number>>;
   /** When the next pass has something to do; null when nothing is waiting. */
   wakeAt: number | null;
 }
@@ -79,6 +80,8 @@ interface Inflight {
 export class DrainWorker {
   readonly #d: ResolvedDeps;
   readonly #pacers = new Map<string, PacerState>();
+  /** Token buckets of replays with their own --rate, by replay id. */
+  readonly #replayPacers = new Map<string, TokenBucketState>();
   readonly #inflightByBucket = new Map<string, number>();
   readonly #inflight = new Map<string, Inflight>();
   readonly #abort = new AbortController();
@@ -123,6 +126,7 @@ export class DrainWorker {
       this.#lastRecoverAt = now;
       await this.#recover(now);
     }
+    const replayRates = await store.replayRates();
     const result: PassResult = { started: 0, deferred: {}, wakeAt: null };
     let wakeAt = Infinity;
     const active: Bucket[] = [];
@@ -136,8 +140,9 @@ export class DrainWorker {
       if (slots <= 0) continue;
       let pacer = this.#pacers.get(b.name) ?? newPacer();
       const config = { rate: b.drain.rate === null ? null : { rate: b.drain.rate, burst: b.drain.burst }, budget: b.drain.retryBudget };
-      const recorded = new Set<DeferReason>();
-      const deferred: Partial<Record<DeferReason, number>> = {};
+      const recorded = new Set<string>();
+      const deferred: PassResult['deferred'] = {};
+      const replayTokens = new Map<string, TokenBucketState>();
       const claimed = await store.claim(
         b,
         {
@@ -150,9 +155,26 @@ export class DrainWorker {
           },
         },
         (c): ClaimDecision => {
+          // A replay's own --rate paces its deliveries below the bucket's: checked first, so a
+          // replay held by its own rate spends none of the bucket's tokens.
+          const replayRate = c.replayId === null ? undefined : replayRates.get(c.replayId);
+          let replayTake: TokenBucketState | undefined;
+          if (replayRate !== undefined) {
+            const take = takeToken({ rate: replayRate, burst: 1 }, replayTokens.get(c.replayId!) ?? this.#replayPacers.get(c.replayId!) ?? FULL_BUCKET, now);
+            if (!take.taken) {
+              if (take.nextAvailableAtMs < wakeAt) wakeAt = take.nextAvailableAtMs;
+              const key = `replay_rate:${c.replayId}`;
+              if (recorded.has(key)) return { kind: 'skip' };
+              recorded.add(key);
+              deferred.replay_rate = (deferred.replay_rate ?? 0) + 1;
+              return { kind: 'defer', reason: 'replay_rate' };
+            }
+            replayTake = take.state;
+          }
           const a = admit(config, pacer, c.attempts === 0 ? 'first' : 'retry', now);
           if (a.go) {
             pacer = a.state;
+            if (replayTake !== undefined) replayTokens.set(c.replayId!, replayTake);
             return { kind: 'claim' };
           }
           if (a.untilMs < wakeAt) wakeAt = a.untilMs;
@@ -166,10 +188,12 @@ export class DrainWorker {
           return first ? { kind: 'defer', reason: a.reason } : { kind: 'stop' };
         },
       );
-      // The pacer moves on only once the claim committed.
+      // The pacers move on only once the claim committed.
       this.#pacers.set(b.name, pacer);
+      for (const [id, state] of replayTokens) this.#replayPacers.set(id, state);
       for (const [reason, n] of Object.entries(deferred)) {
-        result.deferred[reason as DeferReason] = (result.deferred[reason as DeferReason] ?? 0) + n;
+        const k = reason as keyof PassResult['deferred'];
+        result.deferred[k] = (result.deferred[k] ?? 0) + n;
       }
       for (const a of claimed) this.#start(b, a);
       result.started += claimed.length;

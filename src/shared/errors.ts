@@ -49,3 +49,16 @@ export class AppError extends Error {
 export function isAppError(e: unknown): e is AppError {
   return e instanceof AppError;
 }
+
+/**
+ * Ends a command with a non-zero exit code after it has printed its own result (a replay that did
+ * not all deliver, a failing health check): not an error, so nothing more is printed.
+ */
+export class ExitWith extends Error {
+  readonly exitCode: number;
+  constructor(exitCode: number) {
+    super(`exit ${exitCode}`);
+    this.name = 'ExitWith';
+    this.exitCode = exitCode;
+  }
+}

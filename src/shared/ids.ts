@@ -1,4 +1,4 @@
-import { uuidv7 } from 'uuidv7';
+import { UUID, uuidv7 } from 'uuidv7';
 
 /**
  * Time-sortable ids (UUIDv7, RFC 9562). Sorting by id sorts by creation time, and new rows append
@@ -6,4 +6,12 @@ import { uuidv7 } from 'uuidv7';
  */
 export function newId(): string {
   return uuidv7();
+}
+
+/**
+ * The smallest id made at `ms` (epoch ms): every id made at or after `ms` sorts at or above it, so
+ * `id >= idFloorAt(t)` bounds an index range to the rows made since t.
+ */
+export function idFloorAt(ms: number): string {
+  return UUID.fromFieldsV7(Math.max(0, Math.floor(ms)), 0, 0, 0).toString();
 }

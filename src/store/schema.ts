@@ -32,7 +32,10 @@ export interface BucketsTable {
   forward_headers: string;
   paused_at: number | null;
   paused_total_ms: number;
+  /** --retain: prune requests older than this; null: keep forever. */
   retain_ms: number | null;
+  /** --retain-state: comma list of the states --retain prunes; null: delivered only. */
+  retain_states: string | null;
 }
 
 export interface RequestsTable {

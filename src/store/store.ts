@@ -43,6 +43,10 @@ export interface Bucket {
   pausedAt: number | null;
   /** Time spent paused before the current pause (not counted toward --give-up). */
   pausedTotalMs: number;
+  /** `--retain`: the server prunes requests older than this (src/retention/rules.ts); null: keep forever. */
+  retainMs: number | null;
+  /** `--retain-state`: the terminal states `--retain` prunes (default delivered only). */
+  retainStates: PrunableState[];
 }
 
 type CoreSettings = Omit<Bucket, 'name' | 'createdAt' | 'updatedAt' | 'paused' | 'drain' | 'pausedAt' | 'pausedTotalMs'>;
@@ -70,6 +74,9 @@ export interface CapturedRequest {
 
 /** A request's state: its latest generation's delivery to the bucket destination, or 'none'. */
 export type RequestState = Exclude<DeliveryState, 'superseded'> | 'held' | 'none';
+
+/** The request states retention may remove (src/retention/rules.ts). */
+export type PrunableState = Extract<RequestState, 'delivered' | 'failed' | 'exhausted' | 'none'>;
 
 export interface StoredRequest {
   id: string;
@@ -126,6 +133,20 @@ export interface ListRequestsOptions {
   before?: string;
 }
 
+/** A `requests list` row: the request and its latest generation's delivery to the bucket destination. */
+export interface ListedRequest extends RequestSummary {
+  /** Attempts made by the latest generation (0 when state is none). */
+  attempts: number;
+  /** The latest generation's last response status; null before any response (or state none). */
+  lastStatus: number | null;
+}
+
+export interface RequestPage {
+  requests: ListedRequest[];
+  /** Pass as `before` for the next page; null on the last page. */
+  nextCursor: string | null;
+}
+
 export interface Store {
   getBucket(name: string): Promise<Bucket | undefined>;
   /** Hot-path lookup through a cache that notices other processes' writes. */
@@ -142,9 +163,108 @@ export interface Store {
   bucketCounts(name: string): Promise<BucketCounts>;
   /** Refusals not attributable to a bucket (unknown bucket, parse errors). */
   unattributedRejections(): Promise<Record<string, number>>;
-  listRequests(bucket: string, options: ListRequestsOptions): Promise<RequestSummary[]>;
+  /** One page of a bucket's requests matching the filter, newest first (id order). */
+  listRequests(bucket: string, filter: RequestFilter, page: ListRequestsOptions): Promise<RequestPage>;
+  /**
+   * Every request matching the filter, oldest first, read in bounded batches (export, replay
+   * selection). Stored when the iteration starts: later arrivals are not included.
+   */
+  iterateRequests(bucket: string, filter: RequestFilter): AsyncIterable<StoredRequest>;
+  countRequests(bucket: string, filter: RequestFilter): Promise<number>;
   getRequest(id: string): Promise<StoredRequest | undefined>;
+  /** Raw per-bucket figures for `stats` and `health` (src/stats/stats.ts derives the fields). */
+  statsSamples(query: StatsQuery): Promise<{ buckets: StatsSample[]; unattributedRejections: Record<string, number> }>;
+  /**
+   * Deletes old requests in terminal states with their deliveries and attempts, in short batches,
+   * never one with a live delivery (src/retention/rules.ts); then gives the disk back in small
+   * incremental_vacuum steps.
+   */
+  prune(options: PruneOptions, hooks?: PruneHooks): Promise<PruneResult>;
+  /** Every delivery of a request (all generations and destinations) with its attempts, oldest first. */
+  requestHistory(id: string): Promise<DeliveryHistory[]>;
+  /** Creates a replay: a new delivery generation for each request (see src/replay/replay.ts for the rules). */
+  createReplay(input: NewReplay): Promise<Replay>;
+  getReplay(id: string): Promise<Replay | undefined>;
+  listReplays(options: { bucket?: string; limit: number }): Promise<Replay[]>;
+  /** A replay's deliveries by state (the bucket's pause shows as held). */
+  replayProgress(id: string): Promise<ReplayProgress>;
+  /** The drain worker holding the database's worker lease at `nowMs`, if any. */
+  activeWorker(nowMs: number): Promise<WorkerHolder | undefined>;
+  /** Requests stored and attempts finished since the cursor, for `requests tail`. */
+  tail(bucket: string, cursor: TailCursor): Promise<{ events: TailEvent[]; cursor: TailCursor }>;
   close(): Promise<void>;
+}
+
+export interface StatsQuery {
+  /** One bucket; omitted: every bucket. */
+  bucket?: string;
+  /** The window, epoch ms: since inclusive, until exclusive. */
+  sinceMs: number;
+  untilMs: number;
+}
+
+/** One bucket's raw figures for `stats`; delivery and attempt figures are for the bucket destination (`--to` replays left out). */
+export interface StatsSample {
+  bucket: string;
+  paused: boolean;
+  /** Requests stored. */
+  requests: number;
+  /** Requests by their latest delivery's state (requests without one are `requests` minus these). */
+  latest: Partial<Record<DeliveryState, number>>;
+  /** Superseded deliveries. */
+  superseded: number;
+  /** received_at of the oldest request still pending, retrying or delivering; null when none. */
+  oldestWaitingAt: number | null;
+  /** Requests stored in the window. */
+  receivedInWindow: number;
+  /** Deliveries that settled in the window, by how. */
+  settled: { delivered: number; failed: number; exhausted: number };
+  /** Attempts started in the window that finished (not `released`), grouped by duration (null: lease expired) and success. */
+  attempts: Array<{ durationMs: number | null; delivered: boolean; count: number }>;
+  /** Ingest refusals by reason. */
+  rejected: Record<string, number>;
+}
+
+export interface PruneOptions {
+  /** One bucket; omitted: every bucket. */
+  bucket?: string;
+  /** Requests received before this (epoch ms) are old enough. */
+  receivedBeforeMs: number;
+  states: readonly PrunableState[];
+  /** Count what would go, delete nothing. */
+  dryRun: boolean;
+}
+
+export interface PruneProgress {
+  bucket: string;
+  phase: 'delete' | 'reclaim';
+  /** Requests removed (or, in a dry run, found) so far, all buckets. */
+  requests: number;
+  bytes: number;
+  /** File bytes given back so far. */
+  reclaimedBytes: number;
+}
+
+export interface PruneHooks {
+  onProgress?: (p: PruneProgress) => void;
+  /** Stops between batches (the server's retention loop on shutdown). */
+  signal?: AbortSignal;
+}
+
+export interface PruneCounts {
+  requests: number;
+  /** Body bytes of those requests. */
+  bytes: number;
+  deliveries: number;
+  attempts: number;
+  /** Old requests in the named states kept because a delivery is still live. */
+  keptLive: number;
+}
+
+export interface PruneResult extends PruneCounts {
+  buckets: Record<string, PruneCounts>;
+  /** File bytes given back by incremental vacuum (0 in a dry run). */
+  reclaimedBytes: number;
 }
 
 export type StorageHealth = { ok: true } | { ok: false; reason: string; code: string };
@@ -258,6 +378,8 @@ export interface DrainStore {
     options: { nowMs: number; limit: number; leaseUntilMs: number; url: (destination: string | null, path: string, query: string | null) => string },
     decide: (c: ClaimCandidate) => ClaimDecision,
   ): Promise<ClaimedAttempt[]>;
+  /** The replays that pace their own deliveries (`replay --rate`), by id. */
+  replayRates(): Promise<Map<string, Rate>>;
   /** Completes attempt rows and moves their deliveries on, in one transaction. */
   complete(results: AttemptResult[]): Promise<void>;
   /** Closes attempts whose lease expired (`lease_expired`, counted) and decides what comes next. */
@@ -271,3 +393,100 @@ export interface DrainStore {
   changeCounter(): number;
   close(): Promise<void>;
 }
+
+export interface AttemptRecord {
+  id: string;
+  number: number;
+  url: string;
+  startedAt: number;
+  durationMs: number | null;
+  status: number | null;
+  errorClass: string | null;
+  errorMessage: string | null;
+  responseHeaders: string[] | null;
+  responseBody: Buffer | null;
+  responseTruncated: boolean;
+  outcome: string | null;
+  reason: string | null;
+  nextAttemptAt: number | null;
+  nextWhy: string | null;
+}
+
+export interface DeliveryHistory {
+  id: string;
+  generation: number;
+  /** null: the bucket's destination. */
+  destination: string | null;
+  state: DeliveryState;
+  trigger: 'initial' | 'replay';
+  replayId: string | null;
+  attempts: number;
+  nextAttemptAt: number;
+  deferrals: number;
+  lastDeferralReason: string | null;
+  createdAt: number;
+  settledAt: number | null;
+  supersedeRequested: boolean;
+  latest: boolean;
+  attemptLog: AttemptRecord[];
+}
+
+export interface NewReplay {
+  id: string;
+  bucket: string;
+  requestIds: readonly string[];
+  /** The selectors as given, recorded with the replay. */
+  selection: Record<string, unknown>;
+  /** A --to URL; null: the bucket's destination. */
+  destination: string | null;
+  rate: Rate | null;
+  nowMs: number;
+}
+
+export interface Replay {
+  id: string;
+  bucket: string;
+  selection: Record<string, unknown>;
+  destination: string | null;
+  rate: Rate | null;
+  total: number;
+  /** Earlier pending or retrying deliveries superseded at once, and in-flight ones marked to be. */
+  superseded: number;
+  createdAt: number;
+}
+
+export interface ReplayProgress {
+  total: number;
+  pending: number;
+  retrying: number;
+  delivering: number;
+  held: number;
+  delivered: number;
+  failed: number;
+  exhausted: number;
+  superseded: number;
+  /** Delivered, failed, exhausted or superseded. */
+  settled: number;
+  paused: boolean;
+  /** The latest settled_at among its deliveries, for rate and ETA. */
+  lastSettledAt: number | null;
+}
+
+export interface TailCursor {
+  /** Requests with a larger id are new. */
+  requestId: string;
+  /** Attempts finished at or after this time are looked at; `seen` keeps them from repeating. */
+  sinceMs: number;
+  seen: string[];
+}
+
+export type TailEvent =
+  | { kind: 'request'; at: number; request: RequestSummary }
+  | {
+      kind: 'attempt';
+      at: number;
+      requestId: string;
+      deliveryId: string;
+      generation: number;
+      attempt: AttemptRecord;
+    };

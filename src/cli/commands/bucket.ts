@@ -5,12 +5,15 @@ import { BUDGET_WINDOW_SECONDS } from '../../drain/retry-budget.js';
 import { formatRate } from '../../drain/token-bucket.js';
 import { AppError } from '../../shared/errors.js';
 import { DEFAULT_DRAIN } from '../../store/sqlite/bucket-row.js';
-import type { Bucket, BucketCounts, BucketPatch, DrainSettings } from '../../store/store.js';
+import { RETENTION_INTERVAL_MS } from '../../retention/retention-loop.js';
+import { DEFAULT_PRUNE_STATES, formatAge } from '../../retention/rules.js';
+import type { Bucket, BucketCounts, BucketPatch, DrainSettings, PrunableState } from '../../store/store.js';
 import { withStore } from '../context.js';
-import { addDeliveryOptions, describeSchedule, drainPatchFrom, type DeliveryOpts } from '../drain-options.js';
+import { addDeliveryOptions, describeSchedule, drainPatchFrom, positiveDurationMsArg, type DeliveryOpts } from '../drain-options.js';
 import { iso, print, printJson, table, type CliIo } from '../io.js';
 import { ackStatusArg, bucketNameArg, contentTypeArg, maxBodyArg, urlArg } from '../parsers.js';
 import { isCredentialHeader, REDACTED } from '../render.js';
+import { pruneStatesArg } from './prune.js';
 
 /** Stable JSON shape of a bucket (README "JSON fields"). Durations in ms; forwarded header values unredacted. */
 export function bucketJson(b: Bucket, counts?: BucketCounts) {
@@ -42,6 +45,8 @@ export function bucketJson(b: Bucket, counts?: BucketCounts) {
     forward_headers: d.forwardHeaders.map(([name, value]) => [name, value]),
     paused: b.paused,
     paused_at: iso(b.pausedAt),
+    retain_ms: b.retainMs,
+    retain_states: b.retainStates,
     created_at: iso(b.createdAt),
     updated_at: iso(b.updatedAt),
     ...(counts
@@ -58,6 +63,8 @@ interface BucketOpts extends DeliveryOpts {
   ackContentType?: string | false;
   json?: boolean;
   force?: boolean;
+  retain?: number | false;
+  retainState?: PrunableState[];
 }
 
 /** The patch the options describe; drain settings merge onto `current` (DEFAULT_DRAIN for a new bucket). */
@@ -73,6 +80,10 @@ function patchFrom(o: BucketOpts, current: DrainSettings): BucketPatch {
   if (o.ackStatus !== undefined) p.ackStatus = o.ackStatus;
   if (o.ackBody !== undefined) p.ackBody = o.ackBody === false ? null : o.ackBody;
   if (o.ackContentType !== undefined) p.ackContentType = o.ackContentType === false ? null : o.ackContentType;
+  if (o.retain === false && o.retainState !== undefined) throw new AppError('invalid_option', '--no-retain turns retention off; drop --retain-state');
+  if (o.retain !== undefined) p.retainMs = o.retain === false ? null : o.retain;
+  if (o.retain === false) p.retainStates = [...DEFAULT_PRUNE_STATES];
+  if (o.retainState !== undefined) p.retainStates = o.retainState;
   return p;
 }
 
@@ -114,6 +125,11 @@ function drainText(b: Bucket): string[] {
   });
   lines.push(
     `paused            ${b.pausedAt !== null ? `yes, since ${iso(b.pausedAt)}: deliveries held, ingest keeps storing` : b.paused ? 'yes' : 'no'}`,
+    `retention         ${
+      b.retainMs === null
+        ? 'off: requests are kept until pruned (hookbucket prune)'
+        : `serve prunes ${b.retainStates.join(', ')} requests older than ${formatAge(b.retainMs)} every ${formatDuration(RETENTION_INTERVAL_MS)} (never one with a live delivery)`
+    }`,
   );
   return lines;
 }
@@ -131,6 +147,10 @@ function addBucketSettings(cmd: Command, forUpdate: boolean): Command {
       .option('--no-ack-body', 'answer the default {"id":"<id>"} again')
       .option('--no-ack-content-type', 'use the default content type again');
   }
+  cmd
+    .option('--retain <duration>', 'serve prunes this bucket\'s requests older than this, like 30d (the prune rules: delivered only, unless --retain-state)', positiveDurationMsArg)
+    .option('--retain-state <list>', 'the states --retain prunes: delivered, failed, exhausted, none (default delivered)', pruneStatesArg);
+  if (forUpdate) cmd.option('--no-retain', 'keep requests until pruned by hand (retention off)');
   addDeliveryOptions(cmd, forUpdate);
   return cmd.option('--json', 'print JSON');
 }
@@ -159,15 +179,23 @@ Examples:
       --base 1m --multiplier 2 --cap 1h --give-up 48h --jitter full --retry-on 5xx,429,network,timeout
   $ hookbucket bucket create relay --destination https://api.example.com/in --no-forward-path \\
       --forward-header "Authorization: Bearer abc123" --forward-header "X-Source: hookbucket" \\
-      --retry-budget 0.2 --retry-floor 30/m`,
+      --retry-budget 0.2 --retry-floor 30/m
+  $ hookbucket bucket create stripe --destination http://localhost:3000/hooks --retain 30d
+  $ hookbucket bucket create archive --retain 7d --retain-state none   # store-only: requests stay in state none`,
       )
       .action(async (name: string, opts: BucketOpts, cmd: Command) => {
         // Options are checked before the database is opened (or created).
+        if (opts.retainState !== undefined && opts.retain === undefined) throw new AppError('invalid_option', '--retain-state needs --retain <duration>');
         const patch = patchFrom(opts, DEFAULT_DRAIN);
         return withStore(cmd, io, async (store) => {
           const b = await store.createBucket({ name, ...patch });
           if (opts.json) printJson(io, bucketJson(b));
-          else print(io, `created bucket ${b.name}: send webhooks to http://HOST:8787/b/${b.name}`);
+          else {
+            print(io, `created bucket ${b.name}: send webhooks to http://HOST:8787/b/${b.name}`);
+            if (b.retainMs !== null && b.destination === null && !b.retainStates.includes('none')) {
+              print(io, `note: without a destination its requests stay in state none, which --retain prunes only with --retain-state none`);
+            }
+          }
         });
       }),
   );
@@ -234,6 +262,8 @@ Examples:
   $ hookbucket bucket update stripe --cap 6h --max-attempts 20      # base, multiplier, jitter stay
   $ hookbucket bucket update stripe --forward-header "X-Env: prod"  # replaces X-Env, keeps the others
   $ hookbucket bucket update stripe --no-forward-header             # removes them all
+  $ hookbucket bucket update stripe --retain 30d --retain-state delivered,exhausted
+  $ hookbucket bucket update stripe --no-retain                     # keep everything again
 
 Schedule flags change only the knobs given (--max-attempts and --give-up replace each other);
 the resulting schedule must still work. --no-forward-header with --forward-header sets exactly

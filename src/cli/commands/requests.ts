@@ -3,9 +3,13 @@ import { formatSize } from '../../config/units.js';
 import { AppError } from '../../shared/errors.js';
 import type { StoredRequest } from '../../store/store.js';
 import { withStore } from '../context.js';
-import { iso, print, printJson, table, type CliIo } from '../io.js';
-import { bucketNameArg, limitArg } from '../parsers.js';
+import { iso, print, printJson, type CliIo } from '../io.js';
 import { displayHeaders, headerPairs, isUtf8, renderBody } from '../render.js';
+import { historyJson, timelineLines } from '../timeline.js';
+import { makeTailCommand } from './tail.js';
+import { makeRequestsExportCommand } from './requests-export.js';
+import { makeRequestsImportCommand } from './requests-import.js';
+import { makeRequestsListCommand } from './requests-list.js';
 
 /** Stable JSON shape of a stored request (README "JSON fields"). Keeps the stored bytes exactly. */
 export function requestJson(r: StoredRequest) {
@@ -33,53 +37,20 @@ function target(path: string, query: string | null): string {
 
 export function makeRequestsCommand(io: CliIo): Command {
   const requests = new Command('requests')
-    .description('inspect stored requests')
-    .addHelpText('after', '\nExamples:\n  $ hookbucket requests list stripe\n  $ hookbucket requests show <id> --raw > body.bin');
+    .description('inspect, export and import stored requests')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  $ hookbucket requests list stripe --state exhausted,failed --since 2h\n  $ hookbucket requests show <id> --raw > body.bin\n' +
+        '  $ hookbucket requests export stripe --state failed --out failed.ndjson\n  $ hookbucket requests import staging failed.ndjson',
+    );
 
-  requests.addCommand(
-    new Command('list')
-      .description('list a bucket\'s stored requests, newest first')
-      .argument('<bucket>', 'bucket name', bucketNameArg)
-      .option('--limit <n>', 'rows per page (default 50)', limitArg)
-      .option('--cursor <id>', 'continue after this id (printed at the end of the previous page)')
-      .option('--json', 'print JSON: { requests: [...], next_cursor }')
-      .addHelpText('after', '\nExamples:\n  $ hookbucket requests list stripe\n  $ hookbucket requests list stripe --limit 10 --json')
-      .action(async (bucket: string, opts: { limit?: number; cursor?: string; json?: boolean }, cmd: Command) =>
-        withStore(cmd, io, async (store) => {
-          const limit = opts.limit ?? 50;
-          const rows = await store.listRequests(bucket, { limit, ...(opts.cursor ? { before: opts.cursor } : {}) });
-          const next = rows.length === limit ? rows[rows.length - 1]!.id : null;
-          if (opts.json) {
-            return printJson(io, {
-              requests: rows.map((r) => ({
-                id: r.id,
-                received_at: iso(r.receivedAt),
-                method: r.method,
-                path: r.path,
-                query: r.query,
-                size: r.size,
-                state: r.state,
-                generation: r.generation,
-              })),
-              next_cursor: next,
-            });
-          }
-          if (rows.length === 0) return print(io, `no requests in ${bucket}${opts.cursor ? ' after that cursor' : ''}`);
-          print(
-            io,
-            table(
-              ['ID', 'RECEIVED', 'METHOD', 'PATH', 'SIZE', 'STATE'],
-              rows.map((r) => [r.id, iso(r.receivedAt), r.method, target(r.path, r.query), formatSize(r.size), r.state]),
-            ),
-          );
-          if (next) print(io, `\nmore: hookbucket requests list ${bucket} --cursor ${next}`);
-        }),
-      ),
-  );
+  requests.addCommand(makeRequestsListCommand(io));
+  requests.addCommand(makeRequestsExportCommand(io));
+  requests.addCommand(makeRequestsImportCommand(io));
 
   requests.addCommand(
     new Command('show')
-      .description('show one stored request: headers in their original order and the body')
+      .description('show one stored request: headers in their original order, the body, and every delivery generation with its attempts')
       .argument('<id>', 'request id (from requests list or the x-hookbucket-request-id header)')
       .option('--raw', 'write the exact body bytes to stdout, nothing else')
       .option('--json', 'print JSON (headers as [name, value] pairs in order; body base64 when not UTF-8)')
@@ -97,7 +68,9 @@ export function makeRequestsCommand(io: CliIo): Command {
             await new Promise<void>((resolve, reject) => io.stdout.write(r.body, (e) => (e ? reject(e) : resolve())));
             return;
           }
-          if (opts.json) return printJson(io, requestJson(r));
+          const history = await store.requestHistory(r.id);
+          if (opts.json) return printJson(io, { ...requestJson(r), deliveries: historyJson(history) });
+          const bucket = await store.getBucket(r.bucket);
           const headers = displayHeaders(r.rawHeaders, opts.reveal === true);
           const contentType = headers.find(([n]) => n.toLowerCase() === 'content-type')?.[1];
           const lines = [
@@ -114,10 +87,13 @@ export function makeRequestsCommand(io: CliIo): Command {
             '',
             'body:',
             ...renderBody(r.body, contentType, opts.reveal === true).map((l) => `  ${l}`),
+            '',
+            ...timelineLines(history, bucket?.destination ?? null),
           ];
           print(io, lines.join('\n'));
         });
       }),
   );
+  requests.addCommand(makeTailCommand(io));
   return requests;
 }

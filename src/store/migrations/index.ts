@@ -2,10 +2,18 @@ import type { Migration, MigrationProvider } from 'kysely';
 import * as initial from './2026-12-02T00-initial.js';
 import * as drain from './2026-12-02T01-drain.js';
 import * as replay from './2026-12-02T02-replay.js';
+import * as stats from './2026-12-02T04-stats.js';
+import * as history from './2026-12-02T05-history.js';
 
 /** Migrations in code (no directory scan), so they ship inside the build. Names sort by date. */
 export const migrationProvider: MigrationProvider = {
   async getMigrations(): Promise<Record<string, Migration>> {
-    return { '2026-12-02T00-initial': initial, '2026-12-02T01-drain': drain, '2026-12-02T02-replay': replay };
+    return {
+      '2026-12-02T00-initial': initial,
+      '2026-12-02T01-drain': drain,
+      '2026-12-02T02-replay': replay,
+      '2026-12-02T04-stats': stats,
+      '2026-12-02T05-history': history,
+    };
   },
 };

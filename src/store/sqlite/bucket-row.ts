@@ -4,7 +4,8 @@ import { DEFAULT_RETRY_BUDGET } from '../../drain/retry-budget.js';
 import { DEFAULT_SCHEDULE, type Jitter, type Schedule } from '../../drain/schedule.js';
 import { DEFAULT_BURST } from '../../drain/token-bucket.js';
 import type { BucketsTable } from '../schema.js';
-import type { Bucket, DrainSettings } from '../store.js';
+import { DEFAULT_PRUNE_STATES, parsePruneStates } from '../../retention/rules.js';
+import type { Bucket, DrainSettings, PrunableState } from '../store.js';
 
 /** Attempts in flight per bucket unless `--concurrency` says otherwise. */
 export const DEFAULT_CONCURRENCY = 10;
@@ -47,6 +48,8 @@ export function toBucket(r: Selectable<BucketsTable>): Bucket {
     updatedAt: Number(r.updated_at),
     pausedAt: r.paused_at === null ? null : Number(r.paused_at),
     pausedTotalMs: Number(r.paused_total_ms),
+    retainMs: r.retain_ms === null ? null : Number(r.retain_ms),
+    retainStates: retainStatesFrom(r.retain_states),
     drain: {
       rate: r.rate_count === null || r.rate_per_ms === null ? null : { count: Number(r.rate_count), perMs: Number(r.rate_per_ms) },
       burst: Number(r.burst),
@@ -59,6 +62,24 @@ export function toBucket(r: Selectable<BucketsTable>): Bucket {
       forwardHeaders,
     },
   };
+}
+
+/** The stored `--retain-state` list; null (or nothing usable): delivered only. */
+function retainStatesFrom(text: string | null): PrunableState[] {
+  if (text === null) return [...DEFAULT_PRUNE_STATES];
+  const parsed = parsePruneStates(text);
+  return parsed.ok ? parsed.states : [...DEFAULT_PRUNE_STATES];
+}
+
+/** Columns for the retention settings given; the default states (delivered only) store as null. */
+export function retentionColumns(p: { retainMs?: number | null; retainStates?: readonly PrunableState[] }): Partial<BucketsTable> {
+  const v: Partial<BucketsTable> = {};
+  if (p.retainMs !== undefined) v.retain_ms = p.retainMs;
+  if (p.retainStates !== undefined) {
+    const isDefault = p.retainStates.length === DEFAULT_PRUNE_STATES.length && p.retainStates.every((s) => DEFAULT_PRUNE_STATES.includes(s));
+    v.retain_states = isDefault ? null : p.retainStates.join(',');
+  }
+  return v;
 }
 
 /** Columns for the drain settings given (the rest stay as they are). */

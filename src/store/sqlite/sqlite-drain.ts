@@ -12,6 +12,7 @@
  * writer thread's own connection.
  */
 import type { Statement } from 'better-sqlite3';
+import type { Rate } from '../../drain/token-bucket.js';
 import { newId } from '../../shared/ids.js';
 import type { BucketsTable } from '../schema.js';
 import {
@@ -126,6 +127,7 @@ export class SqliteDrainStore implements DrainStore {
       readLease: p('select * from worker_lease where name = ?'),
       dropLease: p('delete from worker_lease where name = ? and holder = ?'),
       dataVersion: p('pragma data_version').pluck(),
+      replayRates: p('select id, rate_count, rate_per_ms from replays where rate_count is not null'),
     };
 
     this.#claimTx = db.transaction(
@@ -256,6 +258,11 @@ export class SqliteDrainStore implements DrainStore {
   ): Promise<ClaimedAttempt[]> {
     if (options.limit <= 0) return [];
     return this.#claimTx.immediate(bucket, options, decide);
+  }
+
+  async replayRates(): Promise<Map<string, Rate>> {
+    const rows = this.#s.replayRates!.all() as Array<{ id: string; rate_count: number; rate_per_ms: number }>;
+    return new Map(rows.map((r) => [r.id, { count: Number(r.rate_count), perMs: Number(r.rate_per_ms) }]));
   }
 
   async complete(results: AttemptResult[]): Promise<void> {

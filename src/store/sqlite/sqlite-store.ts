@@ -5,18 +5,37 @@ import type { Clock } from '../../shared/clock.js';
 import { migrationProvider } from '../migrations/index.js';
 import type { BucketsTable, Database } from '../schema.js';
 import type {
+  DeliveryHistory,
+  NewReplay,
+  Replay,
+  ReplayProgress,
+  TailCursor,
+  TailEvent,
+  WorkerHolder,
   Bucket,
   BucketCounts,
   BucketPatch,
   ListRequestsOptions,
+  RequestFilter,
+  RequestPage,
   NewBucket,
+  PruneHooks,
+  PruneOptions,
+  PruneResult,
+  StatsQuery,
+  StatsSample,
   RequestState,
   RequestSummary,
   Store,
   StoredRequest,
 } from '../store.js';
-import { DEFAULT_DRAIN, drainColumns, toBucket } from './bucket-row.js';
+import { DEFAULT_DRAIN, drainColumns, retentionColumns, toBucket } from './bucket-row.js';
 import { openSqlite, type SqliteDb } from './open.js';
+import { countMatching, iterateMatching, queryPage } from './request-query.js';
+import { requestHistory, tail } from './sqlite-history.js';
+import { pruneRequests } from './sqlite-retention.js';
+import { statsSamples } from './sqlite-stats.js';
+import { createReplay, getReplay, listReplays, replayProgress } from './sqlite-replay.js';
 
 export const DEFAULT_MAX_BODY = 25 * 1024 * 1024; // 25 MiB, GitHub's payload cap
 export const MAX_MAX_BODY = 100 * 1024 * 1024; // 100 MiB
@@ -120,6 +139,7 @@ export class SqliteStore implements Store {
             updated_at: now,
             paused_at: null,
             paused_total_ms: 0,
+            ...retentionColumns({ retainMs: b.retainMs ?? null, ...(b.retainStates ? { retainStates: b.retainStates } : {}) }),
             // Every drain setting is given here, defaults filled in, so every column is set.
             ...(drainColumns({ ...DEFAULT_DRAIN, ...b.drain }) as DrainColumns),
           })
@@ -143,6 +163,7 @@ export class SqliteStore implements Store {
     if (patch.ackBody !== undefined) values.ack_body = patch.ackBody;
     if (patch.ackContentType !== undefined) values.ack_content_type = patch.ackContentType;
     if (patch.drain !== undefined) Object.assign(values, drainColumns(patch.drain));
+    Object.assign(values, retentionColumns(patch));
     const found = await this.#db.transaction().execute(async (trx) => {
       const r = await trx.updateTable('buckets').set(values).where('name', '=', name).executeTakeFirst();
       if (r.numUpdatedRows === 0n) return false;
@@ -200,6 +221,7 @@ export class SqliteStore implements Store {
     await this.#db.transaction().execute(async (trx) => {
       await trx.deleteFrom('buckets').where('name', '=', name).execute();
       await trx.deleteFrom('rejections').where('bucket', '=', name).execute();
+      await trx.deleteFrom('replays').where('bucket', '=', name).execute();
       await bumpEpoch(trx);
     });
     let requests = 0;
@@ -264,36 +286,27 @@ export class SqliteStore implements Store {
     return Object.fromEntries(rows.map((r) => [r.reason, Number(r.count)]));
   }
 
-  async listRequests(bucket: string, options: ListRequestsOptions): Promise<RequestSummary[]> {
+  async listRequests(bucket: string, filter: RequestFilter, page: ListRequestsOptions): Promise<RequestPage> {
     const b = await this.getBucket(bucket);
     if (!b) throw new AppError('not_found', `bucket ${bucket} not found`);
-    let q = this.#db
-      .selectFrom('requests as r')
-      .select([
-        'r.id',
-        'r.bucket',
-        'r.received_at',
-        'r.method',
-        'r.path',
-        'r.query',
-        'r.size',
-        sql<RequestState>`${latestStateSql(pausedLit(b.paused))}`.as('state'),
-        sql<number | null>`(select max(d.generation) from deliveries d where d.request_id = r.id and d.destination is null)`.as('generation'),
-      ])
-      .where('r.bucket', '=', bucket);
-    if (options.before) q = q.where('r.id', '<', options.before);
-    const rows = await q.orderBy('r.id', 'desc').limit(options.limit).execute();
-    return rows.map((r) => ({
-      id: r.id,
-      bucket: r.bucket,
-      receivedAt: Number(r.received_at),
-      method: r.method,
-      path: r.path,
-      query: r.query,
-      size: Number(r.size),
-      state: r.state,
-      generation: r.generation === null ? null : Number(r.generation),
-    }));
+    const { requests, more } = queryPage(this.#raw, bucket, filter, b.paused, {
+      order: 'desc',
+      limit: page.limit,
+      ...(page.before !== undefined ? { before: page.before } : {}),
+    });
+    return { requests, nextCursor: more ? requests[requests.length - 1]!.id : null };
+  }
+
+  async *iterateRequests(bucket: string, filter: RequestFilter): AsyncIterable<StoredRequest> {
+    const b = await this.getBucket(bucket);
+    if (!b) throw new AppError('not_found', `bucket ${bucket} not found`);
+    yield* iterateMatching(this.#raw, bucket, filter, b.paused);
+  }
+
+  async countRequests(bucket: string, filter: RequestFilter): Promise<number> {
+    const b = await this.getBucket(bucket);
+    if (!b) throw new AppError('not_found', `bucket ${bucket} not found`);
+    return countMatching(this.#raw, bucket, filter, b.paused);
   }
 
   async getRequest(id: string): Promise<StoredRequest | undefined> {
@@ -321,6 +334,52 @@ export class SqliteStore implements Store {
     };
   }
 
+  async requestHistory(id: string): Promise<DeliveryHistory[]> {
+    return requestHistory(this.#raw, id);
+  }
+
+  async createReplay(input: NewReplay): Promise<Replay> {
+    return createReplay(this.#raw, input);
+  }
+
+  async getReplay(id: string): Promise<Replay | undefined> {
+    return getReplay(this.#raw, id);
+  }
+
+  async listReplays(options: { bucket?: string; limit: number }): Promise<Replay[]> {
+    return listReplays(this.#raw, options);
+  }
+
+  async replayProgress(id: string): Promise<ReplayProgress> {
+    return replayProgress(this.#raw, id);
+  }
+
+  async activeWorker(nowMs: number): Promise<WorkerHolder | undefined> {
+    const row = this.#raw.prepare(`select * from worker_lease where name = 'drain' and expires_at > ?`).get(nowMs) as
+      | { holder: string; info: string; acquired_at: number; heartbeat_at: number; expires_at: number }
+      | undefined;
+    if (!row) return undefined;
+    return { holder: row.holder, info: row.info, acquiredAt: Number(row.acquired_at), heartbeatAt: Number(row.heartbeat_at), expiresAt: Number(row.expires_at) };
+  }
+
+  async tail(bucket: string, cursor: TailCursor): Promise<{ events: TailEvent[]; cursor: TailCursor }> {
+    const b = await this.getBucket(bucket);
+    if (!b) throw new AppError('not_found', `bucket ${bucket} not found`);
+    return tail(this.#raw, bucket, cursor, this.#clock.now(), b.paused);
+  }
+
+  async statsSamples(query: StatsQuery): Promise<{ buckets: StatsSample[]; unattributedRejections: Record<string, number> }> {
+    const buckets = query.bucket === undefined ? await this.listBuckets() : [await this.getBucket(query.bucket)];
+    if (buckets[0] === undefined && query.bucket !== undefined) throw new AppError('not_found', `bucket ${query.bucket} not found`);
+    return statsSamples(this.#raw, buckets as Bucket[], query);
+  }
+
+  async prune(options: PruneOptions, hooks: PruneHooks = {}): Promise<PruneResult> {
+    const buckets = options.bucket === undefined ? await this.listBuckets() : [await this.getBucket(options.bucket)];
+    if (buckets[0] === undefined && options.bucket !== undefined) throw new AppError('not_found', `bucket ${options.bucket} not found`);
+    return pruneRequests(this.#raw, (buckets as Bucket[]).map((b) => b.name), options, hooks);
+  }
+
   async close(): Promise<void> {
     await this.#db.destroy();
   }
@@ -331,7 +390,8 @@ export class SqliteStore implements Store {
  * bucket is paused (`paused` is an SQL expression: a literal or the joined `b.paused` column).
  */
 function latestStateSql(paused: RawBuilder<unknown>) {
-  const latest = sql`(select d.state from deliveries d where d.request_id = r.id and d.destination is null order by d.generation desc limit 1)`;
+  // `latest = 1` marks that delivery (maintained by ingest and replay); deliveries_request finds it.
+  const latest = sql`(select d.state from deliveries d where d.request_id = r.id and d.latest = 1)`;
   return sql`coalesce(case when ${paused} = 1 and ${latest} in ('pending', 'retrying') then 'held' else ${latest} end, 'none')`;
 }
 

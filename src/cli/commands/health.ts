@@ -1,0 +1,74 @@
+import { Command } from 'commander';
+import { AppError, ExitCode, ExitWith } from '../../shared/errors.js';
+import { evaluate, ExpressionError, fieldsOf, parseExpression, type Expr, type Reason } from '../../stats/health-expression.js';
+import { fieldValue, isStatsField, NUMERIC_FIELDS } from '../../stats/stats.js';
+import { withStore } from '../context.js';
+import { positiveDurationMsArg } from '../drain-options.js';
+import { iso, print, printJson, type CliIo } from '../io.js';
+import { bucketNameArg } from '../parsers.js';
+import { DEFAULT_WINDOW_MS, formatNumber, loadStats, scopeText } from './stats.js';
+
+/** Parses `--fail-on` before the database is opened; a syntax error or unknown field is a usage error (exit 2). */
+export function parseFailOn(source: string): Expr {
+  try {
+    return parseExpression(source, { isField: isStatsField, fieldNames: NUMERIC_FIELDS });
+  } catch (e) {
+    if (e instanceof ExpressionError) throw new AppError('invalid_option', `--fail-on: ${e.describe()}`, { cause: e });
+    throw e;
+  }
+}
+
+function reasonText(r: Reason): string {
+  const values = Object.entries(r.values).map(([k, v]) => `${k} = ${formatNumber(v)}`).join(', ');
+  return `${r.condition}${r.result ? '' : ' is false'}${values ? `    (${values})` : ''}`;
+}
+
+export function makeHealthCommand(io: CliIo): Command {
+  return new Command('health')
+    .description('exit 3 when an expression over the stats fields holds (a guard for deploy pipelines), 0 when it does not')
+    .argument('[bucket]', 'one bucket (default: every bucket together)', bucketNameArg)
+    .requiredOption('--fail-on <expression>', 'unhealthy when this holds, e.g. "success_rate < 0.99 || exhausted > 0"')
+    .option('--window <duration>', 'the window for the rates and latency (default 1h)', positiveDurationMsArg)
+    .option('--json', 'print JSON: { healthy, expression, tripped: [{ condition, result, values }], values, ... }')
+    .addHelpText(
+      'after',
+      `
+An expression compares stats fields (README "stats"; also rejected.<reason>) with numbers or null,
+joined by && and || and negated with !, grouped with parentheses. Comparisons with a null field
+(a rate with nothing settled, a latency with no attempts) are false; "success_rate == null" tests
+for it. It prints the comparisons that tripped, with their values.
+
+Exit codes: 0 healthy, 3 the expression holds, 2 a bad expression, 4 unknown bucket.
+
+Examples:
+  $ hookbucket health stripe --fail-on "success_rate < 0.99 || exhausted > 0"
+  $ hookbucket health --window 15m --fail-on "oldest_pending_age_s > 600 || latency_p99_ms > 5000"
+  $ hookbucket health stripe --fail-on "received_in_window == 0" --window 10m
+  $ hookbucket health stripe --fail-on "!(attempt_success_rate >= 0.5) && attempts > 20" --json`,
+    )
+    .action(async (bucket: string | undefined, opts: { failOn: string; window?: number; json?: boolean }, cmd: Command) => {
+      const expr = parseFailOn(opts.failOn);
+      const report = await withStore(cmd, io, (store) => loadStats(store, bucket, opts.window ?? DEFAULT_WINDOW_MS));
+      const lookup = (name: string) => fieldValue(report.fields, name);
+      const result = evaluate(expr, lookup);
+      const tripped = result.holds ? result.reasons : [];
+      if (opts.json) {
+        printJson(io, {
+          healthy: !result.holds,
+          expression: opts.failOn,
+          bucket: report.bucket,
+          window_ms: report.windowMs,
+          since: iso(report.sinceMs),
+          until: iso(report.untilMs),
+          tripped,
+          values: Object.fromEntries(fieldsOf(expr).map((f) => [f, lookup(f)])),
+        });
+      } else if (result.holds) {
+        print(io, [`unhealthy: ${opts.failOn}`, `  ${scopeText(report)}`, 'tripped:', ...tripped.map((r) => `  ${reasonText(r)}`)].join('\n'));
+      } else {
+        const values = fieldsOf(expr).map((f) => `${f} = ${formatNumber(lookup(f))}`).join(', ');
+        print(io, [`healthy: ${opts.failOn} does not hold`, `  ${scopeText(report)}`, `  ${values}`].join('\n'));
+      }
+      if (result.holds) throw new ExitWith(ExitCode.checkFailed);
+    });
+}

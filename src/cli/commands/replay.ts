@@ -1,0 +1,148 @@
+import { createInterface } from 'node:readline/promises';
+import { Command } from 'commander';
+import { formatRate } from '../../drain/token-bucket.js';
+import { confirmation, CONFIRM_ABOVE, scopeProblem } from '../../replay/replay.js';
+import { systemClock } from '../../shared/clock.js';
+import { AppError, ExitCode, ExitWith } from '../../shared/errors.js';
+import { newId } from '../../shared/ids.js';
+import type { Rate } from '../../drain/token-bucket.js';
+import type { StoredRequest } from '../../store/store.js';
+import { withStore } from '../context.js';
+import { durationMsArg, rateArg } from '../drain-options.js';
+import { addFilterOptions, filterFromOptions, filterJson, isEmptyFilter, type FilterOptions } from '../filter-options.js';
+import { iso, print, printJson, table, usage, type CliIo } from '../io.js';
+import { bucketNameArg, urlArg } from '../parsers.js';
+import { replayJson, waitForReplay } from './replays.js';
+
+interface ReplayOpts extends FilterOptions {
+  all?: boolean;
+  to?: string;
+  rate?: Rate;
+  dryRun?: boolean;
+  yes?: boolean;
+  wait?: boolean;
+  timeout?: number;
+  json?: boolean;
+}
+
+const SAMPLE = 5;
+
+function sampleRow(r: StoredRequest) {
+  return { id: r.id, received_at: iso(r.receivedAt), method: r.method, path: r.path, query: r.query, state: r.state };
+}
+
+async function ask(io: CliIo, question: string): Promise<boolean> {
+  const rl = createInterface({ input: io.stdin!, output: io.stderr });
+  try {
+    return /^y(es)?$/i.test((await rl.question(question)).trim());
+  } finally {
+    rl.close();
+  }
+}
+
+export function makeReplayCommand(io: CliIo): Command {
+  return addFilterOptions(
+    new Command('replay')
+      .description('replay a bucket after a fix: a new delivery generation for each selected request; earlier attempts are kept')
+      .argument('<bucket>', 'bucket name', bucketNameArg),
+  )
+    .option('--all', 'every request of the bucket (the scope must be explicit: a bare replay is refused)')
+    .option('--to <url>', "deliver to this URL instead (staging, say); supersedes nothing and leaves the requests' state alone", urlArg)
+    .option('--rate <n/unit>', "pace this replay's deliveries, below the bucket's own rate (like 10/s)", rateArg)
+    .option('--dry-run', 'print how many would replay and a sample; change nothing')
+    .option('--yes', `do not ask before replaying more than ${CONFIRM_ABOVE} (required when not at a terminal)`)
+    .option('--wait', 'follow the replay with a progress bar until every delivery has settled')
+    .option('--timeout <duration>', 'with --wait: stop waiting after this long (exit 3)', durationMsArg)
+    .option('--json', 'print JSON')
+    .addHelpText(
+      'after',
+      `
+Each selected request gets a new delivery whose generation is one more than its highest; its
+attempt history starts fresh and earlier generations stay as they were. An earlier delivery still
+pending or retrying is superseded at once; one in flight finishes its attempt first. Replay
+deliveries obey the bucket's rate, concurrency and pause, and count toward its retry budget.
+
+Exit codes: 0 replayed (with --wait: all delivered), 2 usage or more than ${CONFIRM_ABOVE} without
+--yes when not at a terminal, 3 with --wait when some failed, were exhausted or the timeout passed,
+4 unknown bucket or request id, 1 other errors.
+
+Examples:
+  $ hookbucket replay stripe --state exhausted,failed --dry-run
+  $ hookbucket replay stripe --state exhausted,failed --yes --wait
+  $ hookbucket replay stripe --since 2h --status 5xx --rate 5/s --yes
+  $ hookbucket replay stripe --id 019ae0c4-… --to https://staging.example.com/hooks
+  $ hookbucket replays wait <replay-id>`,
+    )
+    .action(async (bucketName: string, opts: ReplayOpts, cmd: Command) => {
+      if (opts.timeout !== undefined && !opts.wait) throw usage('--timeout goes with --wait');
+      if (opts.wait && opts.dryRun) throw usage('--dry-run changes nothing, so there is nothing to --wait for');
+      const now = systemClock.now();
+      const filter = filterFromOptions(opts, now);
+      const { ids: selectedIds, ...narrowing } = filter;
+      const problem = scopeProblem({ all: opts.all === true, ids: selectedIds ?? [], filtered: !isEmptyFilter(narrowing) });
+      if (problem !== undefined) throw usage(problem);
+      await withStore(cmd, io, async (store) => {
+        const bucket = await store.getBucket(bucketName);
+        if (!bucket) throw new AppError('not_found', `bucket ${bucketName} not found`);
+        const destination = opts.to ?? null;
+        if (destination === null && bucket.destination === null) {
+          throw new AppError('invalid_option', `bucket ${bucketName} has no destination: set one (bucket update --destination) or replay --to <url>`);
+        }
+        const ids: string[] = [];
+        const sample: StoredRequest[] = [];
+        for await (const r of store.iterateRequests(bucketName, filter)) {
+          ids.push(r.id);
+          if (sample.length < SAMPLE) sample.push(r);
+        }
+        if (filter.ids) {
+          const found = new Set(ids);
+          const missing = filter.ids.filter((id) => !found.has(id));
+          if (missing.length > 0 && isEmptyFilter(narrowing)) {
+            throw new AppError('not_found', `not in bucket ${bucketName}: ${missing.join(', ')}`);
+          }
+        }
+        const to = destination ?? bucket.destination!;
+        if (opts.dryRun) {
+          if (opts.json) return printJson(io, { dry_run: true, bucket: bucketName, destination: to, count: ids.length, sample: sample.map(sampleRow) });
+          print(io, `would replay ${ids.length} request(s) of ${bucketName} to ${to}${opts.rate ? ` at ${formatRate(opts.rate)}` : ''}; nothing changed (dry run)`);
+          if (sample.length > 0) {
+            print(io, table(['ID', 'RECEIVED', 'METHOD', 'PATH', 'STATE'], sample.map((r) => [r.id, iso(r.receivedAt), r.method, `${r.path || '/'}${r.query === null ? '' : `?${r.query}`}`, r.state])));
+            if (ids.length > sample.length) print(io, `… and ${ids.length - sample.length} more`);
+          }
+          return;
+        }
+        if (ids.length === 0) {
+          if (opts.json) return printJson(io, { replay: null, count: 0 });
+          return print(io, `nothing to replay: no request of ${bucketName} matches`);
+        }
+        const confirm = confirmation(ids.length, opts.yes === true, io.stdin?.isTTY === true && io.stderr.isTTY === true);
+        if (confirm === 'refuse') {
+          throw usage(`would replay ${ids.length} requests (more than ${CONFIRM_ABOVE}); add --yes to confirm, or --dry-run to look first`);
+        }
+        if (confirm === 'ask' && !(await ask(io, `replay ${ids.length} requests of ${bucketName} to ${to}? [y/N] `))) {
+          io.stderr.write('not replayed\n');
+          throw new ExitWith(ExitCode.failure);
+        }
+        const replay = await store.createReplay({
+          id: newId(),
+          bucket: bucketName,
+          requestIds: ids,
+          selection: opts.all ? { all: true } : filterJson(filter),
+          destination,
+          rate: opts.rate ?? null,
+          nowMs: systemClock.now(),
+        });
+        if (opts.wait) {
+          if (!opts.json) io.stderr.write(`replay ${replay.id}: ${replay.total} request(s) of ${bucketName} to ${to}\n`);
+          const code = await waitForReplay(io, store, replay, { ...(opts.timeout !== undefined ? { timeoutMs: opts.timeout } : {}), json: opts.json === true });
+          if (code !== ExitCode.ok) throw new ExitWith(code);
+          return;
+        }
+        if (opts.json) return printJson(io, replayJson(replay));
+        print(io, replay.id);
+        io.stderr.write(
+          `replayed ${replay.total} request(s) of ${bucketName} to ${to}${replay.superseded ? `; ${replay.superseded} earlier deliveries superseded` : ''}; follow with: hookbucket replays wait ${replay.id}\n`,
+        );
+      });
+    });
+}

@@ -1,0 +1,132 @@
+import { randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { rename, rm } from 'node:fs/promises';
+import { once } from 'node:events';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { formatSize } from '../../config/units.js';
+import { systemClock } from '../../shared/clock.js';
+import { AppError } from '../../shared/errors.js';
+import { CURL_PREAMBLE, EXPORT_FORMATS, curlCommand, harEntry, harHead, harTail, ndjsonLine, type ExportFormat } from '../../transfer/export-format.js';
+import { configFor, withStore } from '../context.js';
+import { addFilterOptions, filterFromOptions, filterJson, type FilterOptions } from '../filter-options.js';
+import { print, printJson, type CliIo } from '../io.js';
+import { bucketNameArg } from '../parsers.js';
+import { createProgress } from '../progress.js';
+
+function baseUrlArg(value: string): string {
+  let u: URL;
+  try {
+    u = new URL(value);
+  } catch {
+    throw new InvalidArgumentError(`not a URL: ${JSON.stringify(value)}`);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new InvalidArgumentError('an http:// or https:// URL');
+  if (u.search || u.hash) throw new InvalidArgumentError('a URL without ?query or #fragment: the raw sub-path and query are appended to it');
+  // Appended to as text, never through URL resolution (which would normalise /%2e%2e/).
+  return value.replace(/\/+$/, '');
+}
+
+/**
+ * Writes with backpressure (a slow pipe or disk holds the export, never memory), and turns a
+ * stream error (EPIPE, ENOSPC), which arrives as an event, into a rejection of the next write.
+ */
+class Sink {
+  #error: Error | undefined;
+  readonly #onError = (e: Error) => {
+    this.#error = e;
+  };
+  constructor(readonly out: NodeJS.WritableStream) {
+    out.on('error', this.#onError);
+  }
+  async write(text: string): Promise<void> {
+    if (this.#error) throw this.#error;
+    if (!this.out.write(text)) await once(this.out, 'drain');
+  }
+  async end(): Promise<void> {
+    if (this.#error) throw this.#error;
+    this.out.end();
+    await once(this.out, 'finish');
+  }
+  release(): void {
+    this.out.off('error', this.#onError);
+  }
+}
+
+interface ExportOptions extends FilterOptions {
+  format: ExportFormat;
+  out?: string;
+  baseUrl?: string;
+  json?: boolean;
+}
+
+export function makeRequestsExportCommand(io: CliIo): Command {
+  const cmd = new Command('export')
+    .description("write a bucket's requests (oldest first) as NDJSON, HAR 1.2 or runnable curl commands")
+    .argument('<bucket>', 'bucket name', bucketNameArg)
+    .addOption(new Option('--format <format>', 'ndjson (one JSON object a line), har (HAR 1.2) or curl (a bash script)').choices(EXPORT_FORMATS).default('ndjson'))
+    .option('--out <file>', 'write to this file (written aside, then renamed into place) instead of stdout')
+    .option('--base-url <url>', 'where har URLs and curl commands point; the raw sub-path and query are appended (default http://localhost:<port>/b/<bucket>)', baseUrlArg);
+  addFilterOptions(cmd)
+    .option('--json', 'with --out: print a JSON summary { bucket, format, requests, bytes, out, filter }')
+    .addHelpText(
+      'after',
+      `
+Every format keeps the method, the raw path and query, the raw header list (order, case, repeats)
+and the body bytes; bodies that are not UTF-8 go as base64 (NDJSON body_encoding, HAR
+postData._encoding). curl commands re-send each request to --base-url (the bucket on this machine
+by default, or e.g. a local consumer), with the target's own Host header; they need bash.
+
+Examples:
+  $ hookbucket requests export stripe --state exhausted --since 1d --out failed.ndjson
+  $ hookbucket requests export stripe --format har --out stripe.har
+  $ hookbucket requests export stripe --id 019ae0c4-… --format curl --base-url http://localhost:3000/webhooks | bash
+  $ hookbucket requests import staging failed.ndjson`,
+    )
+    .action(async (bucket: string, opts: ExportOptions, c: Command) => {
+      if (opts.json && !opts.out) throw new AppError('usage', '--json needs --out (without it the export itself is on stdout)');
+      const filter = filterFromOptions(opts, systemClock.now());
+      const baseUrl = opts.baseUrl ?? `http://localhost:${configFor(c, io).port}/b/${bucket}`;
+      await withStore(c, io, async (store) => {
+        if (!(await store.getBucket(bucket))) throw new AppError('not_found', `bucket ${bucket} not found`);
+        const progress = createProgress(io);
+        const total = io.stderr.isTTY ? await store.countRequests(bucket, filter) : 0;
+        const partial = opts.out ? `${opts.out}.partial-${randomBytes(4).toString('hex')}` : undefined;
+        const file = partial ? createWriteStream(partial) : undefined;
+        const sink = new Sink(file ?? io.stdout);
+        let n = 0;
+        let bytes = 0;
+        try {
+          if (opts.format === 'har') await sink.write(harHead());
+          if (opts.format === 'curl') await sink.write(CURL_PREAMBLE);
+          for await (const r of store.iterateRequests(bucket, filter)) {
+            const text =
+              opts.format === 'ndjson' ? ndjsonLine(r) : opts.format === 'har' ? `${n > 0 ? ',\n' : ''}${harEntry(r, baseUrl)}` : curlCommand(r, baseUrl);
+            await sink.write(text);
+            n++;
+            bytes += r.size;
+            progress.update(n, Math.max(total, n), `${n} requests, ${formatSize(bytes)} of bodies`);
+          }
+          if (opts.format === 'har') await sink.write(`${n > 0 ? '\n' : ''}${harTail()}`);
+          if (partial) {
+            await sink.end();
+            await rename(partial, opts.out!);
+          }
+        } catch (e) {
+          if (partial) {
+            file?.destroy();
+            await rm(partial, { force: true });
+          }
+          // A reader that has seen enough (`| head`) closed the pipe: stop, like any Unix filter.
+          if (!partial && (e as { code?: string }).code === 'EPIPE') return;
+          throw e;
+        } finally {
+          sink.release();
+          progress.stop();
+        }
+        if (!opts.out) return;
+        if (opts.json) return printJson(io, { bucket, format: opts.format, requests: n, bytes, out: opts.out, filter: filterJson(filter) });
+        print(io, `exported ${n} request${n === 1 ? '' : 's'} (${formatSize(bytes)} of bodies) from ${bucket} to ${opts.out} as ${opts.format}`);
+      });
+    });
+  return cmd;
+}

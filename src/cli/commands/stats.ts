@@ -1,0 +1,132 @@
+import { Command } from 'commander';
+import { formatDuration } from '../../config/units.js';
+import { computeStats, type StatsFields } from '../../stats/stats.js';
+import { systemClock, type Clock } from '../../shared/clock.js';
+import type { Store } from '../../store/store.js';
+import { withStore } from '../context.js';
+import { positiveDurationMsArg } from '../drain-options.js';
+import { iso, print, printJson, table, type CliIo } from '../io.js';
+import { bucketNameArg } from '../parsers.js';
+
+export const DEFAULT_WINDOW_MS = 3_600_000; // 1h
+
+export interface StatsReport {
+  /** null: every bucket together. */
+  bucket: string | null;
+  windowMs: number;
+  sinceMs: number;
+  untilMs: number;
+  fields: StatsFields;
+  /** Each bucket's own fields, when `bucket` is null. */
+  perBucket: Array<{ bucket: string; fields: StatsFields }>;
+}
+
+/** The stats of one bucket, or of every bucket together, over the window that ends now. */
+export async function loadStats(store: Store, bucket: string | undefined, windowMs: number, clock: Clock = systemClock): Promise<StatsReport> {
+  const untilMs = clock.now();
+  const sinceMs = untilMs - windowMs;
+  const { buckets, unattributedRejections } = await store.statsSamples({ ...(bucket !== undefined ? { bucket } : {}), sinceMs, untilMs: untilMs + 1 });
+  // All buckets: refusals that named no bucket (unknown_bucket, parse errors) count too.
+  const fields = computeStats(buckets, untilMs, bucket === undefined ? unattributedRejections : {});
+  const perBucket = bucket === undefined ? buckets.map((s) => ({ bucket: s.bucket, fields: computeStats([s], untilMs) })) : [];
+  return { bucket: bucket ?? null, windowMs, sinceMs, untilMs, fields, perBucket };
+}
+
+/** Stable JSON shape (README "JSON fields"): the fields at the top level, as `health` names them. */
+export function statsJson(r: StatsReport) {
+  return {
+    bucket: r.bucket,
+    window_ms: r.windowMs,
+    since: iso(r.sinceMs),
+    until: iso(r.untilMs),
+    ...r.fields,
+    ...(r.bucket === null ? { buckets: r.perBucket.map((b) => ({ bucket: b.bucket, ...b.fields })) } : {}),
+  };
+}
+
+export function formatNumber(v: number | null): string {
+  if (v === null) return 'null';
+  return Number.isInteger(v) ? String(v) : v.toFixed(4).replace(/0+$/, '');
+}
+
+export function scopeText(r: Pick<StatsReport, 'bucket' | 'windowMs' | 'sinceMs' | 'untilMs'>): string {
+  return `${r.bucket ?? 'all buckets'}, window ${formatDuration(r.windowMs)} (${iso(r.sinceMs)} to ${iso(r.untilMs)})`;
+}
+
+function statsText(r: StatsReport): string {
+  const f = r.fields;
+  const rows: Array<[string, number | null, string]> = [
+    ['received', f.received, 'requests stored'],
+    ['pending', f.pending, ''],
+    ['retrying', f.retrying, ''],
+    ['delivering', f.delivering, ''],
+    ['held', f.held, f.held > 0 ? 'pending or retrying in a paused bucket' : ''],
+    ['delivered', f.delivered, ''],
+    ['failed', f.failed, ''],
+    ['exhausted', f.exhausted, ''],
+    ['none', f.none, 'no delivery to the bucket destination'],
+    ['superseded', f.superseded, 'deliveries replaced by a replay'],
+    ['oldest_pending_age_s', f.oldest_pending_age_s, f.oldest_pending_age_s === null ? 'nothing waiting' : formatDuration(f.oldest_pending_age_s * 1000)],
+    ['rejected_total', f.rejected_total, Object.entries(f.rejected).map(([k, n]) => `${k} ${n}`).join(', ')],
+  ];
+  const windowed: Array<[string, number | null, string]> = [
+    ['received_in_window', f.received_in_window, ''],
+    ['settled', f.settled, 'deliveries that ended delivered, failed or exhausted'],
+    ['success_rate', f.success_rate, f.success_rate === null ? 'nothing settled' : `${Math.round((f.success_rate ?? 0) * f.settled)} of ${f.settled} delivered`],
+    ['attempts', f.attempts, ''],
+    ['attempt_success_rate', f.attempt_success_rate, f.attempt_success_rate === null ? 'no attempts' : ''],
+    ['latency_p50_ms', f.latency_p50_ms, ''],
+    ['latency_p99_ms', f.latency_p99_ms, ''],
+  ];
+  const width = Math.max(...[...rows, ...windowed].map(([k]) => k.length));
+  const vwidth = Math.max(...[...rows, ...windowed].map(([, v]) => formatNumber(v).length));
+  const line = ([k, v, note]: [string, number | null, string]) => `  ${k.padEnd(width)}  ${formatNumber(v).padStart(vwidth)}${note ? `  ${note}` : ''}`;
+  const out = [scopeText(r), '', 'now:', ...rows.map(line), '', `last ${formatDuration(r.windowMs)} (to the bucket destination; --to replays left out):`, ...windowed.map(line)];
+  if (r.perBucket.length > 0) {
+    out.push(
+      '',
+      table(
+        ['BUCKET', 'RECEIVED', 'WAITING', 'DELIVERED', 'FAILED', 'EXHAUSTED', 'NONE', 'SUCCESS_RATE', 'P99_MS'],
+        r.perBucket.map(({ bucket, fields: b }) => [
+          bucket,
+          b.received,
+          b.pending + b.retrying + b.delivering + b.held,
+          b.delivered,
+          b.failed,
+          b.exhausted,
+          b.none,
+          formatNumber(b.success_rate),
+          formatNumber(b.latency_p99_ms),
+        ]),
+      ),
+    );
+  }
+  return out.join('\n');
+}
+
+export function makeStatsCommand(io: CliIo): Command {
+  return new Command('stats')
+    .description('delivery figures for a bucket (or all buckets together): requests by state now, success rate and latency over a window')
+    .argument('[bucket]', 'one bucket (default: every bucket together, and each one in --json)', bucketNameArg)
+    .option('--window <duration>', 'the window for the rates and latency (default 1h)', positiveDurationMsArg)
+    .option('--json', 'print JSON with the documented field names (the names health --fail-on uses)')
+    .addHelpText(
+      'after',
+      `
+Counts by state are the database as it is now; received_in_window, settled, success_rate, attempts,
+attempt_success_rate and latency_p50_ms/latency_p99_ms cover the window. Rates and percentiles are
+null when there is nothing to compute them from. Field names: README "stats".
+
+Examples:
+  $ hookbucket stats
+  $ hookbucket stats stripe --window 15m
+  $ hookbucket stats stripe --json | jq .success_rate`,
+    )
+    .action(async (bucket: string | undefined, opts: { window?: number; json?: boolean }, cmd: Command) =>
+      withStore(cmd, io, async (store) => {
+        const report = await loadStats(store, bucket, opts.window ?? DEFAULT_WINDOW_MS);
+        if (opts.json) printJson(io, statsJson(report));
+        else print(io, statsText(report));
+      }),
+    );
+}

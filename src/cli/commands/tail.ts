@@ -1,0 +1,80 @@
+import { Command } from 'commander';
+import { formatSize } from '../../config/units.js';
+import { systemClock } from '../../shared/clock.js';
+import { AppError } from '../../shared/errors.js';
+import type { TailCursor, TailEvent } from '../../store/store.js';
+import { withStore } from '../context.js';
+import { iso, print, type CliIo } from '../io.js';
+import { bucketNameArg, integerArg } from '../parsers.js';
+
+/** How often tail looks for new rows (one indexed query each for requests and attempts). */
+const POLL_MS = 250;
+
+export function tailEventJson(e: TailEvent) {
+  if (e.kind === 'request') {
+    const r = e.request;
+    return { event: 'request', at: iso(e.at), id: r.id, method: r.method, path: r.path, query: r.query, size: r.size, state: r.state };
+  }
+  const a = e.attempt;
+  return {
+    event: 'attempt',
+    at: iso(e.at),
+    request_id: e.requestId,
+    delivery_id: e.deliveryId,
+    generation: e.generation,
+    attempt: a.number,
+    url: a.url,
+    status: a.status,
+    error_class: a.errorClass,
+    outcome: a.outcome,
+    reason: a.reason,
+    duration_ms: a.durationMs,
+    next_attempt_at: a.nextAttemptAt === null ? null : iso(a.nextAttemptAt),
+    next_why: a.nextWhy,
+  };
+}
+
+function tailEventText(e: TailEvent): string {
+  if (e.kind === 'request') {
+    const r = e.request;
+    return `${iso(e.at)}  request  ${r.id}  ${r.method} ${r.path || '/'}${r.query === null ? '' : `?${r.query}`}  ${formatSize(r.size)}  ${r.state}`;
+  }
+  const a = e.attempt;
+  const what = a.status !== null ? String(a.status) : (a.errorClass ?? '-');
+  const next = a.nextAttemptAt === null ? '' : `  next ${iso(a.nextAttemptAt)} (${a.nextWhy})`;
+  return `${iso(e.at)}  attempt  ${e.requestId}  gen ${e.generation} #${a.number}  ${what} ${a.outcome}  ${a.durationMs ?? '-'} ms${next}`;
+}
+
+export function makeTailCommand(io: CliIo): Command {
+  return new Command('tail')
+    .description('follow new requests and delivery outcomes of a bucket live, until Ctrl-C')
+    .argument('<bucket>', 'bucket name', bucketNameArg)
+    .option('--json', 'print NDJSON: one object per event ({event: "request"|"attempt", …})')
+    .option('--count <n>', 'stop after this many events', integerArg(1, 1_000_000))
+    .addHelpText(
+      'after',
+      '\nExamples:\n  $ hookbucket requests tail stripe\n  $ hookbucket requests tail stripe --json | jq -c \'select(.event == "attempt" and .outcome != "delivered")\'\n  $ hookbucket requests tail stripe --count 1   # wait for the next event',
+    )
+    .action(async (bucket: string, opts: { json?: boolean; count?: number }, cmd: Command) =>
+      withStore(cmd, io, async (store) => {
+        if (!(await store.getBucket(bucket))) throw new AppError('not_found', `bucket ${bucket} not found`);
+        let stopped = false;
+        void io.waitForSignal().then(() => (stopped = true));
+        const now = systemClock.now();
+        // Start after the newest request stored so far: tail shows what happens from now on.
+        const newest = await store.listRequests(bucket, {}, { limit: 1 });
+        let cursor: TailCursor = { requestId: newest.requests[0]?.id ?? '', sinceMs: now, seen: [] };
+        let printed = 0;
+        io.stderr.write(`following ${bucket} (Ctrl-C to stop)\n`);
+        while (!stopped) {
+          const r = await store.tail(bucket, cursor);
+          cursor = r.cursor;
+          for (const e of r.events) {
+            print(io, opts.json ? JSON.stringify(tailEventJson(e)) : tailEventText(e));
+            if (opts.count !== undefined && ++printed >= opts.count) return;
+          }
+          await new Promise((res) => setTimeout(res, POLL_MS));
+        }
+      }),
+    );
+}

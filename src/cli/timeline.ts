@@ -1,0 +1,110 @@
+/**
+ * A request's delivery history for people (`requests show`) and machines (`--json`): every
+ * generation with its attempts as a timeline. Pure: history in, lines or JSON out.
+ */
+import { formatDuration } from '../config/units.js';
+import type { AttemptRecord, DeliveryHistory } from '../store/store.js';
+import { displayHeaders, isUtf8 } from './render.js';
+
+function ago(ms: number): string {
+  return ms <= 0 ? '0s' : ms < 1000 ? `${ms}ms` : formatDuration(Math.round(ms / 1000) * 1000);
+}
+
+/** The outcome of an attempt in a few words: `200`, `503 → retry`, `refused → retry`, `in flight`. */
+function outcomeText(a: AttemptRecord): string {
+  if (a.outcome === null) return 'in flight';
+  const what = a.status !== null ? String(a.status) : (a.errorClass ?? 'error');
+  if (a.outcome === 'delivered') return `${what} delivered`;
+  if (a.outcome === 'retry') return `${what} → retry`;
+  if (a.outcome === 'lease_expired') return 'lease expired (the worker stopped mid-attempt)';
+  if (a.outcome === 'released') return 'released on shutdown (not counted)';
+  return `${what} ${a.outcome}`;
+}
+
+/** Why the next attempt was set when it was. */
+function nextText(a: AttemptRecord): string {
+  if (a.nextAttemptAt === null) return '';
+  const gap = a.nextAttemptAt - (a.startedAt + (a.durationMs ?? 0));
+  const why = { schedule: 'the schedule', retry_after: "the consumer's Retry-After", lease_expired: 'the lease expired', released: 'released on shutdown' }[a.nextWhy ?? ''] ?? a.nextWhy ?? '';
+  return `next in ${ago(gap)} (${why})`;
+}
+
+export function timelineLines(history: readonly DeliveryHistory[], bucketDestination: string | null): string[] {
+  if (history.length === 0) return ['deliveries: none (the bucket had no destination when this request arrived)'];
+  const lines: string[] = ['deliveries:'];
+  for (const d of history) {
+    const to = d.destination ?? `${bucketDestination ?? '(bucket destination, none set)'}`;
+    const from = d.trigger === 'replay' ? `replay ${d.replayId}` : 'on arrival';
+    const flags = [d.supersedeRequested && d.state === 'delivering' ? 'to be superseded after this attempt' : '', d.latest ? '' : d.destination === null ? 'earlier generation' : 'replay --to'].filter(Boolean);
+    lines.push(`  generation ${d.generation} → ${to} (${from}): ${d.state}, ${d.attempts} attempt(s)${flags.length ? `; ${flags.join('; ')}` : ''}`);
+    if (d.deferrals > 0) lines.push(`    held back ${d.deferrals} time(s), last by ${d.lastDeferralReason}`);
+    if (d.state === 'pending' || d.state === 'retrying') lines.push(`    next attempt ${new Date(d.nextAttemptAt).toISOString()}`);
+    let prev: number | undefined;
+    for (const a of d.attemptLog) {
+      const gap = prev === undefined ? '' : ` (+${ago(a.startedAt - prev)})`;
+      prev = a.startedAt;
+      const latency = a.durationMs === null ? '' : `, ${a.durationMs} ms`;
+      const err = a.errorClass !== null && a.status === null ? `, ${a.errorClass}` : '';
+      const next = nextText(a);
+      lines.push(`    #${a.number} ${new Date(a.startedAt).toISOString()}${gap}  ${outcomeText(a)}${err}${latency}${next ? `; ${next}` : ''}`);
+      if (a.errorMessage) lines.push(`       ${a.errorMessage}`);
+      if (a.responseBody && a.responseBody.length > 0 && a.outcome !== 'delivered') {
+        const text = isUtf8(a.responseBody) ? a.responseBody.toString('utf8') : `(${a.responseBody.length} bytes, binary)`;
+        lines.push(`       response: ${JSON.stringify(text.length > 200 ? `${text.slice(0, 200)}…` : text)}${a.responseTruncated ? ' (first 4 KiB kept)' : ''}`);
+      }
+    }
+  }
+  return lines;
+}
+
+function attemptJson(a: AttemptRecord, prevStartedAt: number | undefined, reveal: boolean) {
+  const body = a.responseBody;
+  const utf8 = body === null ? true : isUtf8(body);
+  return {
+    id: a.id,
+    number: a.number,
+    url: a.url,
+    started_at: new Date(a.startedAt).toISOString(),
+    gap_ms: prevStartedAt === undefined ? null : a.startedAt - prevStartedAt,
+    duration_ms: a.durationMs,
+    status: a.status,
+    error_class: a.errorClass,
+    error_message: a.errorMessage,
+    outcome: a.outcome,
+    reason: a.reason,
+    next_attempt_at: a.nextAttemptAt === null ? null : new Date(a.nextAttemptAt).toISOString(),
+    next_why: a.nextWhy,
+    response_headers: a.responseHeaders === null ? null : displayHeaders(a.responseHeaders, reveal),
+    response_body: body === null ? null : utf8 ? body.toString('utf8') : body.toString('base64'),
+    response_body_encoding: body === null ? null : utf8 ? 'utf8' : 'base64',
+    response_truncated: a.responseTruncated,
+  };
+}
+
+/** Stable JSON of a request's deliveries (README "JSON fields"). */
+export function historyJson(history: readonly DeliveryHistory[]) {
+  return history.map((d) => {
+    let prev: number | undefined;
+    return {
+      id: d.id,
+      generation: d.generation,
+      destination: d.destination,
+      state: d.state,
+      trigger: d.trigger,
+      replay_id: d.replayId,
+      latest: d.latest,
+      attempts: d.attempts,
+      deferrals: d.deferrals,
+      last_deferral_reason: d.lastDeferralReason,
+      next_attempt_at: d.state === 'pending' || d.state === 'retrying' ? new Date(d.nextAttemptAt).toISOString() : null,
+      created_at: new Date(d.createdAt).toISOString(),
+      settled_at: d.settledAt === null ? null : new Date(d.settledAt).toISOString(),
+      supersede_requested: d.supersedeRequested,
+      attempt_log: d.attemptLog.map((a) => {
+        const j = attemptJson(a, prev, true);
+        prev = a.startedAt;
+        return j;
+      }),
+    };
+  });
+}

@@ -1,0 +1,171 @@
+import type { StoredRequest } from '../store/store.js';
+import { bashQuote, printfBytes } from './shell-quote.js';
+
+/**
+ * `requests export` formats, pure: a stored request in, text out. Every format keeps what the
+ * round trip needs byte-exact: the method, the raw path and query (still percent-encoded, never
+ * normalised: `/a/%2e%2e/b` stays), the raw header list (order, case, repeats; values as latin1
+ * byte strings, as `requests show --json` documents) and the body bytes (UTF-8 text, or base64
+ * when the bytes are not valid UTF-8).
+ */
+
+export type ExportFormat = 'ndjson' | 'har' | 'curl';
+export const EXPORT_FORMATS: readonly ExportFormat[] = ['ndjson', 'har', 'curl'];
+
+export function isUtf8(body: Buffer): boolean {
+  try {
+    new TextDecoder('utf-8', { fatal: true }).decode(body);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function bodyText(body: Buffer): { text: string; encoding: 'utf8' | 'base64' } {
+  return isUtf8(body) ? { text: body.toString('utf8'), encoding: 'utf8' } : { text: body.toString('base64'), encoding: 'base64' };
+}
+
+function pairs(rawHeaders: readonly string[]): Array<[string, string]> {
+  const out: Array<[string, string]> = [];
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) out.push([rawHeaders[i]!, rawHeaders[i + 1]!]);
+  return out;
+}
+
+/** The target after the bucket: raw path (`/` when none) and raw query. */
+export function rawTarget(path: string, query: string | null): string {
+  return `${path}${query === null ? '' : `?${query}`}`;
+}
+
+/** NDJSON: one object per line, the field names of `requests show --json`. */
+export function ndjsonLine(r: StoredRequest): string {
+  const b = bodyText(r.body);
+  return `${JSON.stringify({
+    id: r.id,
+    bucket: r.bucket,
+    received_at: new Date(r.receivedAt).toISOString(),
+    method: r.method,
+    path: r.path,
+    query: r.query,
+    headers: pairs(r.rawHeaders),
+    body: b.text,
+    body_encoding: b.encoding,
+    size: r.size,
+    sha256: r.sha256,
+    state: r.state,
+  })}\n`;
+}
+
+export const HAR_CREATOR = { name: 'hookbucket', version: '0.1.0' };
+
+/** HAR 1.2 is one JSON document; it is written as head, entries joined by commas, tail. */
+export function harHead(): string {
+  return `{"log":{"version":"1.2","creator":${JSON.stringify(HAR_CREATOR)},"entries":[\n`;
+}
+
+export function harTail(): string {
+  return ']}}\n';
+}
+
+/** The query as HAR's decoded name/value list (informative; the raw query is in `_hookbucket`). */
+function queryString(query: string | null): Array<{ name: string; value: string }> {
+  if (!query) return [];
+  const out: Array<{ name: string; value: string }> = [];
+  for (const part of query.split('&')) {
+    if (part === '') continue;
+    const eq = part.indexOf('=');
+    const decode = (s: string) => {
+      try {
+        return decodeURIComponent(s.replace(/\+/g, ' '));
+      } catch {
+        return s;
+      }
+    };
+    out.push(eq < 0 ? { name: decode(part), value: '' } : { name: decode(part.slice(0, eq)), value: decode(part.slice(eq + 1)) });
+  }
+  return out;
+}
+
+/**
+ * One HAR entry. `request.headers` is HAR's own ordered list (repeats and case kept), so it is the
+ * raw header list; `request.url` is `baseUrl` + raw path + raw query, never normalised. The raw
+ * path and query also go in `_hookbucket`, because a URL is all a HAR tool may keep intact.
+ * Non-UTF-8 bodies are base64 in `postData.text` with `_encoding: "base64"` beside it.
+ */
+export function harEntry(r: StoredRequest, baseUrl: string): string {
+  const headers = pairs(r.rawHeaders).map(([name, value]) => ({ name, value }));
+  const contentType = headers.find((h) => h.name.toLowerCase() === 'content-type')?.value ?? '';
+  const request: Record<string, unknown> = {
+    method: r.method,
+    url: baseUrl + rawTarget(r.path, r.query),
+    httpVersion: 'HTTP/1.1',
+    cookies: [],
+    headers,
+    queryString: queryString(r.query),
+    headersSize: -1,
+    bodySize: r.size,
+  };
+  if (r.body.length > 0) {
+    const b = bodyText(r.body);
+    request.postData = { mimeType: contentType, text: b.text, ...(b.encoding === 'base64' ? { _encoding: 'base64' } : {}) };
+  }
+  return JSON.stringify({
+    startedDateTime: new Date(r.receivedAt).toISOString(),
+    time: 0,
+    request,
+    // Not a forwarded exchange: HAR requires a response, and status 0 means none was recorded.
+    response: { status: 0, statusText: '', httpVersion: '', cookies: [], headers: [], content: { size: 0, mimeType: '' }, redirectURL: '', headersSize: -1, bodySize: -1 },
+    cache: {},
+    timings: { send: 0, wait: 0, receive: 0 },
+    _hookbucket: {
+      id: r.id,
+      bucket: r.bucket,
+      received_at: new Date(r.receivedAt).toISOString(),
+      path: r.path,
+      query: r.query,
+      size: r.size,
+      sha256: r.sha256,
+      state: r.state,
+    },
+  });
+}
+
+export const CURL_PREAMBLE = '#!/usr/bin/env bash\n# hookbucket requests export --format curl: one command per request (bash: $\'…\' quoting)\n';
+
+/**
+ * A runnable curl command that sends the request again to `baseUrl` + raw path + raw query:
+ * - the stored headers in order, as `-H`, except Host (curl sends the target's own, first);
+ * - curl's own User-Agent, Accept, and for a body Content-Type and Expect, are suppressed
+ *   (`-H 'Name:'`) unless stored, so nothing is added; a stored Content-Length is sent as stored
+ *   (it equals the body length), which also keeps its place;
+ * - the body through stdin (`--data-binary @-`) from bash's builtin printf, so no body size meets
+ *   the argument-length limit: `printf '%s' '<text>'` for UTF-8 without NUL, octal escapes otherwise;
+ * - `-g` (no URL globbing of [] {}) and `--path-as-is` (no /./ or /../ squashing).
+ */
+export function curlCommand(r: StoredRequest, baseUrl: string): string {
+  const headers = pairs(r.rawHeaders);
+  const has = (name: string) => headers.some(([n]) => n.toLowerCase() === name);
+  const sendsBody = r.body.length > 0;
+  const args: string[] = ['curl', '-sS', '-g', '--path-as-is'];
+  if (r.method === 'HEAD' && !sendsBody) args.push('-I');
+  // curl's own choice is GET without a body and POST with one; -X names any other.
+  else if (r.method !== (sendsBody ? 'POST' : 'GET')) args.push('-X', bashQuote(r.method));
+  const suppress = ['user-agent', 'accept', ...(sendsBody ? ['content-type', 'expect'] : [])];
+  const canonical: Record<string, string> = { 'user-agent': 'User-Agent', accept: 'Accept', 'content-type': 'Content-Type', expect: 'Expect' };
+  for (const name of suppress) if (!has(name)) args.push('-H', bashQuote(`${canonical[name]}:`));
+  for (const [name, value] of headers) {
+    if (name.toLowerCase() === 'host') continue;
+    // `Name;` is curl's way to send a header with an empty value (`Name:` would remove it).
+    args.push('-H', bashQuote(value === '' ? `${name};` : `${name}: ${value}`));
+  }
+  if (sendsBody) args.push('--data-binary', '@-');
+  args.push(bashQuote(baseUrl + rawTarget(r.path, r.query)));
+  const comment = `# ${r.id} ${new Date(r.receivedAt).toISOString()} ${r.method} ${rawTarget(r.path || '/', r.query)}`.replace(/[\r\n]/g, ' ');
+  if (!sendsBody) return `${comment}\n${args.join(' ')}\n`;
+  // UTF-8 text goes as is inside single quotes (the export is written as UTF-8, so bash reads the
+  // same bytes back); anything else, NUL included, as printf octal escapes.
+  const feed =
+    isUtf8(r.body) && !r.body.includes(0)
+      ? `printf '%s' '${r.body.toString('utf8').replace(/'/g, `'\\''`)}'`
+      : `printf ${printfBytes(r.body)}`;
+  return `${comment}\n${feed} | ${args.join(' ')}\n`;
+}
