@@ -123,7 +123,17 @@ export async function startWorker(
     await dispatcher.close();
     await store.close();
   };
-  const worker = new DrainWorker({ store, dispatcher, clock: deps.clock, logger: deps.logger, leaseMs: config.leaseMs });
+  // Fault injection for the reliability suite only (undocumented): die the moment a response has
+  // arrived, before its outcome is recorded.
+  const crashAfterResponse = process.env.HOOKBUCKET_FAULT === 'crash-after-response';
+  const worker = new DrainWorker({
+    store,
+    dispatcher,
+    clock: deps.clock,
+    logger: deps.logger,
+    leaseMs: config.leaseMs,
+    ...(crashAfterResponse ? { afterResponse: () => process.kill(process.pid, 'SIGKILL') } : {}),
+  });
   try {
     const tooLong = (await store.listBuckets()).filter((b) => b.drain.timeoutMs >= config.leaseMs);
     if (tooLong.length > 0) {

@@ -57,6 +57,11 @@ export interface DrainWorkerDeps {
   workerLeaseTtlMs?: number;
   /** Identifies this worker in the lease row and in messages. */
   holder?: string;
+  /**
+   * Fault injection for the reliability suite: called after a response arrived and before its
+   * outcome is recorded (a crash here must cost at most a duplicate, never a loss).
+   */
+  afterResponse?: (a: ClaimedAttempt) => void;
 }
 
 export interface PassResult {
@@ -70,7 +75,7 @@ export interface PassResult {
 
 export type StartMode = 'standby' | 'refuse';
 
-type ResolvedDeps = Required<DrainWorkerDeps>;
+type ResolvedDeps = Required<Omit<DrainWorkerDeps, 'afterResponse'>> & Pick<DrainWorkerDeps, 'afterResponse'>;
 
 interface Inflight {
   bucket: string;
@@ -373,6 +378,7 @@ export class DrainWorker {
       timeoutMs: b.drain.timeoutMs,
       signal: this.#abort.signal,
     });
+    this.#d.afterResponse?.(a);
     this.#results.push(this.#record(a, res));
     await this.#flush();
   }
