@@ -38,7 +38,8 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
   let sink: SqliteIngest;
   let worker: RunningWorker | undefined;
   try {
-    if (config.worker) worker = await startWorker(config, { clock, logger }, 'standby');
+    // Inside serve, the ingest side's checkpoint thread keeps the WAL bounded for both.
+    if (config.worker) worker = await startWorker(config, { clock, logger }, 'standby', { checkpoints: false });
     sink = await SqliteIngest.start({ config, logger, onCommitted: () => worker?.worker.wake() });
   } catch (e) {
     await worker?.close(0);
@@ -114,9 +115,9 @@ export async function startWorker(
   config: Config,
   deps: { clock: Clock; logger: Logger },
   mode: StartMode,
-  options: { loop?: boolean } = {},
+  options: { loop?: boolean; checkpoints?: boolean } = {},
 ): Promise<RunningWorker> {
-  const store = await SqliteDrainStore.open({ path: config.db });
+  const store = await SqliteDrainStore.open({ path: config.db, checkpoints: options.checkpoints ?? true });
   const dispatcher = createDeliveryAgent();
   const close = async (graceMs = config.shutdownGraceMs) => {
     await worker.stop(graceMs);
@@ -142,7 +143,7 @@ export async function startWorker(
         `--lease ${config.leaseMs} ms must be longer than every bucket's attempt timeout; ${tooLong.map((b) => `${b.name} has ${b.drain.timeoutMs} ms`).join(', ')}`,
       );
     }
-    await worker.start(mode, options);
+    await worker.start(mode, { loop: options.loop ?? true });
   } catch (e) {
     await dispatcher.close();
     await store.close();

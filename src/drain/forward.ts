@@ -170,9 +170,21 @@ export function createDeliveryAgent(options: { connections?: number } = {}): Age
 
 export async function forward(dispatcher: Dispatcher, req: ForwardRequest, now: () => number = performance.now.bind(performance)): Promise<ForwardResult> {
   const started = now();
-  const timeout = new AbortController();
-  const timer = setTimeout(() => timeout.abort(new Error('attempt timed out')), req.timeoutMs);
-  const signal = req.signal ? AbortSignal.any([timeout.signal, req.signal]) : timeout.signal;
+  // One controller per attempt, aborted by the timeout or by the caller's signal (shutdown).
+  // AbortSignal.any would do the same at about 20 µs and some garbage per attempt.
+  const ac = new AbortController();
+  let abortedBy: 'timeout' | 'caller' | undefined;
+  const timer = setTimeout(() => {
+    abortedBy ??= 'timeout';
+    ac.abort(new Error('attempt timed out'));
+  }, req.timeoutMs);
+  const onCallerAbort = () => {
+    abortedBy ??= 'caller';
+    ac.abort(new Error('attempt aborted'));
+  };
+  if (req.signal?.aborted) onCallerAbort();
+  else req.signal?.addEventListener('abort', onCallerAbort, { once: true });
+  const signal = ac.signal;
   try {
     const res = await dispatcher.request({
       origin: req.target.origin,
@@ -217,11 +229,12 @@ export async function forward(dispatcher: Dispatcher, req: ForwardRequest, now: 
       durationMs: Math.round(now() - started),
     };
   } catch (e) {
-    const aborted = req.signal?.aborted === true && !timeout.signal.aborted;
+    const aborted = abortedBy === 'caller';
     const code = codeOf(e);
-    const errorClass = timeout.signal.aborted ? 'timeout' : errorClassOf(code);
+    const errorClass = abortedBy === 'timeout' ? 'timeout' : errorClassOf(code);
     return { kind: 'error', errorClass, message: (e as Error).message ?? String(e), code, aborted, durationMs: Math.round(now() - started) };
   } finally {
     clearTimeout(timer);
+    req.signal?.removeEventListener('abort', onCallerAbort);
   }
 }

@@ -31,7 +31,7 @@ import type { Outcome } from './classify.js';
 import { forward, forwardHeaders, forwardTarget, type ForwardResult } from './forward.js';
 import { decideAttempt } from './outcome.js';
 import { admit, block, newPacer, type DeferReason, type PacerState } from './pacer.js';
-import { FULL_BUCKET, takeToken, type TokenBucketState } from './token-bucket.js';
+import { FULL_BUCKET, takeToken, type Rate, type TokenBucketState } from './token-bucket.js';
 
 export const DEFAULT_LEASE_MS = 60_000; // 60s: longer than any bucket's attempt timeout (default 10s)
 /** The single-worker lease: renewed every third of this; a dead worker's lease is taken after it. */
@@ -42,6 +42,8 @@ const CHANGE_POLL_MS = 100;
 const IDLE_PASS_MS = 5_000;
 /** Expired leases are looked for at most this often. */
 const RECOVER_EVERY_MS = 1_000;
+/** How long the next-due time read from the database is trusted when nothing else changed. */
+const NEXT_DUE_FRESH_MS = 1_000;
 /** Pause before the completion batch is written again after a storage error. */
 const COMPLETE_RETRY_MS = 200;
 
@@ -91,6 +93,13 @@ export class DrainWorker {
   readonly #inflight = new Map<string, Inflight>();
   readonly #abort = new AbortController();
   #buckets = new Map<string, Bucket>();
+  #bucketList: Bucket[] = [];
+  #bucketsVersion: number | undefined;
+  #replayRates: Map<string, Rate> | undefined;
+  #replayRatesCounter: number | undefined;
+  #dueCache: { at: number | null; counter: number; readAt: number } | undefined;
+  /** Per bucket, the Retry-After block whose deferral has been recorded. */
+  readonly #blockRecorded = new Map<string, number>();
   #results: AttemptResult[] = [];
   #flushing: Promise<void> | undefined;
   #lastRecoverAt = -Infinity;
@@ -125,14 +134,29 @@ export class DrainWorker {
   async drainOnce(): Promise<PassResult> {
     const { store, clock } = this.#d;
     const now = clock.now();
-    const buckets = await store.listBuckets();
-    this.#buckets = new Map(buckets.map((b) => [b.name, b]));
+    // Bucket settings are re-read only when a bucket changed (the epoch every bucket write bumps),
+    // replay rates only when another connection committed: a pass costs no parsing otherwise.
+    const version = store.bucketsVersion();
+    if (version !== this.#bucketsVersion) {
+      this.#bucketList = await store.listBuckets();
+      this.#buckets = new Map(this.#bucketList.map((b) => [b.name, b]));
+      this.#bucketsVersion = version;
+    }
+    const buckets = this.#bucketList;
     if (now - this.#lastRecoverAt >= RECOVER_EVERY_MS) {
       this.#lastRecoverAt = now;
       await this.#recover(now);
     }
-    const replayRates = await store.replayRates();
+    const counter = store.changeCounter();
+    if (this.#replayRates === undefined || counter !== this.#replayRatesCounter) {
+      this.#replayRates = await store.replayRates();
+      this.#replayRatesCounter = counter;
+    }
+    const replayRates = this.#replayRates;
     const result: PassResult = { started: 0, deferred: {}, wakeAt: null };
+    // Attempts finished since the last pass are recorded in the first claim transaction: one
+    // commit instead of two. A pass that claims nothing writes them on their own at the end.
+    let finished = this.#flushing ? [] : this.#results.splice(0);
     let wakeAt = Infinity;
     const active: Bucket[] = [];
     for (const b of buckets) {
@@ -145,54 +169,77 @@ export class DrainWorker {
       if (slots <= 0) continue;
       let pacer = this.#pacers.get(b.name) ?? newPacer();
       const config = { rate: b.drain.rate === null ? null : { rate: b.drain.rate, burst: b.drain.burst }, budget: b.drain.retryBudget };
+      // Nothing can start now: skip the claim transaction. A Retry-After block is still recorded
+      // on the head of the line once per block; a rate wait is recorded when a walk runs out of
+      // tokens (the pass that did claim).
+      if (pacer.blockedUntilMs > now) {
+        if (pacer.blockedUntilMs < wakeAt) wakeAt = pacer.blockedUntilMs;
+        if (this.#blockRecorded.get(b.name) === pacer.blockedUntilMs) continue;
+        this.#blockRecorded.set(b.name, pacer.blockedUntilMs);
+      } else if (config.rate !== null) {
+        const peek = takeToken(config.rate, pacer.tokens, now);
+        if (!peek.taken) {
+          if (peek.nextAvailableAtMs < wakeAt) wakeAt = peek.nextAvailableAtMs;
+          continue;
+        }
+      }
       const recorded = new Set<string>();
       const deferred: PassResult['deferred'] = {};
       const replayTokens = new Map<string, TokenBucketState>();
-      const claimed = await store.claim(
-        b,
-        {
-          nowMs: now,
-          limit: slots,
-          leaseUntilMs: now + this.#d.leaseMs,
-          url: (destination, path, query) => {
-            const t = forwardTarget(destination ?? b.destination!, path, query, b.drain.forwardPath);
-            return t.origin + t.path;
+      const complete = finished;
+      finished = [];
+      let claimed: ClaimedAttempt[];
+      try {
+        claimed = await store.claim(
+          b,
+          {
+            complete,
+            nowMs: now,
+            limit: slots,
+            leaseUntilMs: now + this.#d.leaseMs,
+            url: (destination, path, query) => {
+              const t = forwardTarget(destination ?? b.destination!, path, query, b.drain.forwardPath);
+              return t.origin + t.path;
+            },
           },
-        },
-        (c): ClaimDecision => {
-          // A replay's own --rate paces its deliveries below the bucket's: checked first, so a
-          // replay held by its own rate spends none of the bucket's tokens.
-          const replayRate = c.replayId === null ? undefined : replayRates.get(c.replayId);
-          let replayTake: TokenBucketState | undefined;
-          if (replayRate !== undefined) {
-            const take = takeToken({ rate: replayRate, burst: 1 }, replayTokens.get(c.replayId!) ?? this.#replayPacers.get(c.replayId!) ?? FULL_BUCKET, now);
-            if (!take.taken) {
-              if (take.nextAvailableAtMs < wakeAt) wakeAt = take.nextAvailableAtMs;
-              const key = `replay_rate:${c.replayId}`;
-              if (recorded.has(key)) return { kind: 'skip' };
-              recorded.add(key);
-              deferred.replay_rate = (deferred.replay_rate ?? 0) + 1;
-              return { kind: 'defer', reason: 'replay_rate' };
+          (c): ClaimDecision => {
+            // A replay's own --rate paces its deliveries below the bucket's: checked first, so a
+            // replay held by its own rate spends none of the bucket's tokens.
+            const replayRate = c.replayId === null ? undefined : replayRates.get(c.replayId);
+            let replayTake: TokenBucketState | undefined;
+            if (replayRate !== undefined) {
+              const take = takeToken({ rate: replayRate, burst: 1 }, replayTokens.get(c.replayId!) ?? this.#replayPacers.get(c.replayId!) ?? FULL_BUCKET, now);
+              if (!take.taken) {
+                if (take.nextAvailableAtMs < wakeAt) wakeAt = take.nextAvailableAtMs;
+                const key = `replay_rate:${c.replayId}`;
+                if (recorded.has(key)) return { kind: 'skip' };
+                recorded.add(key);
+                deferred.replay_rate = (deferred.replay_rate ?? 0) + 1;
+                return { kind: 'defer', reason: 'replay_rate' };
+              }
+              replayTake = take.state;
             }
-            replayTake = take.state;
-          }
-          const a = admit(config, pacer, c.attempts === 0 ? 'first' : 'retry', now);
-          if (a.go) {
-            pacer = a.state;
-            if (replayTake !== undefined) replayTokens.set(c.replayId!, replayTake);
-            return { kind: 'claim' };
-          }
-          if (a.untilMs < wakeAt) wakeAt = a.untilMs;
-          // A deferral is recorded on the delivery at the head of the line for each reason, once
-          // per pass; the ones behind it keep their place untouched (no write per waiting row).
-          // A retry held by the budget does not hold back the first attempts behind it.
-          const first = !recorded.has(a.reason);
-          recorded.add(a.reason);
-          if (first) deferred[a.reason] = (deferred[a.reason] ?? 0) + 1;
-          if (a.reason === 'retry_budget') return first ? { kind: 'defer', reason: a.reason } : { kind: 'skip' };
-          return first ? { kind: 'defer', reason: a.reason } : { kind: 'stop' };
-        },
-      );
+            const a = admit(config, pacer, c.attempts === 0 ? 'first' : 'retry', now);
+            if (a.go) {
+              pacer = a.state;
+              if (replayTake !== undefined) replayTokens.set(c.replayId!, replayTake);
+              return { kind: 'claim' };
+            }
+            if (a.untilMs < wakeAt) wakeAt = a.untilMs;
+            // A deferral is recorded on the delivery at the head of the line for each reason, once
+            // per pass; the ones behind it keep their place untouched (no write per waiting row).
+            // A retry held by the budget does not hold back the first attempts behind it.
+            const first = !recorded.has(a.reason);
+            recorded.add(a.reason);
+            if (first) deferred[a.reason] = (deferred[a.reason] ?? 0) + 1;
+            if (a.reason === 'retry_budget') return first ? { kind: 'defer', reason: a.reason } : { kind: 'skip' };
+            return first ? { kind: 'defer', reason: a.reason } : { kind: 'stop' };
+          },
+        );
+      } catch (e) {
+        this.#results = complete.concat(this.#results);
+        throw e;
+      }
       // The pacers move on only once the claim committed.
       this.#pacers.set(b.name, pacer);
       for (const [id, state] of replayTokens) this.#replayPacers.set(id, state);
@@ -203,10 +250,31 @@ export class DrainWorker {
       for (const a of claimed) this.#start(b, a);
       result.started += claimed.length;
     }
-    const due = await store.nextDueAt(active, now);
+    if (finished.length > 0) {
+      try {
+        await store.complete(finished);
+      } catch (e) {
+        this.#results = finished.concat(this.#results);
+        throw e;
+      }
+    }
+    const due = await this.#nextDue(active, now, counter);
     if (due !== null && due < wakeAt) wakeAt = due;
     result.wakeAt = Number.isFinite(wakeAt) ? wakeAt : null;
     return result;
+  }
+
+  /**
+   * When something next falls due, from the database at most once a second, or sooner when another
+   * connection committed (new requests, a replay) or the known time has passed. This worker's own
+   * retries lower the cached time as they are recorded (#record), so none is missed in between.
+   */
+  async #nextDue(active: readonly Bucket[], now: number, counter: number): Promise<number | null> {
+    const c = this.#dueCache;
+    if (c !== undefined && c.counter === counter && now - c.readAt < NEXT_DUE_FRESH_MS && (c.at === null || c.at > now)) return c.at;
+    const at = await this.#d.store.nextDueAt(active, now);
+    this.#dueCache = { at, counter, readAt: now };
+    return at;
   }
 
   /** Waits until every attempt started so far has finished and its record is written. */
@@ -282,6 +350,9 @@ export class DrainWorker {
       if (this.#stopping) break;
       const now = this.#d.clock.now();
       await this.#sleep(Math.max(0, Math.min(wakeAt ?? Infinity, now + IDLE_PASS_MS) - now));
+      // Let the other attempts finishing in this turn of the event loop join the next pass: one
+      // transaction records them all and refills their slots together.
+      await new Promise((r) => setImmediate(r));
     }
   }
 
@@ -379,8 +450,8 @@ export class DrainWorker {
       signal: this.#abort.signal,
     });
     this.#d.afterResponse?.(a);
+    // Recorded by the next pass, in its claim transaction (or by settle()).
     this.#results.push(this.#record(a, res));
-    await this.#flush();
   }
 
   /** The attempt row and the delivery's next state, from the result and the bucket's current settings. */
@@ -419,6 +490,7 @@ export class DrainWorker {
       if (decision.bucketBlockedUntilMs !== undefined) {
         this.#pacers.set(a.bucket, block(this.#pacers.get(a.bucket) ?? newPacer(), decision.bucketBlockedUntilMs));
       }
+      if (this.#dueCache !== undefined && (this.#dueCache.at === null || decision.atMs < this.#dueCache.at)) this.#dueCache.at = decision.atMs;
       return { ...base, outcome: 'retry', reason: decision.reason, nextAttemptAt: decision.atMs, nextWhy: decision.why };
     }
     if (decision.state === 'exhausted') return { ...base, outcome: 'exhausted', reason: `${decision.reason}; gave up: ${decision.why}`, nextAttemptAt: null, nextWhy: null };

@@ -369,13 +369,22 @@ export type WorkerLeaseResult = { ok: true } | { ok: false; current: WorkerHolde
 export interface DrainStore {
   /** Buckets as they are now (settings changed from the CLI apply from the next claim). */
   listBuckets(): Promise<Bucket[]>;
+  /** Changes whenever a bucket is created, changed, paused, resumed or deleted (cheap to read). */
+  bucketsVersion(): number;
   /**
    * In one transaction: walk the bucket's due deliveries in due order (at most `limit`), ask
    * `decide` about each, and claim (state delivering, lease, attempt row started) or defer them.
    */
   claim(
     bucket: Bucket,
-    options: { nowMs: number; limit: number; leaseUntilMs: number; url: (destination: string | null, path: string, query: string | null) => string },
+    options: {
+      nowMs: number;
+      limit: number;
+      leaseUntilMs: number;
+      url: (destination: string | null, path: string, query: string | null) => string;
+      /** Finished attempts to record first, in the same transaction (one commit instead of two). */
+      complete?: AttemptResult[];
+    },
     decide: (c: ClaimCandidate) => ClaimDecision,
   ): Promise<ClaimedAttempt[]>;
   /** The replays that pace their own deliveries (`replay --rate`), by id. */

@@ -103,3 +103,44 @@ describe('takeToken: burst', () => {
     }
   });
 });
+
+describe('takeToken: a caller that wakes late', () => {
+  // A worker's timer fires a little after each token is due (here 0.3 to 1.2 ms late, a fixed
+  // pattern): the rate must still hold, and no window may exceed rate + burst.
+  const lateness = [0.3, 1.2, 0.7, 0.1, 0.9, 0.5];
+  for (const burst of [1, 5]) {
+    it(`keeps 200/s with burst ${burst} (and never more than rate + burst in a second)`, () => {
+      const c = { rate: parseRate('200/s')!, burst };
+      let s = FULL_BUCKET;
+      let now = 0;
+      const times: number[] = [];
+      for (let i = 0; now < 10_000 && i < 100_000; i++) {
+        const take = takeToken(c, s, now);
+        if (take.taken) {
+          times.push(now);
+          s = take.state;
+          continue;
+        }
+        now = take.nextAvailableAtMs + lateness[i % lateness.length]!;
+      }
+      const inFirst10s = times.filter((t) => t < 10_000).length;
+      // 2,000 tokens in 10 s at 200/s, plus the burst at the start.
+      assert.ok(inFirst10s >= 1995 && inFirst10s <= 2000 + burst, `${inFirst10s} in 10 s`);
+      for (let w = 0; w < 9000; w += 50) {
+        const n = times.filter((t) => t >= w && t < w + 1000).length;
+        assert.ok(n <= 200 + burst, `${n} in [${w}, ${w + 1000})`);
+      }
+    });
+  }
+
+  it('restarts the schedule after an idle gap of a whole interval (no credit beyond the burst)', () => {
+    const c = { rate: parseRate('10/s')!, burst: 1 };
+    const a = takeToken(c, FULL_BUCKET, 0);
+    // Idle for 10 s: one token is there, not a hundred.
+    const b = takeToken(c, a.state, 10_000);
+    assert.equal(b.taken, true);
+    assert.equal(takeToken(c, b.state, 10_000).taken, false);
+    assert.equal(takeToken(c, b.state, 10_099).taken, false);
+    assert.equal(takeToken(c, b.state, 10_100).taken, true);
+  });
+});

@@ -4,6 +4,7 @@ import * as drain from './2026-12-02T01-drain.js';
 import * as replay from './2026-12-02T02-replay.js';
 import * as stats from './2026-12-02T04-stats.js';
 import * as history from './2026-12-02T05-history.js';
+import * as claimOrder from './2026-12-02T06-claim-order.js';
 
 /** Migrations in code (no directory scan), so they ship inside the build. Names sort by date. */
 export const migrationProvider: MigrationProvider = {
@@ -14,6 +15,7 @@ export const migrationProvider: MigrationProvider = {
       '2026-12-02T02-replay': replay,
       '2026-12-02T04-stats': stats,
       '2026-12-02T05-history': history,
+      '2026-12-02T06-claim-order': claimOrder,
     };
   },
 };

@@ -11,6 +11,7 @@
  * delivery is attempted again (delivery is at-least-once anyway); ingest's acks keep FULL on the
  * writer thread's own connection.
  */
+import { Worker } from 'node:worker_threads';
 import type { Statement } from 'better-sqlite3';
 import type { Rate } from '../../drain/token-bucket.js';
 import { newId } from '../../shared/ids.js';
@@ -55,6 +56,24 @@ interface RequestRow {
 
 const WORKER_LEASE = 'drain';
 
+async function startCheckpointer(path: string): Promise<Worker> {
+  const w = new Worker(new URL('./checkpoint-thread.js', import.meta.url), { workerData: { path, durability: 'normal' } });
+  w.unref();
+  await new Promise<void>((resolve, reject) => {
+    w.once('error', reject);
+    w.on('message', (m: { type: string }) => m.type === 'ready' && resolve());
+  });
+  return w;
+}
+
+function stopCheckpointer(w: Worker): Promise<void> {
+  return new Promise((resolve) => {
+    w.once('exit', () => resolve());
+    w.on('message', (m: { type: string }) => m.type === 'closed' && void w.terminate());
+    w.postMessage({ type: 'close' });
+  });
+}
+
 export class SqliteDrainStore implements DrainStore {
   readonly #db: SqliteDb;
   readonly #s: Record<string, Statement>;
@@ -72,7 +91,7 @@ export class SqliteDrainStore implements DrainStore {
       from deliveries d
       where bucket = ? and state = '${state}' and next_attempt_at <= ?
         ${ownDestination ? '' : 'and destination is not null'}
-        and not exists (select 1 from deliveries o where o.request_id = d.request_id and o.state = 'delivering'
+        and not exists (select 1 from deliveries o indexed by deliveries_request where o.request_id = d.request_id and o.state = 'delivering'
                         and o.destination is null and d.destination is null)
       order by next_attempt_at, id limit ?`;
     this.#s = {
@@ -127,15 +146,17 @@ export class SqliteDrainStore implements DrainStore {
       readLease: p('select * from worker_lease where name = ?'),
       dropLease: p('delete from worker_lease where name = ? and holder = ?'),
       dataVersion: p('pragma data_version').pluck(),
+      bucketEpoch: p(`select value from meta where key = 'bucket_epoch'`).pluck(),
       replayRates: p('select id, rate_count, rate_per_ms from replays where rate_count is not null'),
     };
 
     this.#claimTx = db.transaction(
       (
         bucket: Bucket,
-        o: { nowMs: number; limit: number; leaseUntilMs: number; url: (d: string | null, path: string, q: string | null) => string },
+        o: { nowMs: number; limit: number; leaseUntilMs: number; url: (d: string | null, path: string, q: string | null) => string; complete?: AttemptResult[] },
         decide: (c: ClaimCandidate) => ClaimDecision,
       ): ClaimedAttempt[] => {
+        if (o.complete && o.complete.length > 0) this.#completeRows(o.complete);
         const own = bucket.destination !== null;
         const pending = (own ? this.#s.duePending! : this.#s.duePendingOwnOnly!).all(bucket.name, o.nowMs, o.limit) as DueRow[];
         const retrying = (own ? this.#s.dueRetrying! : this.#s.dueRetryingOwnOnly!).all(bucket.name, o.nowMs, o.limit) as DueRow[];
@@ -193,32 +214,7 @@ export class SqliteDrainStore implements DrainStore {
       },
     );
 
-    this.#completeTx = db.transaction((results: AttemptResult[]) => {
-      for (const r of results) {
-        this.#s.completeAttempt!.run(
-          r.durationMs,
-          r.status,
-          r.errorClass,
-          r.errorMessage,
-          r.responseHeaders === null ? null : JSON.stringify(r.responseHeaders),
-          r.responseBody,
-          r.responseTruncated ? 1 : 0,
-          r.outcome,
-          r.reason,
-          r.nextAttemptAt,
-          r.nextWhy,
-          r.attemptId,
-        );
-        const lastError = r.errorClass ?? (r.status !== null && (r.status < 200 || r.status > 299) ? r.reason : null);
-        if (r.outcome === 'retry') {
-          this.#s.retry!.run(r.finishedAt, r.nextAttemptAt, r.status, lastError, r.finishedAt, r.deliveryId, r.attemptId);
-        } else if (r.outcome === 'released') {
-          this.#s.release!.run(r.finishedAt, r.nextAttemptAt ?? r.finishedAt, r.finishedAt, r.deliveryId, r.attemptId);
-        } else {
-          this.#s.settle!.run(r.outcome, r.status, lastError, r.finishedAt, r.finishedAt, r.deliveryId, r.attemptId);
-        }
-      }
-    });
+    this.#completeTx = db.transaction((results: AttemptResult[]) => this.#completeRows(results));
 
     this.#recoverTx = db.transaction((nowMs: number, next: (d: ExpiredDelivery) => LeaseExpiry): ExpiredDelivery[] => {
       const rows = this.#s.expired!.all(nowMs) as Array<{ id: string; bucket: string; attempts: number; lease_attempt: string | null }>;
@@ -235,15 +231,60 @@ export class SqliteDrainStore implements DrainStore {
     });
   }
 
-  /** Opens its own connection to the database (creating and migrating it when missing). */
-  static async open(options: { path: string; busyTimeoutMs?: number }): Promise<SqliteDrainStore> {
+  /**
+   * Opens its own connection to the database (creating and migrating it when missing). SQLite's
+   * automatic checkpoints are off on this connection: run inside a commit they would fsync on the
+   * event loop. Inside `serve` the ingest side's checkpoint thread does them; a standalone worker
+   * passes `checkpoints: true` to run that thread itself.
+   */
+  static async open(options: { path: string; busyTimeoutMs?: number; checkpoints?: boolean }): Promise<SqliteDrainStore> {
     const db = openSqlite(options.path, { durability: 'normal', busyTimeoutMs: options.busyTimeoutMs ?? 5000 });
+    let checkpointer: Worker | undefined;
     try {
       await migrate(db);
-      return new SqliteDrainStore(db);
+      db.pragma('wal_autocheckpoint = 0');
+      if (options.checkpoints) checkpointer = await startCheckpointer(options.path);
+      const store = new SqliteDrainStore(db);
+      store.#checkpointer = checkpointer;
+      return store;
     } catch (e) {
+      if (checkpointer) await stopCheckpointer(checkpointer);
       db.close();
       throw e;
+    }
+  }
+
+  #checkpointer: Worker | undefined;
+
+  bucketsVersion(): number {
+    return this.#s.bucketEpoch!.get() as number;
+  }
+
+  /** Completes attempt rows and moves their deliveries on, inside the caller's transaction. */
+  #completeRows(results: AttemptResult[]): void {
+    for (const r of results) {
+      this.#s.completeAttempt!.run(
+        r.durationMs,
+        r.status,
+        r.errorClass,
+        r.errorMessage,
+        r.responseHeaders === null ? null : JSON.stringify(r.responseHeaders),
+        r.responseBody,
+        r.responseTruncated ? 1 : 0,
+        r.outcome,
+        r.reason,
+        r.nextAttemptAt,
+        r.nextWhy,
+        r.attemptId,
+      );
+      const lastError = r.errorClass ?? (r.status !== null && (r.status < 200 || r.status > 299) ? r.reason : null);
+      if (r.outcome === 'retry') {
+        this.#s.retry!.run(r.finishedAt, r.nextAttemptAt, r.status, lastError, r.finishedAt, r.deliveryId, r.attemptId);
+      } else if (r.outcome === 'released') {
+        this.#s.release!.run(r.finishedAt, r.nextAttemptAt ?? r.finishedAt, r.finishedAt, r.deliveryId, r.attemptId);
+      } else {
+        this.#s.settle!.run(r.outcome, r.status, lastError, r.finishedAt, r.finishedAt, r.deliveryId, r.attemptId);
+      }
     }
   }
 
@@ -253,10 +294,19 @@ export class SqliteDrainStore implements DrainStore {
 
   async claim(
     bucket: Bucket,
-    options: { nowMs: number; limit: number; leaseUntilMs: number; url: (destination: string | null, path: string, query: string | null) => string },
+    options: {
+      nowMs: number;
+      limit: number;
+      leaseUntilMs: number;
+      url: (destination: string | null, path: string, query: string | null) => string;
+      complete?: AttemptResult[];
+    },
     decide: (c: ClaimCandidate) => ClaimDecision,
   ): Promise<ClaimedAttempt[]> {
-    if (options.limit <= 0) return [];
+    if (options.limit <= 0) {
+      if (options.complete && options.complete.length > 0) this.#completeTx.immediate(options.complete);
+      return [];
+    }
     return this.#claimTx.immediate(bucket, options, decide);
   }
 
@@ -313,6 +363,7 @@ export class SqliteDrainStore implements DrainStore {
   }
 
   async close(): Promise<void> {
+    if (this.#checkpointer) await stopCheckpointer(this.#checkpointer);
     this.#db.close();
   }
 }
