@@ -4,16 +4,9 @@ import { systemClock } from '../../src/shared/clock.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { runCli } from '../helpers/cli.js';
 import { startConsumer, type Consumer } from '../helpers/consumer.js';
+import { until } from '../helpers/until.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/temp-dir.js';
-
-async function until(check: () => Promise<boolean> | boolean, what: string, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 describe('serve runs the drain worker', () => {
   let server: TestServer;

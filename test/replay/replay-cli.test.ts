@@ -3,20 +3,13 @@ import { spawn } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { BIN, runCli } from '../helpers/cli.js';
 import { startConsumer, type Consumer } from '../helpers/consumer.js';
+import { until } from '../helpers/until.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 // The main story, as a user would run it: the consumer breaks, deliveries exhaust on a short
 // schedule, the consumer is fixed, `replay --state exhausted --yes --wait` delivers them all, and
 // `requests show` displays generation 1's failed attempts and generation 2's success. Through the
 // real binary, against a real server (with its worker) and a consumer on loopback.
-
-async function until(check: () => Promise<boolean>, what: string, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe('replay through the CLI', () => {
   let server: TestServer;

@@ -50,7 +50,8 @@ export interface PlannedQuery {
   params: unknown[];
 }
 
-type Row = {
+/** A request row joined to its latest delivery to the bucket destination (list, tail). */
+export type ListedRow = {
   id: string;
   bucket: string;
   received_at: number;
@@ -285,7 +286,7 @@ export function explainPlan(db: SqliteDb, q: PlannedQuery): string[] {
   return (db.prepare(`explain query plan ${q.sql}`).all(...q.params) as Array<{ detail: string }>).map((r) => r.detail);
 }
 
-function toListed(r: Row, paused: boolean): ListedRequest {
+export function toListed(r: ListedRow, paused: boolean): ListedRequest {
   const d = r.state as DeliveryState | null;
   const state: RequestState =
     d === null ? 'none' : paused && (d === 'pending' || d === 'retrying') ? 'held' : (d as Exclude<DeliveryState, 'superseded'>);
@@ -310,8 +311,8 @@ function toListed(r: Row, paused: boolean): ListedRequest {
  */
 export function queryPage(db: SqliteDb, bucket: string, filter: RequestFilter, paused: boolean, range: IdRange): { requests: ListedRequest[]; more: boolean } {
   const plans = planRequestQueries(bucket, filter, paused, { ...range, limit: range.limit + 1 });
-  let rows: Row[] = [];
-  for (const p of plans) rows = rows.concat(prepare(db, p.sql).all(...p.params) as Row[]);
+  let rows: ListedRow[] = [];
+  for (const p of plans) rows = rows.concat(prepare(db, p.sql).all(...p.params) as ListedRow[]);
   if (plans.length > 1) rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0) * (range.order === 'desc' ? -1 : 1));
   const more = rows.length > range.limit;
   return { requests: rows.slice(0, range.limit).map((r) => toListed(r, paused)), more };

@@ -56,6 +56,8 @@ interface RequestRow {
 
 const WORKER_LEASE = 'drain';
 
+type ClaimOptions = Parameters<DrainStore['claim']>[1];
+
 async function startCheckpointer(path: string): Promise<Worker> {
   const w = new Worker(new URL('./checkpoint-thread.js', import.meta.url), { workerData: { path, durability: 'normal' } });
   w.unref();
@@ -153,7 +155,7 @@ export class SqliteDrainStore implements DrainStore {
     this.#claimTx = db.transaction(
       (
         bucket: Bucket,
-        o: { nowMs: number; limit: number; leaseUntilMs: number; url: (d: string | null, path: string, q: string | null) => string; complete?: AttemptResult[] },
+        o: ClaimOptions,
         decide: (c: ClaimCandidate) => ClaimDecision,
       ): ClaimedAttempt[] => {
         if (o.complete && o.complete.length > 0) this.#completeRows(o.complete);
@@ -294,13 +296,7 @@ export class SqliteDrainStore implements DrainStore {
 
   async claim(
     bucket: Bucket,
-    options: {
-      nowMs: number;
-      limit: number;
-      leaseUntilMs: number;
-      url: (destination: string | null, path: string, query: string | null) => string;
-      complete?: AttemptResult[];
-    },
+    options: ClaimOptions,
     decide: (c: ClaimCandidate) => ClaimDecision,
   ): Promise<ClaimedAttempt[]> {
     if (options.limit <= 0) {

@@ -4,7 +4,8 @@
  */
 import type { SqliteDb } from './open.js';
 import type { AttemptsTable, DeliveriesTable } from '../schema.js';
-import type { AttemptRecord, DeliveryHistory, RequestState, TailCursor, TailEvent } from '../store.js';
+import type { AttemptRecord, DeliveryHistory, TailCursor, TailEvent } from '../store.js';
+import { toListed, type ListedRow } from './request-query.js';
 
 export function toAttemptRecord(a: AttemptsTable): AttemptRecord {
   return {
@@ -60,41 +61,15 @@ export function tail(db: SqliteDb, bucket: string, cursor: TailCursor, nowMs: nu
   const events: TailEvent[] = [];
   const requests = db
     .prepare(
-      `select r.id, r.bucket, r.received_at, r.method, r.path, r.query, r.size,
-         d.state, d.generation
+      `select r.id, r.bucket, r.received_at, r.method, r.path, r.query, r.size, d.state, d.attempts, d.last_status, d.generation
        from requests r left join deliveries d on d.request_id = r.id and d.latest = 1 and d.destination is null
        where r.bucket = ? and r.id > ? order by r.id limit 1000`,
     )
-    .all(bucket, cursor.requestId) as Array<{
-    id: string;
-    bucket: string;
-    received_at: number;
-    method: string;
-    path: string;
-    query: string | null;
-    size: number;
-    state: string | null;
-    generation: number | null;
-  }>;
+    .all(bucket, cursor.requestId) as ListedRow[];
   let lastRequest = cursor.requestId;
   for (const r of requests) {
     lastRequest = r.id;
-    const state = (r.state === null ? 'none' : paused && (r.state === 'pending' || r.state === 'retrying') ? 'held' : r.state) as RequestState;
-    events.push({
-      kind: 'request',
-      at: Number(r.received_at),
-      request: {
-        id: r.id,
-        bucket: r.bucket,
-        receivedAt: Number(r.received_at),
-        method: r.method,
-        path: r.path,
-        query: r.query,
-        size: Number(r.size),
-        state,
-        generation: r.generation === null ? null : Number(r.generation),
-      },
-    });
+    events.push({ kind: 'request', at: Number(r.received_at), request: toListed(r, paused) });
   }
   const since = Math.max(cursor.sinceMs, nowMs - TAIL_LOOKBACK_MS);
   const seen = new Set(cursor.seen.filter((id) => idTimeMs(id) >= since));
