@@ -10,7 +10,10 @@ export interface AppDeps extends IngestDeps {
 
 /** The Hono app: ingest under /b/, /healthz, JSON errors everywhere. */
 export function createApp(deps: AppDeps): Hono<Env> {
-  const app = new Hono<Env>();
+  // Hono routes on the percent-decoded path, and its patterns do not match a decoded line break:
+  // `/b/hooks/x%0Ay` fell through to a 404 instead of being stored. Route on the raw path instead;
+  // ingest is decided on the raw target anyway, and no other route needs decoding.
+  const app = new Hono<Env>({ getPath: (req) => rawPath(req.url) });
 
   const ingest = createIngestHandler(deps);
   // Ingest is decided on the raw request target before Hono routes on the normalised path.
@@ -28,4 +31,12 @@ export function createApp(deps: AppDeps): Hono<Env> {
     return errorBody(c, 500, 'internal', 'internal error');
   });
   return app;
+}
+
+/** The path of a request URL as written (no percent-decoding), without its query. */
+export function rawPath(url: string): string {
+  const start = url.indexOf('/', url.indexOf('://') + 3);
+  if (start === -1) return '/';
+  const q = url.indexOf('?', start);
+  return url.slice(start, q === -1 ? undefined : q);
 }

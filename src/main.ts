@@ -1,4 +1,4 @@
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp } from './app.js';
 import type { Config } from './config/config.js';
@@ -53,6 +53,20 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
     logger,
     countRejection: (b, r) => sink.countRejection(b, r),
   });
+  // Node answers `Connection: keep-alive` even after server.close(), so a client sends its next
+  // request on a connection the idle sweep below is about to close, and gets a reset for it
+  // (reliability case 2: one per connection). Once stopping, every answer not yet started says
+  // `Connection: close` instead, and the client reconnects (and is refused) rather than racing.
+  const unanswered = new Set<ServerResponse>();
+  let stopping = false;
+  server.on('request', (_req: IncomingMessage, res: ServerResponse) => {
+    if (stopping) {
+      res.shouldKeepAlive = false;
+      return;
+    }
+    unanswered.add(res);
+    res.once('close', () => unanswered.delete(res));
+  });
   try {
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -79,6 +93,8 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
   let closing: Promise<void> | undefined;
   const close = (graceMs = 10_000) =>
     (closing ??= (async () => {
+      stopping = true;
+      for (const res of unanswered) if (!res.headersSent) res.shouldKeepAlive = false;
       const closed = new Promise<void>((r) => server.close(() => r()));
       // Keep-alive connections become idle as their in-flight request is answered; close each
       // then, rather than waiting out keepAliveTimeout. Past the grace period, close the rest.

@@ -1,9 +1,9 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import type { Hono } from 'hono';
 import type { Env } from './ingest/routes.js';
-import { markAnsweredByServer } from './ingest/capture.js';
+import { answeredByServer, markAnsweredByServer } from './ingest/capture.js';
 import { MAX_HEADER_COUNT, MAX_REQUEST_LINE, NODE_MAX_HEADER_SIZE } from './ingest/limits.js';
 import type { Logger } from './shared/logger.js';
 
@@ -14,6 +14,13 @@ export interface HttpServerOptions {
   /** Count a refusal that never reached the app (parser errors, timeouts, CONNECT). */
   countRejection: (bucket: string, reason: string) => void;
 }
+
+/**
+ * After answering a parse error, how long the connection lingers (its further bytes read and
+ * dropped) before it is destroyed: closing at once with unread bytes makes the kernel send a reset,
+ * and a client still sending its request would lose our answer to it (RFC 9112 §9.6).
+ */
+const LINGER_MS = 1000; // 1 s
 
 /** Parser errors Node raises itself, mapped to our JSON answers. */
 const clientErrors: Record<string, [status: number, code: string, message: string]> = {
@@ -27,6 +34,47 @@ function rawResponse(status: number, code: string, message: string): string {
   const body = JSON.stringify({ error: message, code });
   const reason = { 400: 'Bad Request', 405: 'Method Not Allowed', 408: 'Request Timeout', 414: 'URI Too Long', 431: 'Request Header Fields Too Large', 501: 'Not Implemented' }[status] ?? 'Error';
   return `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`;
+}
+
+/**
+ * Requests in flight per connection. With pipelining, a parse error (garbage, a broken chunk, a
+ * client that half-closes mid-request) can come after requests that were read whole and are still
+ * being stored. Their answers go first, in order (RFC 9112 §9.3.2), and only then the error's:
+ * answering the error at once put a 400 on the wire ahead of their 200s and closed the connection,
+ * so stored requests were never acknowledged and the sender read the 400 as the first one's answer.
+ */
+class InFlight {
+  readonly #requests = new WeakMap<Socket, Set<IncomingMessage>>();
+  readonly #waiters = new WeakMap<Socket, () => void>();
+
+  track(req: IncomingMessage, res: ServerResponse): void {
+    const socket = req.socket;
+    let set = this.#requests.get(socket);
+    if (!set) this.#requests.set(socket, (set = new Set()));
+    set.add(req);
+    // 'close' comes when the answer is written, or when the connection goes first.
+    res.once('close', () => {
+      set.delete(req);
+      const waiter = this.#waiters.get(socket);
+      if (waiter && this.whole(socket) === 0) {
+        this.#waiters.delete(socket);
+        waiter();
+      }
+    });
+  }
+
+  /** Requests on the connection read whole and not answered yet. */
+  whole(socket: Socket): number {
+    let n = 0;
+    for (const r of this.#requests.get(socket) ?? []) if (r.complete) n++;
+    return n;
+  }
+
+  /** Runs fn once the connection's whole requests are answered (at once when there are none). */
+  afterWhole(socket: Socket, fn: () => void): void {
+    if (this.whole(socket) === 0) fn();
+    else this.#waiters.set(socket, fn);
+  }
 }
 
 /**
@@ -47,6 +95,11 @@ export function createHttpServer(app: Hono<Env>, opts: HttpServerOptions): Serve
       });
     },
   });
+  const inFlight = new InFlight();
+  const handle = (req: IncomingMessage, res: ServerResponse) => {
+    inFlight.track(req, res);
+    void listener(req, res);
+  };
   const server = createServer(
     {
       maxHeaderSize: NODE_MAX_HEADER_SIZE,
@@ -57,22 +110,35 @@ export function createHttpServer(app: Hono<Env>, opts: HttpServerOptions): Serve
       // Node's own missing-Host 400 has an empty body; the adapter's check answers with our JSON.
       requireHostHeader: false,
     },
-    listener,
+    handle,
   );
   // One more than we accept, so 2,001 headers are seen (and refused) rather than silently cut.
   server.maxHeadersCount = MAX_HEADER_COUNT + 1;
   // Expect: 100-continue goes to the app, which sends 100 only after its checks pass.
-  server.on('checkContinue', (req, res) => void listener(req, res));
+  server.on('checkContinue', handle);
   // Without a listener Node drops CONNECT without an answer.
   server.on('connect', (_req, socket: Socket) => {
     opts.countRejection('', 'method_not_allowed');
     socket.end(rawResponse(405, 'method_not_allowed', 'CONNECT is not accepted'));
   });
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
-    const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
-    // The client went away (reset, or closed mid-message): nobody to answer. If the request had
-    // reached the app, the app counts it as client_aborted.
-    if (err.code === 'ECONNRESET' || err.code === 'HPE_INVALID_EOF_STATE' || !socket.writable || inFlight?.headersSent) {
+    // Node's parser raises its error again for every chunk that arrives after the first; that
+    // request was answered (or its answer is queued) already, and the linger below closes it.
+    if (answeredByServer(socket) && err.code !== 'ECONNRESET') return;
+    // The client went away: nobody to answer. If the request had reached the app, the app counts
+    // it as client_aborted.
+    if (err.code === 'ECONNRESET' || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    // The client closed its side mid-request: no answer is owed for that one (the app counts it as
+    // client_aborted), but requests it sent whole before it (pipelined) still get theirs.
+    if (err.code === 'HPE_INVALID_EOF_STATE') {
+      inFlight.afterWhole(socket, () => socket.destroySoon());
+      return;
+    }
+    const current = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+    if (current?.headersSent && inFlight.whole(socket) === 0) {
       socket.destroy();
       return;
     }
@@ -90,7 +156,13 @@ export function createHttpServer(app: Hono<Env>, opts: HttpServerOptions): Serve
     }
     opts.countRejection('', code);
     markAnsweredByServer(socket);
-    socket.end(rawResponse(status, code, message));
+    inFlight.afterWhole(socket, () => {
+      if (!socket.writable) return void socket.destroy();
+      socket.end(rawResponse(status, code, message));
+      const linger = setTimeout(() => socket.destroy(), LINGER_MS);
+      linger.unref();
+      socket.once('close', () => clearTimeout(linger));
+    });
   });
   // Node answers an unknown Expect with an empty 417 unless someone listens.
   server.on('checkExpectation', (_req, res) => {

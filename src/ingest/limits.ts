@@ -15,6 +15,16 @@ export function headerBytes(rawHeaders: readonly string[]): number {
   return n + (rawHeaders.length / 2) * 4;
 }
 
+/**
+ * More than one Host header: RFC 9112 §3.2 requires a 400 ("any that contains more than one Host
+ * header field line"), since proxies and servers may each pick a different one.
+ */
+export function repeatedHost(rawHeaders: readonly string[]): boolean {
+  let seen = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i]!.toLowerCase() === 'host' && ++seen > 1) return true;
+  return false;
+}
+
 /** Transfer-Encoding values other than exactly `chunked` (e.g. `gzip, chunked`) get 501. */
 export function unsupportedTransferEncoding(rawHeaders: readonly string[]): string | undefined {
   for (let i = 0; i < rawHeaders.length; i += 2) {

@@ -16,6 +16,7 @@ import {
   MAX_HEADER_BYTES,
   MAX_HEADER_COUNT,
   MAX_REQUEST_LINE,
+  repeatedHost,
   unsupportedTransferEncoding,
 } from './limits.js';
 
@@ -88,6 +89,7 @@ export function createIngestHandler(deps: IngestDeps): (c: Context<Env>) => Prom
     if (headerBytes(raw) > MAX_HEADER_BYTES) {
       return refuse(bucket.name, 431, 'headers_too_large', `headers over ${MAX_HEADER_BYTES} bytes`);
     }
+    if (repeatedHost(raw)) return refuse(bucket.name, 400, 'bad_request', 'more than one Host header');
     const te = unsupportedTransferEncoding(raw);
     if (te !== undefined) {
       return refuse(bucket.name, 501, 'unsupported_transfer_encoding', `Transfer-Encoding ${JSON.stringify(te)} is not supported; only chunked`);

@@ -289,3 +289,94 @@ describe('storage trouble means 503, never 2xx', () => {
     }
   });
 });
+
+describe('found by the reliability suite (test/reliability/cases/hostile.ts)', () => {
+  let s: TestServer;
+  let count: () => number;
+  before(async () => {
+    s = await startTestServer();
+    await s.store.createBucket({ name: 'hooks' });
+    const reader = new BetterSqlite3(s.db, { readonly: true });
+    const stmt = reader.prepare('select count(*) from requests').pluck();
+    count = () => stmt.get() as number;
+  });
+  after(() => s.stop());
+
+  /** Statuses of every answer on one connection, in order (Content-Length framed). */
+  function statuses(raw: Buffer): number[] {
+    const out: number[] = [];
+    let p = 0;
+    for (let end = raw.indexOf('\r\n\r\n', p); end !== -1; end = raw.indexOf('\r\n\r\n', p)) {
+      const head = raw.subarray(p, end).toString('latin1');
+      out.push(Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1]));
+      p = end + 4 + Number(/\r\ncontent-length:\s*(\d+)/i.exec(head)?.[1] ?? 0);
+    }
+    return out;
+  }
+
+  it('an encoded line break in the sub-path is stored, not routed to a 404 (case 22)', async () => {
+    for (const path of ['/x%0Ay', '/x%0D%0Ay', '/%E2%80%A8']) {
+      const res = await rawRequest(s.url, `POST /b/hooks${path} HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx`);
+      assert.equal(res.status, 200, path);
+      assert.equal((await s.store.getRequest(res.headers['x-hookbucket-request-id']!))?.path, path);
+    }
+  });
+
+  it('two Host headers: 400, nothing stored (RFC 9112 §3.2; case 15)', async () => {
+    const before = count();
+    const res = await rawRequest(s.url, 'POST /b/hooks HTTP/1.1\r\nHost: a\r\nHost: b\r\nContent-Length: 1\r\n\r\nx');
+    assert.equal(res.status, 400);
+    assert.equal(json(res.body).code, 'bad_request');
+    assert.equal(count(), before);
+  });
+
+  it('pipelined requests then garbage: their 200s first, in order, then the 400 (case 24)', async () => {
+    const before = count();
+    const req = (n: number) => `POST /b/hooks/p${n} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\np${n}`;
+    const res = await rawRequest(s.url, `${req(1)}${req(2)}GARBAGE\r\n\r\n`, { waitForClose: true });
+    assert.deepEqual(statuses(res.raw), [200, 200, 400]);
+    assert.equal(res.closed, true);
+    assert.equal(count(), before + 2);
+  });
+
+  it('a client that half-closes mid-request still gets the answers for the whole ones before it (case 24)', async () => {
+    const before = count();
+    const { connect } = await import('node:net');
+    const u = new URL(s.url);
+    const raw = await new Promise<Buffer>((resolve) => {
+      const got: Buffer[] = [];
+      const sock = connect(Number(u.port), u.hostname, () =>
+        sock.end('POST /b/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nxPOST /b/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n\r\nabc'),
+      );
+      sock.on('data', (d: Buffer) => got.push(d));
+      sock.on('close', () => resolve(Buffer.concat(got)));
+    });
+    assert.deepEqual(statuses(raw), [200]);
+    assert.equal(count(), before + 1);
+  });
+
+  it('a 1 MB request line sent while the server answers: the 414 arrives, not a reset (case 21)', async () => {
+    const head = `GET /b/hooks?q=${'v'.repeat(1_000_000)} HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\n`;
+    for (let i = 0; i < 5; i++) {
+      const res = await rawRequest(s.url, [head, 'x'], { waitForClose: true });
+      assert.equal(res.status, 414);
+    }
+  });
+
+  it('a chunked body in 1-byte, large and small chunks is stored byte-identical (case 12)', async () => {
+    const body = Buffer.alloc(20_000);
+    for (let i = 0; i < body.length; i++) body[i] = (i * 7) % 256;
+    const sizes = [1, 1, 1, 3000, 1, 10_000, 2, 5000];
+    const parts: Buffer[] = [Buffer.from('POST /b/hooks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n')];
+    let off = 0;
+    for (let k = 0; off < body.length; k++) {
+      const n = Math.min(sizes[k % sizes.length]!, body.length - off);
+      parts.push(Buffer.from(`${n.toString(16)}\r\n`), body.subarray(off, off + n), Buffer.from('\r\n'));
+      off += n;
+    }
+    parts.push(Buffer.from('0\r\n\r\n'));
+    const res = await rawRequest(s.url, Buffer.concat(parts));
+    assert.equal(res.status, 200);
+    assert.ok((await s.store.getRequest(res.headers['x-hookbucket-request-id']!))?.body.equals(body));
+  });
+});

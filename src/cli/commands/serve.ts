@@ -50,8 +50,11 @@ Examples:
         shutdownGraceMs: opts.shutdownGrace as string | undefined,
       });
       const logger = createLogger(config.logLevel, io.stderr);
+      // Trap signals before starting: a SIGTERM that arrives while the server and its worker
+      // start (or just after "listening") must stop them gracefully, not kill the process.
+      const signalled = io.waitForSignal();
       const running = await startServer(config, { clock: systemClock, logger });
-      const sig = await io.waitForSignal();
+      const sig = await signalled;
       logger.info({ signal: sig }, 'shutting down');
       await running.close();
     });

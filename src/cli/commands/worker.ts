@@ -42,6 +42,9 @@ Examples:
         logLevel: opts.logLevel ?? (opts.once ? 'warn' : undefined),
       });
       const logger = createLogger(config.logLevel, io.stderr);
+      // Trapped before starting (as serve does), so a SIGTERM during start-up stops the worker
+      // gracefully and releases its lease; --once stays interruptible by Ctrl-C.
+      const signalled = opts.once ? undefined : io.waitForSignal();
       const running = await startWorker(config, { clock: systemClock, logger }, opts.standby && !opts.once ? 'standby' : 'refuse', { loop: !opts.once });
       if (opts.once) {
         const pass = await running.worker.runOnce();
@@ -50,7 +53,7 @@ Examples:
         else print(io, `started ${pass.started} attempt(s)${Object.keys(pass.deferred).length ? `; held back: ${Object.entries(pass.deferred).map(([r, n]) => `${r} ${n}`).join(', ')}` : ''}`);
         return;
       }
-      const sig = await io.waitForSignal();
+      const sig = await signalled!;
       logger.info({ signal: sig }, 'drain worker stopping');
       await running.close();
     });
