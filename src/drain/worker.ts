@@ -30,6 +30,7 @@ import {
 import type { Outcome } from './classify.js';
 import { forward, forwardHeaders, forwardTarget, type ForwardResult } from './forward.js';
 import { decideAttempt } from './outcome.js';
+import { DEFAULT_SCHEDULE } from './schedule.js';
 import { admit, block, newPacer, type DeferReason, type PacerState } from './pacer.js';
 import { FULL_BUCKET, takeToken, type Rate, type TokenBucketState } from './token-bucket.js';
 
@@ -304,8 +305,7 @@ export class DrainWorker {
    * that lease lapses. Resolves once the loop is running (or standing by).
    */
   async start(mode: StartMode = 'standby', options: { loop?: boolean } = {}): Promise<void> {
-    const info = {};
-    const leaseInfo = JSON.stringify({ host: hostname(), pid: process.pid, lease_ms: this.#d.leaseMs, started_at: new Date(this.#d.clock.now()).toISOString(), ...info });
+    const leaseInfo = JSON.stringify({ host: hostname(), pid: process.pid, lease_ms: this.#d.leaseMs, started_at: new Date(this.#d.clock.now()).toISOString() });
     const first = await this.#d.store.acquireWorkerLease(this.#d.holder, leaseInfo, this.#d.clock.now(), this.#d.workerLeaseTtlMs);
     if (!first.ok && mode === 'refuse') throw new AppError('worker_active', describeHolder(first.current));
     if (!first.ok) this.#d.logger.warn({ holder: first.current.holder }, `drain worker standing by: ${describeHolder(first.current)}`);
@@ -478,7 +478,8 @@ export class DrainWorker {
     const outcome: Outcome = res.kind === 'response' ? { kind: 'response', status: res.status } : { kind: 'error', errorClass: res.errorClass };
     const retryAfter = res.kind === 'response' ? headerValue(res.headers, 'retry-after') : undefined;
     const pausedSinceFirst = b ? pausedMsAt(b, now) - a.pausedMsAtFirst : 0;
-    const decision = decideAttempt(drain?.schedule ?? { baseMs: 30_000, multiplier: 3, capMs: 10_800_000, maxAttempts: 14, jitter: 'upper' }, drain?.retryOn ?? null, {
+    // A bucket deleted mid-attempt is decided on the defaults (its rows go with it anyway).
+    const decision = decideAttempt(drain?.schedule ?? DEFAULT_SCHEDULE, drain?.retryOn ?? null, {
       outcome,
       retryAfter,
       attempt: a.number,

@@ -1,9 +1,6 @@
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import { after, describe, it } from 'node:test';
-import { runCli as runProgram } from '../../src/cli/index.js';
-import type { CliIo } from '../../src/cli/io.js';
-import { runCli } from '../helpers/cli.js';
+import { runCli, runInProcess } from '../helpers/cli.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 /** The drain settings part of `bucket show --json`, for whole-object comparisons. */
@@ -216,21 +213,6 @@ describe('bucket drain settings through the real binary', () => {
   });
 });
 
-/** The same program in-process, as in test/drain/cli.test.ts: the exit code is the one bin.ts exits with. */
-async function runInProcess(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const sink = (append: (s: string) => void) => new Writable({ write: (chunk, _enc, done) => (append(String(chunk)), done()) });
-  const io: CliIo = {
-    stdout: sink((s) => (stdout += s)),
-    stderr: sink((s) => (stderr += s)),
-    env: {},
-    dotenv: {},
-    waitForSignal: () => new Promise(() => {}),
-  };
-  const code = await runProgram(['node', 'hookbucket', ...args], io);
-  return { code, stdout, stderr };
-}
 
 describe('drain settings in-process: forward-header edits, and the whole table of bad values (exit 2, nothing changed)', () => {
   const t = tempDir();

@@ -2,10 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { Writable } from 'node:stream';
-import { runCli as runProgram } from '../../src/cli/index.js';
-import type { CliIo } from '../../src/cli/io.js';
-import { runCli } from '../helpers/cli.js';
+import { runCli, runInProcess } from '../helpers/cli.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 describe('hookbucket schedule through the real binary', () => {
@@ -151,21 +148,6 @@ describe('hookbucket simulate through the real binary', () => {
   });
 });
 
-/** The same program in-process: the exit code runCli returns is the one bin.ts exits with. */
-async function runInProcess(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const sink = (append: (s: string) => void) => new Writable({ write: (chunk, _enc, done) => (append(String(chunk)), done()) });
-  const io: CliIo = {
-    stdout: sink((s) => (stdout += s)),
-    stderr: sink((s) => (stderr += s)),
-    env: {},
-    dotenv: {},
-    waitForSignal: () => new Promise(() => {}),
-  };
-  const code = await runProgram(['node', 'hookbucket', ...args], io);
-  return { code, stdout, stderr };
-}
 
 describe('usage errors exit 2 (in-process, the whole table)', () => {
   const cases: string[][] = [

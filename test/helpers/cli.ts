@@ -1,5 +1,8 @@
 import { execFile } from 'node:child_process';
+import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
+import { runCli as runProgram } from '../../src/cli/index.js';
+import type { CliIo } from '../../src/cli/io.js';
 
 export const BIN = fileURLToPath(new URL('../../src/cli/bin.js', import.meta.url));
 
@@ -25,4 +28,23 @@ export function runCli(args: string[], env: Record<string, string> = {}): Promis
       },
     );
   });
+}
+
+/**
+ * The same program in-process, for long tables of cases where a process per case is too slow: the
+ * exit code runCli returns is the one bin.ts exits with.
+ */
+export async function runInProcess(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const sink = (append: (s: string) => void) => new Writable({ write: (chunk, _enc, done) => (append(String(chunk)), done()) });
+  const io: CliIo = {
+    stdout: sink((s) => (stdout += s)),
+    stderr: sink((s) => (stderr += s)),
+    env: {},
+    dotenv: {},
+    waitForSignal: () => new Promise(() => {}),
+  };
+  const code = await runProgram(['node', 'hookbucket', ...args], io);
+  return { code, stdout, stderr };
 }

@@ -31,6 +31,7 @@ import {
 import { toBucket } from './bucket-row.js';
 import { openSqlite, type SqliteDb } from './open.js';
 import { migrate } from './sqlite-store.js';
+import { closeThread, readyOf } from './threads.js';
 
 interface DueRow {
   id: string;
@@ -58,22 +59,12 @@ const WORKER_LEASE = 'drain';
 
 type ClaimOptions = Parameters<DrainStore['claim']>[1];
 
+/** The checkpoint thread ingest runs (checkpoint-thread.ts), for a worker running without ingest. */
 async function startCheckpointer(path: string): Promise<Worker> {
   const w = new Worker(new URL('./checkpoint-thread.js', import.meta.url), { workerData: { path, durability: 'normal' } });
   w.unref();
-  await new Promise<void>((resolve, reject) => {
-    w.once('error', reject);
-    w.on('message', (m: { type: string }) => m.type === 'ready' && resolve());
-  });
+  await readyOf(w);
   return w;
-}
-
-function stopCheckpointer(w: Worker): Promise<void> {
-  return new Promise((resolve) => {
-    w.once('exit', () => resolve());
-    w.on('message', (m: { type: string }) => m.type === 'closed' && void w.terminate());
-    w.postMessage({ type: 'close' });
-  });
 }
 
 export class SqliteDrainStore implements DrainStore {
@@ -250,7 +241,7 @@ export class SqliteDrainStore implements DrainStore {
       store.#checkpointer = checkpointer;
       return store;
     } catch (e) {
-      if (checkpointer) await stopCheckpointer(checkpointer);
+      if (checkpointer) await closeThread(checkpointer);
       db.close();
       throw e;
     }
@@ -359,7 +350,7 @@ export class SqliteDrainStore implements DrainStore {
   }
 
   async close(): Promise<void> {
-    if (this.#checkpointer) await stopCheckpointer(this.#checkpointer);
+    if (this.#checkpointer) await closeThread(this.#checkpointer);
     this.#db.close();
   }
 }

@@ -5,7 +5,7 @@ import type { Config } from '../../config/config.js';
 import { AppError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { CapturedRequest, IngestSink, StorageHealth } from '../store.js';
-import { storageErrorCode } from './open.js';
+import { closeThread, readyOf } from './threads.js';
 import { mergeRejection, type FromWriter, type IngestItem, type RejectionCount, type ToWriter, type WriterInit } from './writer-protocol.js';
 
 interface Pending {
@@ -248,36 +248,4 @@ export class SqliteIngest implements IngestSink {
     if (this.#pending.size > 0) await new Promise<void>((r) => (this.#drained = r));
     await Promise.all([closeThread(this.#checkpointer), this.#writerAlive ? closeThread(this.#writer) : Promise.resolve()]);
   }
-}
-
-function readyOf(w: Worker): Promise<void> {
-  return new Promise((resolve, reject) => {
-    // A SqliteError thrown in a thread arrives as a plain `{ code }` object (its class and message
-    // do not survive the structured clone): make it an error that says what failed.
-    const onError = (e: unknown) => {
-      if (e instanceof Error) return reject(e);
-      const code = (e as { code?: unknown } | null)?.code;
-      reject(new AppError(storageErrorCode(e) ?? 'storage_error', `a storage thread failed to open the database${typeof code === 'string' ? `: ${code}` : ''}`, { cause: e }));
-    };
-    const onMsg = (m: { type: string }) => {
-      if (m.type === 'ready') {
-        w.off('error', onError);
-        w.off('message', onMsg);
-        resolve();
-      }
-    };
-    w.on('message', onMsg);
-    w.once('error', onError);
-  });
-}
-
-function closeThread(w: Worker): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => resolve();
-    w.once('exit', done);
-    w.on('message', (m: { type: string }) => {
-      if (m.type === 'closed') void w.terminate().then(done, done);
-    });
-    w.postMessage({ type: 'close' });
-  });
 }

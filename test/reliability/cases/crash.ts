@@ -345,6 +345,43 @@ async function ingest(ctx: CaseContext, url: string, bucket: string, n: number, 
   return load;
 }
 
+/**
+ * After a worker died (cases 3 and 4): starts a normal standby worker, waits until every delivery
+ * is delivered, stops it, and checks that each acked request reached the consumer, that the
+ * `inFlight` attempts the dead worker left were closed as lease_expired, and the invariant.
+ */
+async function recoverDeliveries(
+  r: ReturnType<typeof newResult>,
+  o: { db: string; acks: AckLog; load: LoadGenerator; consumer: Consumer; inFlight: number; what: string },
+): Promise<{ expired: AttemptRow[]; open: number; seen: Map<string, number> }> {
+  const { db, acks, load, consumer } = o;
+  const worker = await startWorkerProcess({ db, flags: ['--lease', '2s', '--standby'] });
+  let settled;
+  try {
+    settled = await until(() => {
+      const d = deliveryRows(db);
+      return [...d.states.values()].every((s) => s === 'delivered') && d.states.size === WORKER_REQUESTS ? d : undefined;
+    }, 60_000, 200);
+  } finally {
+    const term = await worker.term();
+    if (term.code !== 0) r.fail(`recovering worker: exit ${term.code ?? term.signal} on SIGTERM`);
+  }
+  const final = deliveryRows(db);
+  if (!settled) r.fail(`not all delivered within 60 s: ${[...final.states.values()].join(', ')}`);
+  const seen = countByRequestId(consumer.received);
+  for (const a of acks.all()) if ((seen.get(a.id) ?? 0) < 1) r.fail(`request ${a.id} never reached the consumer`);
+  const expired = final.attempts.filter((a) => a.outcome === 'lease_expired');
+  if (expired.length !== o.inFlight) r.fail(`${o.inFlight} deliveries were in flight at the ${o.what}, ${expired.length} attempts closed as lease_expired`);
+  const inv = checkInvariant({ db, acks: acks.all(), sent: load.sent, expectDeliveries: true });
+  addInvariant(r, inv, 'after recovery');
+  r.sent = load.stats.sent;
+  r.acked = load.stats.acked;
+  r.verified = inv.verified;
+  r.lostAcked = inv.lost.length;
+  r.duplicates = duplicatesIn(consumer.received);
+  return { expired, open: final.attempts.filter((a) => a.outcome === null).length, seen };
+}
+
 const WORKER_REQUESTS = 5;
 
 async function workerKilledMidForward(ctx: CaseContext): Promise<CaseResult> {
@@ -384,34 +421,12 @@ async function workerKilledMidForward(ctx: CaseContext): Promise<CaseResult> {
     const delivering = [...stuck.states.values()].filter((s) => s === 'delivering').length;
     // A new worker stands by until the dead one's worker lease (15 s) lapses, then recovers the
     // expired delivery leases (2 s) and sends them again.
-    worker = await startWorkerProcess({ db, flags: ['--lease', '2s', '--standby'] });
-    const settled = await until(() => {
-      const d = deliveryRows(db);
-      return [...d.states.values()].every((s) => s === 'delivered') && d.states.size === WORKER_REQUESTS ? d : undefined;
-    }, 60_000, 200);
-    const recoveredMs = performance.now() - killedAt;
-    const term = await worker.term();
+    const rec = await recoverDeliveries(r, { db, acks, load, consumer, inFlight: delivering, what: 'kill' });
     worker = undefined;
-    if (term.code !== 0) r.fail(`second worker: exit ${term.code ?? term.signal} on SIGTERM`);
-    const final = deliveryRows(db);
-    if (!settled) r.fail(`not all delivered within 60 s: ${[...final.states.values()].join(', ')}`);
-    const seen = countByRequestId(consumer.received);
-    for (const a of acks.all()) {
-      if ((seen.get(a.id) ?? 0) < 1) r.fail(`request ${a.id} never reached the consumer`);
-    }
-    // Every attempt killed in flight is closed as lease_expired; each delivery ends delivered.
-    const expired = final.attempts.filter((a) => a.outcome === 'lease_expired');
-    const open = final.attempts.filter((a) => a.outcome === null);
-    if (expired.length !== delivering) r.fail(`${delivering} deliveries were in flight at the kill, ${expired.length} attempts closed as lease_expired`);
-    if (expired.some((a) => a.error_class !== 'lease_expired')) r.fail('a lease_expired attempt has another error class');
-    if (open.length > 0) r.fail(`${open.length} attempts still open`);
-    const inv = checkInvariant({ db, acks: acks.all(), sent: load.sent, expectDeliveries: true });
-    addInvariant(r, inv, 'after recovery');
-    r.sent = load.stats.sent;
-    r.acked = load.stats.acked;
-    r.verified = inv.verified;
-    r.lostAcked = inv.lost.length;
-    r.duplicates = duplicatesIn(consumer.received);
+    if (rec.open > 0) r.fail(`${rec.open} attempts still open`);
+    if (rec.expired.some((a) => a.error_class !== 'lease_expired')) r.fail('a lease_expired attempt has another error class');
+    const recoveredMs = performance.now() - killedAt;
+    const { expired, seen } = rec;
     r.figure('deliveries in flight at the kill', String(delivering));
     r.figure('attempts closed as lease_expired', String(expired.length));
     r.figure('kill → all delivered', secs(recoveredMs), '≤ 60 s (worker lease 15 s + delivery lease 2 s)');
@@ -449,28 +464,8 @@ async function crashAfterResponse(ctx: CaseContext): Promise<CaseResult> {
     ctx.log(`worker killed itself after a 2xx: consumer had ${seenAtCrash} request(s); ${delivering} delivering, ${delivered} delivered in the file`);
     if (delivered > 0) r.note(`${delivered} delivered before the crash (their completions were written first)`);
     const t0 = performance.now();
-    worker = await startWorkerProcess({ db, flags: ['--lease', '2s', '--standby'] });
-    const settled = await until(() => {
-      const d = deliveryRows(db);
-      return [...d.states.values()].every((s) => s === 'delivered') && d.states.size === WORKER_REQUESTS ? d : undefined;
-    }, 60_000, 200);
+    const { seen } = await recoverDeliveries(r, { db, acks, load, consumer, inFlight: delivering, what: 'crash' });
     const ms = performance.now() - t0;
-    const term = await worker.term();
-    worker = undefined;
-    if (term.code !== 0) r.fail(`normal worker: exit ${term.code ?? term.signal} on SIGTERM`);
-    const final = deliveryRows(db);
-    if (!settled) r.fail(`not all delivered within 60 s: ${[...final.states.values()].join(', ')}`);
-    const seen = countByRequestId(consumer.received);
-    for (const a of acks.all()) if ((seen.get(a.id) ?? 0) < 1) r.fail(`request ${a.id} never reached the consumer`);
-    const expired = final.attempts.filter((a) => a.outcome === 'lease_expired');
-    if (expired.length !== delivering) r.fail(`${delivering} deliveries were in flight at the crash, ${expired.length} attempts closed as lease_expired`);
-    const inv = checkInvariant({ db, acks: acks.all(), sent: load.sent, expectDeliveries: true });
-    addInvariant(r, inv, 'after recovery');
-    r.sent = load.stats.sent;
-    r.acked = load.stats.acked;
-    r.verified = inv.verified;
-    r.lostAcked = inv.lost.length;
-    r.duplicates = duplicatesIn(consumer.received);
     r.figure('consumer 2xx answers unrecorded at the crash', String(delivering));
     r.figure('restart → all delivered', secs(ms), '≤ 60 s');
     r.figure('consumer saw each request (times)', [...acks.all()].map((a) => seen.get(a.id) ?? 0).join(', '));
