@@ -1,6 +1,7 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp } from './app.js';
+import { spoolDirFor } from './ingest/spool.js';
 import type { Config } from './config/config.js';
 import { createHttpServer } from './server.js';
 import type { Clock } from './shared/clock.js';
@@ -46,7 +47,7 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
     await store.close();
     throw e;
   }
-  const app = createApp({ store, sink, clock, logger, config });
+  const app = createApp({ store, sink, clock, logger, config: { ...config, spoolDir: spoolDirFor(config.db) } });
   const server = createHttpServer(app, {
     headersTimeoutMs: config.headersTimeoutMs,
     requestTimeoutMs: config.requestTimeoutMs,

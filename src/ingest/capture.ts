@@ -1,12 +1,21 @@
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { InflightBudget } from './limits.js';
+import { Spool, SPOOL_HIGH_WATER_BYTES, SPOOL_THRESHOLD_BYTES, spoolErrorCode } from './spool.js';
 
 export type BodyResult =
   | { kind: 'ok'; body: Buffer }
   | { kind: 'too_large' }
   | { kind: 'overloaded' }
-  | { kind: 'aborted' };
+  | { kind: 'aborted' }
+  | { kind: 'storage'; code: 'storage_full' | 'storage_error' };
+
+export interface SpoolOptions {
+  /** Folder for spool files (made when missing). */
+  dir: string;
+  /** A body with no Content-Length spools once it passes this many bytes. */
+  thresholdBytes?: number;
+}
 
 /** Chunks under this size are copied into a shared block rather than kept as separate Buffers. */
 const SMALL_CHUNK_BYTES = 4096; // 4 KiB
@@ -17,23 +26,42 @@ const COALESCE_BLOCK_BYTES = 64 * 1024; // 64 KiB
  * Content-Length claims, and for chunked bodies too: body-limit middlewares have had chunked
  * bypasses). Stops at `limit` without buffering past it. Bytes are reserved in the shared inflight
  * budget as they arrive; the caller releases `reserved()` when the request is done.
+ *
+ * With `spool`, a body without a Content-Length that passes the threshold goes to a spool file
+ * (see Spool) rather than memory, so one refused at limit + 1 never held the limit in memory. A
+ * body with a Content-Length was already checked against the limit, and is read into memory.
  */
 export function readBody(
   incoming: IncomingMessage,
   limit: number,
   budget: InflightBudget,
+  spoolOptions?: SpoolOptions,
 ): { done: Promise<BodyResult>; reserved: () => number } {
   let reserved = 0;
+  const spoolAfter =
+    spoolOptions && incoming.headers['content-length'] === undefined ? (spoolOptions.thresholdBytes ?? SPOOL_THRESHOLD_BYTES) : Infinity;
   const done = new Promise<BodyResult>((resolve) => {
     const chunks: Buffer[] = [];
+    let spool: Spool | undefined;
     let size = 0;
+    // Where finished pieces go: the list in memory, or the spool once there is one.
+    const emit = (buf: Buffer) => {
+      if (!spool) return void chunks.push(buf);
+      spool.write(buf);
+      if (spool.backlog > SPOOL_HIGH_WATER_BYTES && !incoming.isPaused()) {
+        incoming.pause();
+        spool.onDrain(() => {
+          if (!settled) incoming.resume();
+        });
+      }
+    };
     // Small chunks are copied into one block instead of kept one by one: every chunk Node hands
     // over is its own Buffer (about 400 bytes of heap each), so 1 MiB sent as 1-byte chunks held
     // over 400 MiB before this (reliability case 12). Coalesced, it costs the bytes and a few blocks.
     let block: Buffer | undefined;
     let blockUsed = 0;
     const sealBlock = () => {
-      if (block && blockUsed > 0) chunks.push(block.subarray(0, blockUsed));
+      if (block && blockUsed > 0) emit(block.subarray(0, blockUsed));
       block = undefined;
       blockUsed = 0;
     };
@@ -48,6 +76,7 @@ export function readBody(
       if (r.kind !== 'ok') {
         chunks.length = 0;
         block = undefined;
+        void spool?.close();
       }
       resolve(r);
     };
@@ -58,9 +87,14 @@ export function readBody(
         if (!budget.tryReserve(size - reserved)) return finish({ kind: 'overloaded' });
         reserved = size;
       }
+      if (spool?.failed) return finish({ kind: 'storage', code: spoolErrorCode(spool.failed) });
+      if (!spool && size > spoolAfter) {
+        spool = new Spool(spoolOptions!.dir);
+        for (const c of chunks.splice(0)) spool.write(c);
+      }
       if (chunk.length >= SMALL_CHUNK_BYTES) {
         sealBlock();
-        chunks.push(chunk);
+        emit(chunk);
         return;
       }
       if (block && blockUsed + chunk.length > block.length) sealBlock();
@@ -71,7 +105,11 @@ export function readBody(
     };
     const onEnd = () => {
       sealBlock();
-      finish({ kind: 'ok', body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size) });
+      if (!spool) return finish({ kind: 'ok', body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size) });
+      spool.collect().then(
+        (body) => finish({ kind: 'ok', body }),
+        (e: NodeJS.ErrnoException) => finish({ kind: 'storage', code: spoolErrorCode(e) }),
+      );
     };
     const onAbort = () => finish({ kind: 'aborted' });
     const onClose = () => {

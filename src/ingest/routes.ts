@@ -27,7 +27,8 @@ export interface IngestDeps {
   sink: IngestSink;
   clock: Clock;
   logger: Logger;
-  config: { trustProxy: boolean; maxInflightBytes: number };
+  /** `spoolDir`: where bodies without a Content-Length go once past 1 MiB; without it they stay in memory. */
+  config: { trustProxy: boolean; maxInflightBytes: number; spoolDir?: string };
 }
 
 /** Seconds a client should wait before retrying after a 503, by cause. */
@@ -111,13 +112,18 @@ export function createIngestHandler(deps: IngestDeps): (c: Context<Env>) => Prom
     try {
       // We answer 100 Continue ourselves, only after the checks above (server.ts routes checkContinue here).
       if (/100-continue/i.test(String(incoming.headers.expect ?? ''))) outgoing.writeContinue();
-      reading = readBody(incoming, bucket.maxBody, budget);
+      const spoolDir = deps.config.spoolDir;
+      reading = readBody(incoming, bucket.maxBody, budget, spoolDir === undefined ? undefined : { dir: spoolDir });
       const result = await reading.done;
       if (result.kind === 'too_large') {
         return refuse(bucket.name, 413, 'body_too_large', `body over the bucket limit of ${bucket.maxBody} bytes`);
       }
       if (result.kind === 'overloaded') {
         return refuse(bucket.name, 503, 'overloaded', 'too many body bytes in flight', retryAfter('overloaded'));
+      }
+      if (result.kind === 'storage') {
+        deps.logger.warn({ bucket: bucket.name, code: result.code }, 'spooling a request body failed');
+        return refuse(bucket.name, 503, result.code, 'storage cannot take writes right now', retryAfter(result.code));
       }
       if (result.kind === 'aborted') {
         // Parse errors and timeouts were answered and counted by the server's clientError handler;

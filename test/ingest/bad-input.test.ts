@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import { rawRequest } from '../helpers/raw-http.js';
@@ -378,5 +380,69 @@ describe('found by the reliability suite (test/reliability/cases/hostile.ts)', (
     const res = await rawRequest(s.url, Buffer.concat(parts));
     assert.equal(res.status, 200);
     assert.ok((await s.store.getRequest(res.headers['x-hookbucket-request-id']!))?.body.equals(body));
+  });
+
+  // Bodies without a Content-Length spool to a file past 1 MiB (src/ingest/spool.ts).
+  function chunkedWire(bucket: string, body: Buffer, chunkBytes: number): Buffer {
+    const parts: Buffer[] = [Buffer.from(`POST /b/${bucket}/spooled HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n`)];
+    for (let off = 0; off < body.length; off += chunkBytes) {
+      const piece = body.subarray(off, off + chunkBytes);
+      parts.push(Buffer.from(`${piece.length.toString(16)}\r\n`), piece, Buffer.from('\r\n'));
+    }
+    parts.push(Buffer.from('0\r\n\r\n'));
+    return Buffer.concat(parts);
+  }
+  async function refused(wire: Buffer, status: number, code: string) {
+    const before = count();
+    const res = await rawRequest(s.url, wire);
+    assert.equal(res.status, status, res.raw.toString('latin1').slice(0, 300));
+    assert.equal(json(res.body).code, code);
+    assert.equal(count(), before, 'nothing stored');
+    return res;
+  }
+  const spoolFiles = () => {
+    try {
+      return readdirSync(`${s.db}-spool`);
+    } catch {
+      return [];
+    }
+  };
+
+  it('a chunked body past the spool threshold is stored byte-identical, and its spool file is gone', async () => {
+    const body = randomBytes(3 * 1024 * 1024 + 7);
+    for (const chunkBytes of [64 * 1024, 1000]) {
+      const res = await rawRequest(s.url, chunkedWire('hooks', body, chunkBytes));
+      assert.equal(res.status, 200, res.raw.toString('latin1').slice(0, 300));
+      assert.ok((await s.store.getRequest(res.headers['x-hookbucket-request-id']!))?.body.equals(body));
+    }
+    assert.deepEqual(spoolFiles(), []);
+  });
+
+  it('a chunked body that passes the limit after spooling: 413, nothing stored, no spool file left', async () => {
+    await s.store.createBucket({ name: 'two-mib', maxBody: 2 * 1024 * 1024 });
+    await refused(chunkedWire('two-mib', randomBytes(2 * 1024 * 1024 + 1), 64 * 1024), 413, 'body_too_large');
+    assert.deepEqual(spoolFiles(), []);
+    // At exactly the limit it is stored.
+    const body = randomBytes(2 * 1024 * 1024);
+    const res = await rawRequest(s.url, chunkedWire('two-mib', body, 64 * 1024));
+    assert.equal(res.status, 200);
+    assert.ok((await s.store.getRequest(res.headers['x-hookbucket-request-id']!))?.body.equals(body));
+  });
+
+  it('a spool that cannot be written: 503 with Retry-After, nothing stored; small bodies still 2xx', async () => {
+    const dir = `${s.db}-spool`;
+    rmSync(dir, { recursive: true, force: true });
+    writeFileSync(dir, 'in the way');
+    try {
+      const res = await refused(chunkedWire('hooks', randomBytes(2 * 1024 * 1024), 64 * 1024), 503, 'storage_error');
+      assert.equal(res.headers['retry-after'], '5');
+      const small = await rawRequest(s.url, chunkedWire('hooks', randomBytes(1000), 100));
+      assert.equal(small.status, 200);
+    } finally {
+      rmSync(dir, { force: true });
+    }
+    // The folder is made again on the next use.
+    const ok = await rawRequest(s.url, chunkedWire('hooks', randomBytes(2 * 1024 * 1024), 64 * 1024));
+    assert.equal(ok.status, 200);
   });
 });

@@ -13,7 +13,7 @@
  * The Bench, memory and exchange helpers are exported for consumer.ts and soak.ts.
  */
 import { spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { METHODS } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
@@ -599,6 +599,15 @@ function pct(xs: number[], p: number): number {
 
 const ms = (x: number) => `${x.toFixed(0)} ms`;
 
+/** Files in the database's spool folder (none is ever expected: spool files are unlinked at once). */
+function spoolLeft(db: string): string[] {
+  try {
+    return readdirSync(`${db}-spool`);
+  } catch {
+    return [];
+  }
+}
+
 // ───────────────────────────── the cases ─────────────────────────────
 
 const case10: ReliabilityCase = {
@@ -642,8 +651,8 @@ const case11: ReliabilityCase = {
   title: 'body at limit + 1 (Content-Length, chunked, Expect): 413, nothing stored, memory flat',
   timeoutMs: 180_000,
   run: async (ctx) => {
-    const limit = 32 * MiB;
-    const b = await Bench.start(ctx, { buckets: [{ name: 'capped', flags: ['--max-body', '32MiB'] }, { name: 'small', flags: ['--max-body', '1KiB'] }], serve: ['--no-worker'] });
+    const limit = 100 * MiB;
+    const b = await Bench.start(ctx, { buckets: [{ name: 'capped', flags: ['--max-body', '100MiB'] }, { name: 'small', flags: ['--max-body', '1KiB'] }], serve: ['--no-worker'] });
     b.result.note('the 1 KiB shapes are also in test/ingest/bad-input.test.ts (413 with Content-Length, chunked, Expect)');
     return b.run(async () => {
       // Warm the server up (JIT, pools) so the measured growth is the request's own.
@@ -681,16 +690,18 @@ const case11: ReliabilityCase = {
         b.result.figure('Expect limit+1: server peak RSS growth', `${mib(m.growth)} (${m.how})`, `< ${mib(flatBound)}`);
         b.check(m.growth < flatBound, `Expect limit+1: peak RSS grew ${mib(m.growth)}`);
       }
-      // Chunked: no length to judge up front, so the body is read (and held, as a body at the limit
-      // must be) until it passes the limit: one costs about the limit. A run of them must plateau,
-      // not add up: V8 frees the refused buffers once about 64 MiB of external memory has piled up.
+      // Chunked: no length to judge up front, so the body is read until it passes the limit. Past
+      // 1 MiB it goes to an unlinked spool file, not memory (src/ingest/spool.ts). The first such
+      // body on a fresh process also pays V8's one-time growth (its young generation grows, and
+      // socket-read buffers wait for an external-memory-pressure GC): measured about 30 MiB for a
+      // 32 MiB and for a 100 MiB payload alike, so it is reported against half the payload (a
+      // server that held the body would need all of it), and the steady state against a quarter.
       {
         const before = b.rows();
         const one = await peakGrowth(b.pid, () => b.send(b.wire({ bucket: 'capped', body: payload, framing: 'chunked', chunkBytes: MiB }), { pieceBytes: 64 * KiB }));
         b.expect(one.value, 413, 'body_too_large', 'limit + 1 chunked');
-        const oneBound = limit + 16 * MiB;
-        b.result.figure('chunked limit+1: server peak RSS growth', `${mib(one.growth)} (${one.how}); ${mib(one.value.bytesSent)} sent`, `≤ limit + 16 MiB = ${mib(oneBound)}`);
-        b.check(one.growth <= oneBound, `chunked limit+1: peak RSS grew ${mib(one.growth)}`);
+        b.result.figure('chunked limit+1, first on a fresh server: peak RSS growth', `${mib(one.growth)} (${one.how}); ${mib(one.value.bytesSent)} sent`, `< ${mib(payload.length / 2)}`);
+        b.check(one.growth < payload.length / 2, `chunked limit+1 (first): peak RSS grew ${mib(one.growth)}`);
         const runs = 6;
         const run = await peakGrowth(b.pid, async () => {
           const answers: Answer[] = [];
@@ -699,13 +710,10 @@ const case11: ReliabilityCase = {
         });
         run.value.forEach((a, i) => b.expect(a, 413, 'body_too_large', `limit + 1 chunked (run #${i + 1})`));
         b.nothingStored(before, 'limit + 1 chunked');
-        const runBound = limit + 80 * MiB;
-        b.result.figure(`chunked limit+1 ×${runs} in a row: server peak RSS growth`, `${mib(run.growth)} (${run.how}) for ${mib(runs * payload.length)} sent`, `≤ limit + 80 MiB = ${mib(runBound)}`);
-        b.check(run.growth <= runBound, `chunked limit+1 ×${runs}: peak RSS grew ${mib(run.growth)}`);
-        b.result.note(
-          `chunked over the limit is refused at limit + 1 bytes read, and what was read is held until then, as a body at the limit must be to be stored: ` +
-            `${mib(one.growth)} for a ${mib(limit)} limit. That is bounded by the limit, not by the issue's "flat" bound (${mib(flatBound)}, a quarter of the payload), which Content-Length and Expect meet`,
-        );
+        b.result.figure(`chunked limit+1 ×${runs} in a row: server peak RSS growth`, `${mib(run.growth)} (${run.how}) for ${mib(runs * payload.length)} sent`, `< ${mib(flatBound)}`);
+        b.check(run.growth < flatBound, `chunked limit+1 ×${runs}: peak RSS grew ${mib(run.growth)}`);
+        const left = spoolLeft(b.db);
+        b.check(left.length === 0, `spool files left behind: ${left.join(', ')}`);
       }
     });
   },
