@@ -782,15 +782,40 @@ async function baselineRun(reqs: Outgoing[], concurrency: number, consumer: Cons
   return { kind: 'baseline', round, requests: n, reqPerS: spanRate(sorted), spanMs: sorted[n - 1]! - sorted[0]!, cpuUsPerReq: cpu / n };
 }
 
+/**
+ * With BENCH_CPU_PROFILE=<folder>, each worker round writes a .cpuprofile there (this thread only,
+ * from the worker's start to the last arrival), for Chrome DevTools or any profile viewer.
+ */
+async function startProfile(): Promise<{ stop(name: string): Promise<void> } | undefined> {
+  const dir = process.env.BENCH_CPU_PROFILE;
+  if (!dir) return undefined;
+  const { Session } = await import('node:inspector/promises');
+  const { mkdir, writeFile } = await import('node:fs/promises');
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  return {
+    async stop(name) {
+      const { profile } = await session.post('Profiler.stop');
+      session.disconnect();
+      await mkdir(dir, { recursive: true });
+      await writeFile(join(dir, `${name}.cpuprofile`), JSON.stringify(profile));
+    },
+  };
+}
+
 async function workerRun(db: string, bucket: string, n: number, consumer: ConsumerProcess, round: number, logger: Logger, problems: string[]): Promise<ThroughputRun> {
   await consumer.reset([n]);
   const w = await openWorker(db, logger);
+  const profile = await startProfile();
   const cpu0 = process.cpuUsage();
   let cpu = 0;
   try {
     await w.worker.start('refuse');
     await consumer.reached(n, drainTimeoutMs(n));
     cpu = cpuUs(cpu0);
+    await profile?.stop(`worker-round-${round}`);
   } finally {
     await w.close();
   }
