@@ -10,6 +10,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../src/config/config.js';
+import { newPacer } from '../src/drain/pacer.js';
 import { systemClock } from '../src/shared/clock.js';
 import { newId } from '../src/shared/ids.js';
 import { createLogger } from '../src/shared/logger.js';
@@ -56,10 +57,10 @@ async function round(r: number): Promise<{ cpuUs: number; wallMs: number; delive
     const w0 = performance.now();
     for (;;) {
       const now = Date.now();
-      const claimed: ClaimedAttempt[] = await store.claim(
+      const { claimed }: { claimed: ClaimedAttempt[] } = await store.claim(
         bucket,
-        { complete: done, nowMs: now, limit: BATCH, leaseUntilMs: now + 60_000, url: (_d, path) => `http://127.0.0.1:9/hook${path}` },
-        () => ({ kind: 'claim' }),
+        { complete: done, nowMs: now, limit: BATCH, leaseUntilMs: now + 60_000 },
+        { pacer: newPacer(), replayPacers: new Map() },
       );
       delivered += done.length;
       if (claimed.length === 0) break;

@@ -22,17 +22,17 @@ import {
   pausedMsAt,
   type AttemptResult,
   type Bucket,
-  type ClaimDecision,
   type ClaimedAttempt,
   type DrainStore,
   type WorkerHolder,
 } from '../store/store.js';
 import type { Outcome } from './classify.js';
-import { forward, forwardHeaders, forwardTarget, type ForwardResult } from './forward.js';
+import { forward, forwardHeaders, type ForwardResult } from './forward.js';
 import { decideAttempt } from './outcome.js';
 import { DEFAULT_SCHEDULE } from './schedule.js';
-import { admit, block, newPacer, type DeferReason, type PacerState } from './pacer.js';
-import { FULL_BUCKET, takeToken, type Rate, type TokenBucketState } from './token-bucket.js';
+import { pacerConfigOf, type ClaimVerdict } from './admission.js';
+import { block, newPacer, type DeferReason, type PacerState } from './pacer.js';
+import { takeToken, type TokenBucketState } from './token-bucket.js';
 
 export const DEFAULT_LEASE_MS = 60_000; // 60s: longer than any bucket's attempt timeout (default 10s)
 /** The single-worker lease: renewed every third of this; a dead worker's lease is taken after it. */
@@ -96,8 +96,6 @@ export class DrainWorker {
   #buckets = new Map<string, Bucket>();
   #bucketList: Bucket[] = [];
   #bucketsVersion: number | undefined;
-  #replayRates: Map<string, Rate> | undefined;
-  #replayRatesCounter: number | undefined;
   #dueCache: { at: number | null; counter: number; readAt: number } | undefined;
   /** Per bucket, the Retry-After block whose deferral has been recorded. */
   readonly #blockRecorded = new Map<string, number>();
@@ -149,11 +147,6 @@ export class DrainWorker {
       await this.#recover(now);
     }
     const counter = store.changeCounter();
-    if (this.#replayRates === undefined || counter !== this.#replayRatesCounter) {
-      this.#replayRates = await store.replayRates();
-      this.#replayRatesCounter = counter;
-    }
-    const replayRates = this.#replayRates;
     const result: PassResult = { started: 0, deferred: {}, wakeAt: null };
     // Attempts finished since the last pass are recorded in the first claim transaction: one
     // commit instead of two. A pass that claims nothing writes them on their own at the end.
@@ -168,8 +161,8 @@ export class DrainWorker {
       const slots = b.drain.concurrency - (this.#inflightByBucket.get(b.name) ?? 0);
       // At its concurrency limit a bucket waits for a completion, which wakes the worker.
       if (slots <= 0) continue;
-      let pacer = this.#pacers.get(b.name) ?? newPacer();
-      const config = { rate: b.drain.rate === null ? null : { rate: b.drain.rate, burst: b.drain.burst }, budget: b.drain.retryBudget };
+      const pacer = this.#pacers.get(b.name) ?? newPacer();
+      const config = pacerConfigOf(b);
       // Nothing can start now: skip the claim transaction. A Retry-After block is still recorded
       // on the head of the line once per block; a rate wait is recorded when a walk runs out of
       // tokens (the pass that did claim).
@@ -184,67 +177,25 @@ export class DrainWorker {
           continue;
         }
       }
-      const recorded = new Set<string>();
-      const deferred: PassResult['deferred'] = {};
-      const replayTokens = new Map<string, TokenBucketState>();
       const complete = finished;
       finished = [];
       let claimed: ClaimedAttempt[];
+      let verdict: ClaimVerdict;
       try {
-        claimed = await store.claim(
+        ({ claimed, verdict } = await store.claim(
           b,
-          {
-            complete,
-            nowMs: now,
-            limit: slots,
-            leaseUntilMs: now + this.#d.leaseMs,
-            url: (destination, path, query) => {
-              const t = forwardTarget(destination ?? b.destination!, path, query, b.drain.forwardPath);
-              return t.origin + t.path;
-            },
-          },
-          (c): ClaimDecision => {
-            // A replay's own --rate paces its deliveries below the bucket's: checked first, so a
-            // replay held by its own rate spends none of the bucket's tokens.
-            const replayRate = c.replayId === null ? undefined : replayRates.get(c.replayId);
-            let replayTake: TokenBucketState | undefined;
-            if (replayRate !== undefined) {
-              const take = takeToken({ rate: replayRate, burst: 1 }, replayTokens.get(c.replayId!) ?? this.#replayPacers.get(c.replayId!) ?? FULL_BUCKET, now);
-              if (!take.taken) {
-                if (take.nextAvailableAtMs < wakeAt) wakeAt = take.nextAvailableAtMs;
-                const key = `replay_rate:${c.replayId}`;
-                if (recorded.has(key)) return { kind: 'skip' };
-                recorded.add(key);
-                deferred.replay_rate = (deferred.replay_rate ?? 0) + 1;
-                return { kind: 'defer', reason: 'replay_rate' };
-              }
-              replayTake = take.state;
-            }
-            const a = admit(config, pacer, c.attempts === 0 ? 'first' : 'retry', now);
-            if (a.go) {
-              pacer = a.state;
-              if (replayTake !== undefined) replayTokens.set(c.replayId!, replayTake);
-              return { kind: 'claim' };
-            }
-            if (a.untilMs < wakeAt) wakeAt = a.untilMs;
-            // A deferral is recorded on the delivery at the head of the line for each reason, once
-            // per pass; the ones behind it keep their place untouched (no write per waiting row).
-            // A retry held by the budget does not hold back the first attempts behind it.
-            const first = !recorded.has(a.reason);
-            recorded.add(a.reason);
-            if (first) deferred[a.reason] = (deferred[a.reason] ?? 0) + 1;
-            if (a.reason === 'retry_budget') return first ? { kind: 'defer', reason: a.reason } : { kind: 'skip' };
-            return first ? { kind: 'defer', reason: a.reason } : { kind: 'stop' };
-          },
-        );
+          { complete, nowMs: now, limit: slots, leaseUntilMs: now + this.#d.leaseMs },
+          { pacer, replayPacers: this.#replayPacers },
+        ));
       } catch (e) {
         this.#results = complete.concat(this.#results);
         throw e;
       }
       // The pacers move on only once the claim committed.
-      this.#pacers.set(b.name, pacer);
-      for (const [id, state] of replayTokens) this.#replayPacers.set(id, state);
-      for (const [reason, n] of Object.entries(deferred)) {
+      this.#pacers.set(b.name, verdict.pacer);
+      for (const [id, state] of verdict.replayTokens) this.#replayPacers.set(id, state);
+      if (verdict.wakeAt < wakeAt) wakeAt = verdict.wakeAt;
+      for (const [reason, n] of Object.entries(verdict.deferred)) {
         const k = reason as keyof PassResult['deferred'];
         result.deferred[k] = (result.deferred[k] ?? 0) + n;
       }
@@ -419,11 +370,7 @@ export class DrainWorker {
   }
 
   async #recover(now: number): Promise<void> {
-    const expired = await this.#d.store.recoverExpired(now, (d) => {
-      const s = this.#buckets.get(d.bucket)?.drain.schedule;
-      if (s?.maxAttempts !== undefined && d.attempts >= s.maxAttempts) return { kind: 'exhausted' };
-      return { kind: 'retry', atMs: now };
-    });
+    const expired = await this.#d.store.recoverExpired(now, this.#bucketList);
     if (expired.length > 0) this.#d.logger.warn({ count: expired.length }, 'closed attempts whose lease expired (lease_expired); their deliveries are due again');
   }
 
@@ -440,9 +387,8 @@ export class DrainWorker {
   }
 
   async #attempt(b: Bucket, a: ClaimedAttempt): Promise<void> {
-    const destination = a.destination ?? b.destination!;
     const res = await forward(this.#d.dispatcher, {
-      target: forwardTarget(destination, a.path, a.query, b.drain.forwardPath),
+      target: a.target,
       method: a.method,
       headers: forwardHeaders(a.rawHeaders, { requestId: a.requestId, generation: a.generation, attempt: a.number }, b.drain.forwardHeaders),
       body: a.body,

@@ -1,7 +1,9 @@
 import type { RetryOn } from '../drain/classify.js';
 import type { RetryBudgetConfig } from '../drain/retry-budget.js';
+import type { ClaimVerdict } from '../drain/admission.js';
+import type { PacerState } from '../drain/pacer.js';
 import type { Schedule } from '../drain/schedule.js';
-import type { Rate } from '../drain/token-bucket.js';
+import type { Rate, TokenBucketState } from '../drain/token-bucket.js';
 import type { AttemptOutcome, DeliveryState } from './schema.js';
 
 /**
@@ -302,6 +304,18 @@ export type ClaimDecision =
   /** Stop walking this bucket's due deliveries for this pass. */
   | { kind: 'stop' };
 
+/** The worker's pacer state for one bucket's claim (plain data, so it can cross to a store thread). */
+export interface ClaimPolicyState {
+  pacer: PacerState;
+  /** Token buckets of replays with their own --rate, by replay id. */
+  replayPacers: ReadonlyMap<string, TokenBucketState>;
+}
+
+export interface ClaimResult {
+  claimed: ClaimedAttempt[];
+  verdict: ClaimVerdict;
+}
+
 export interface ClaimedAttempt {
   attemptId: string;
   deliveryId: string;
@@ -316,6 +330,8 @@ export interface ClaimedAttempt {
   destination: string | null;
   /** The URL this attempt goes to, as recorded on the attempt row. */
   url: string;
+  /** The same, as undici takes it: origin and raw path with query. */
+  target: { origin: string; path: string };
   startedAt: number;
   firstAttemptAt: number;
   pausedMsAtFirst: number;
@@ -372,8 +388,10 @@ export interface DrainStore {
   /** Changes whenever a bucket is created, changed, paused, resumed or deleted (cheap to read). */
   bucketsVersion(): number;
   /**
-   * In one transaction: walk the bucket's due deliveries in due order (at most `limit`), ask
-   * `decide` about each, and claim (state delivering, lease, attempt row started) or defer them.
+   * In one transaction: record `complete` first, then walk the bucket's due deliveries in due order
+   * (at most `limit`), decide about each with the pure admission policy (drain/admission.ts) from
+   * the pacer state given and the replays' own rates, and claim (state delivering, lease, attempt
+   * row started) or defer them. The verdict carries the pacer state to keep once this committed.
    */
   claim(
     bucket: Bucket,
@@ -381,18 +399,18 @@ export interface DrainStore {
       nowMs: number;
       limit: number;
       leaseUntilMs: number;
-      url: (destination: string | null, path: string, query: string | null) => string;
       /** Finished attempts to record first, in the same transaction (one commit instead of two). */
       complete?: AttemptResult[];
     },
-    decide: (c: ClaimCandidate) => ClaimDecision,
-  ): Promise<ClaimedAttempt[]>;
-  /** The replays that pace their own deliveries (`replay --rate`), by id. */
-  replayRates(): Promise<Map<string, Rate>>;
+    policy: ClaimPolicyState,
+  ): Promise<ClaimResult>;
   /** Completes attempt rows and moves their deliveries on, in one transaction. */
   complete(results: AttemptResult[]): Promise<void>;
-  /** Closes attempts whose lease expired (`lease_expired`, counted) and decides what comes next. */
-  recoverExpired(nowMs: number, next: (d: ExpiredDelivery) => LeaseExpiry): Promise<ExpiredDelivery[]>;
+  /**
+   * Closes attempts whose lease expired (`lease_expired`, counted); each delivery is due again at
+   * once, or exhausted when that was its bucket's last attempt (drain/admission.ts afterLeaseExpiry).
+   */
+  recoverExpired(nowMs: number, buckets: readonly Bucket[]): Promise<ExpiredDelivery[]>;
   /** The earliest time after `nowMs` a delivery of these buckets falls due or a lease expires; null when none. */
   nextDueAt(buckets: readonly Bucket[], nowMs: number): Promise<number | null>;
   /** Takes or renews the single-worker lease; a live lease held by another holder is refused. */

@@ -16,16 +16,17 @@ import type { Statement } from 'better-sqlite3';
 import type { Rate } from '../../drain/token-bucket.js';
 import { newId } from '../../shared/ids.js';
 import type { BucketsTable } from '../schema.js';
+import { afterLeaseExpiry, createClaimDecider, pacerConfigOf } from '../../drain/admission.js';
+import { forwardTarget } from '../../drain/forward.js';
 import {
   pausedMsAt,
   type AttemptResult,
   type Bucket,
-  type ClaimCandidate,
-  type ClaimDecision,
   type ClaimedAttempt,
+  type ClaimPolicyState,
+  type ClaimResult,
   type DrainStore,
   type ExpiredDelivery,
-  type LeaseExpiry,
   type WorkerLeaseResult,
 } from '../store.js';
 import { toBucket } from './bucket-row.js';
@@ -129,78 +130,81 @@ export class SqliteDrainStore implements DrainStore {
       replayRates: p('select id, rate_count, rate_per_ms from replays where rate_count is not null'),
     };
 
-    this.#claimTx = db.transaction(
-      (
-        bucket: Bucket,
-        o: ClaimOptions,
-        decide: (c: ClaimCandidate) => ClaimDecision,
-      ): ClaimedAttempt[] => {
-        if (o.complete && o.complete.length > 0) this.#completeRows(o.complete);
-        const own = bucket.destination !== null;
-        const pending = this.#due('pending', own, o.limit).all(bucket.name, o.nowMs) as DueRow[];
-        const retrying = this.#due('retrying', own, o.limit).all(bucket.name, o.nowMs) as DueRow[];
-        // Merge in due order; a retry held back by the budget does not block first attempts behind it.
-        const rows = [...pending, ...retrying].sort((a, b) => a.next_attempt_at - b.next_attempt_at || (a.id < b.id ? -1 : 1));
-        const claimed: ClaimedAttempt[] = [];
-        const pausedNow = pausedMsAt(bucket, o.nowMs);
-        for (const r of rows) {
-          if (claimed.length >= o.limit) break;
-          const d = decide({
-            deliveryId: r.id,
-            requestId: r.request_id,
-            attempts: Number(r.attempts),
-            state: r.state,
-            trigger: r.trigger,
-            replayId: r.replay_id,
-            nextAttemptAt: Number(r.next_attempt_at),
-          });
-          if (d.kind === 'stop') break;
-          if (d.kind === 'skip') continue;
-          if (d.kind === 'defer') {
-            this.#s.defer!.run(d.reason, o.nowMs, r.id);
-            continue;
-          }
-          const req = this.#s.request!.get(r.request_id) as RequestRow | undefined;
-          if (!req) continue;
-          const attemptId = newId();
-          const number = Number(r.attempts) + 1;
-          const url = o.url(r.destination, req.path, req.query);
-          const changed = this.#s.claim!.run(o.leaseUntilMs, attemptId, o.nowMs, pausedNow, o.nowMs, o.nowMs, r.id).changes;
-          if (changed === 0) continue;
-          this.#s.insertAttempt!.run(attemptId, r.id, r.request_id, bucket.name, number, url, o.nowMs);
-          claimed.push({
-            attemptId,
-            deliveryId: r.id,
-            requestId: r.request_id,
-            bucket: bucket.name,
-            generation: Number(r.generation),
-            number,
-            trigger: r.trigger,
-            replayId: r.replay_id,
-            destination: r.destination,
-            url,
-            startedAt: o.nowMs,
-            firstAttemptAt: r.first_attempt_at === null ? o.nowMs : Number(r.first_attempt_at),
-            pausedMsAtFirst: r.paused_ms_at_first === null ? pausedNow : Number(r.paused_ms_at_first),
-            method: req.method,
-            path: req.path,
-            query: req.query,
-            rawHeaders: JSON.parse(req.headers) as string[],
-            body: req.body,
-          });
+    this.#claimTx = db.transaction((bucket: Bucket, o: ClaimOptions, policy: ClaimPolicyState): ClaimResult => {
+      if (o.complete && o.complete.length > 0) this.#completeRows(o.complete);
+      const decider = createClaimDecider({
+        nowMs: o.nowMs,
+        config: pacerConfigOf(bucket),
+        pacer: policy.pacer,
+        replayRates: this.#replayRatesNow(),
+        replayPacers: policy.replayPacers,
+      });
+      const own = bucket.destination !== null;
+      const pending = this.#due('pending', own, o.limit).all(bucket.name, o.nowMs) as DueRow[];
+      const retrying = this.#due('retrying', own, o.limit).all(bucket.name, o.nowMs) as DueRow[];
+      // Merge in due order; a retry held back by the budget does not block first attempts behind it.
+      const rows = retrying.length === 0 ? pending : [...pending, ...retrying].sort((a, b) => a.next_attempt_at - b.next_attempt_at || (a.id < b.id ? -1 : 1));
+      const claimed: ClaimedAttempt[] = [];
+      const pausedNow = pausedMsAt(bucket, o.nowMs);
+      for (const r of rows) {
+        if (claimed.length >= o.limit) break;
+        const d = decider.decide({
+          deliveryId: r.id,
+          requestId: r.request_id,
+          attempts: Number(r.attempts),
+          state: r.state,
+          trigger: r.trigger,
+          replayId: r.replay_id,
+          nextAttemptAt: Number(r.next_attempt_at),
+        });
+        if (d.kind === 'stop') break;
+        if (d.kind === 'skip') continue;
+        if (d.kind === 'defer') {
+          this.#s.defer!.run(d.reason, o.nowMs, r.id);
+          continue;
         }
-        return claimed;
-      },
-    );
+        const req = this.#s.request!.get(r.request_id) as RequestRow | undefined;
+        if (!req) continue;
+        const attemptId = newId();
+        const number = Number(r.attempts) + 1;
+        const target = forwardTarget(r.destination ?? bucket.destination!, req.path, req.query, bucket.drain.forwardPath);
+        const url = target.origin + target.path;
+        const changed = this.#s.claim!.run(o.leaseUntilMs, attemptId, o.nowMs, pausedNow, o.nowMs, o.nowMs, r.id).changes;
+        if (changed === 0) continue;
+        this.#s.insertAttempt!.run(attemptId, r.id, r.request_id, bucket.name, number, url, o.nowMs);
+        claimed.push({
+          attemptId,
+          deliveryId: r.id,
+          requestId: r.request_id,
+          bucket: bucket.name,
+          generation: Number(r.generation),
+          number,
+          trigger: r.trigger,
+          replayId: r.replay_id,
+          destination: r.destination,
+          url,
+          target,
+          startedAt: o.nowMs,
+          firstAttemptAt: r.first_attempt_at === null ? o.nowMs : Number(r.first_attempt_at),
+          pausedMsAtFirst: r.paused_ms_at_first === null ? pausedNow : Number(r.paused_ms_at_first),
+          method: req.method,
+          path: req.path,
+          query: req.query,
+          rawHeaders: JSON.parse(req.headers) as string[],
+          body: req.body,
+        });
+      }
+      return { claimed, verdict: decider.verdict() };
+    });
 
     this.#completeTx = db.transaction((results: AttemptResult[]) => this.#completeRows(results));
 
-    this.#recoverTx = db.transaction((nowMs: number, next: (d: ExpiredDelivery) => LeaseExpiry): ExpiredDelivery[] => {
+    this.#recoverTx = db.transaction((nowMs: number, buckets: readonly Bucket[]): ExpiredDelivery[] => {
       const rows = this.#s.expired!.all(nowMs) as Array<{ id: string; bucket: string; attempts: number; lease_attempt: string | null }>;
       const out: ExpiredDelivery[] = [];
       for (const r of rows) {
         const d: ExpiredDelivery = { deliveryId: r.id, bucket: r.bucket, attempts: Number(r.attempts) };
-        const n = next(d);
+        const n = afterLeaseExpiry(buckets.find((b) => b.name === r.bucket), d.attempts, nowMs);
         if (r.lease_attempt !== null) this.#s.closeExpiredAttempt!.run(n.kind === 'retry' ? n.atMs : null, r.lease_attempt);
         if (n.kind === 'retry') this.#s.expireRetry!.run(nowMs, n.atMs, nowMs, r.id);
         else this.#s.expireExhaust!.run(nowMs, nowMs, r.id);
@@ -298,29 +302,35 @@ export class SqliteDrainStore implements DrainStore {
     return (this.#s.buckets!.all() as BucketsTable[]).map(toBucket);
   }
 
-  async claim(
-    bucket: Bucket,
-    options: ClaimOptions,
-    decide: (c: ClaimCandidate) => ClaimDecision,
-  ): Promise<ClaimedAttempt[]> {
+  async claim(bucket: Bucket, options: ClaimOptions, policy: ClaimPolicyState): Promise<ClaimResult> {
     if (options.limit <= 0) {
       if (options.complete && options.complete.length > 0) this.#completeTx.immediate(options.complete);
-      return [];
+      return { claimed: [], verdict: { pacer: policy.pacer, replayTokens: new Map(), deferred: {}, wakeAt: Infinity } };
     }
-    return this.#claimTx.immediate(bucket, options, decide);
+    return this.#claimTx.immediate(bucket, options, policy);
   }
 
-  async replayRates(): Promise<Map<string, Rate>> {
+  #replayRates: { version: number; rates: Map<string, Rate> } | undefined;
+
+  /**
+   * The replays that pace their own deliveries (`replay --rate`), read again only when another
+   * connection committed (replays are made by the CLI, on its own connection).
+   */
+  #replayRatesNow(): Map<string, Rate> {
+    const version = this.#s.dataVersion!.get() as number;
+    if (this.#replayRates?.version === version) return this.#replayRates.rates;
     const rows = this.#s.replayRates!.all() as Array<{ id: string; rate_count: number; rate_per_ms: number }>;
-    return new Map(rows.map((r) => [r.id, { count: Number(r.rate_count), perMs: Number(r.rate_per_ms) }]));
+    const rates = new Map(rows.map((r) => [r.id, { count: Number(r.rate_count), perMs: Number(r.rate_per_ms) }]));
+    this.#replayRates = { version, rates };
+    return rates;
   }
 
   async complete(results: AttemptResult[]): Promise<void> {
     if (results.length > 0) this.#completeTx.immediate(results);
   }
 
-  async recoverExpired(nowMs: number, next: (d: ExpiredDelivery) => LeaseExpiry): Promise<ExpiredDelivery[]> {
-    return this.#recoverTx.immediate(nowMs, next);
+  async recoverExpired(nowMs: number, buckets: readonly Bucket[]): Promise<ExpiredDelivery[]> {
+    return this.#recoverTx.immediate(nowMs, buckets);
   }
 
   async nextDueAt(buckets: readonly Bucket[], nowMs: number): Promise<number | null> {

@@ -1,0 +1,89 @@
+/**
+ * Which of a bucket's due deliveries a claim takes, walking them in due order. Pure: the store
+ * runs it inside its claim transaction (on whichever thread holds the connection), with the
+ * pacer state, the bucket's settings and the replays' own rates passed in as data, and hands the
+ * verdict back for the worker to keep.
+ *
+ * - A replay's own `--rate` is checked first, so a replay held by its own rate spends none of the
+ *   bucket's tokens.
+ * - Then the bucket's admission (pacer.ts): Retry-After block, retry budget, rate.
+ * - A deferral is recorded on the delivery at the head of the line for each reason, once per
+ *   walk; the ones behind it keep their place untouched (no write per waiting row). A retry held
+ *   by the budget does not hold back the first attempts behind it.
+ */
+import type { Bucket, ClaimCandidate, ClaimDecision, LeaseExpiry } from '../store/store.js';
+import { admit, type DeferReason, type PacerConfig, type PacerState } from './pacer.js';
+import { FULL_BUCKET, takeToken, type Rate, type TokenBucketState } from './token-bucket.js';
+
+export interface ClaimPolicy {
+  nowMs: number;
+  config: PacerConfig;
+  pacer: PacerState;
+  /** Replays that pace their own deliveries (`replay --rate`), by replay id. */
+  replayRates: ReadonlyMap<string, Rate>;
+  /** Their token buckets as the worker last kept them, by replay id. */
+  replayPacers: ReadonlyMap<string, TokenBucketState>;
+}
+
+export interface ClaimVerdict {
+  /** The bucket's pacer after the claims taken (keep it only once the claim committed). */
+  pacer: PacerState;
+  /** Replay token buckets that moved, by replay id. */
+  replayTokens: Map<string, TokenBucketState>;
+  /** Deliveries held back, by reason (each reason once per walk). */
+  deferred: Partial<Record<DeferReason | 'replay_rate', number>>;
+  /** When a held-back delivery may go; Infinity when none was held back. */
+  wakeAt: number;
+}
+
+export function createClaimDecider(p: ClaimPolicy): { decide: (c: ClaimCandidate) => ClaimDecision; verdict: () => ClaimVerdict } {
+  let pacer = p.pacer;
+  let wakeAt = Infinity;
+  const recorded = new Set<string>();
+  const deferred: ClaimVerdict['deferred'] = {};
+  const replayTokens = new Map<string, TokenBucketState>();
+  const decide = (c: ClaimCandidate): ClaimDecision => {
+    const replayRate = c.replayId === null ? undefined : p.replayRates.get(c.replayId);
+    let replayTake: TokenBucketState | undefined;
+    if (replayRate !== undefined) {
+      const take = takeToken({ rate: replayRate, burst: 1 }, replayTokens.get(c.replayId!) ?? p.replayPacers.get(c.replayId!) ?? FULL_BUCKET, p.nowMs);
+      if (!take.taken) {
+        if (take.nextAvailableAtMs < wakeAt) wakeAt = take.nextAvailableAtMs;
+        const key = `replay_rate:${c.replayId}`;
+        if (recorded.has(key)) return { kind: 'skip' };
+        recorded.add(key);
+        deferred.replay_rate = (deferred.replay_rate ?? 0) + 1;
+        return { kind: 'defer', reason: 'replay_rate' };
+      }
+      replayTake = take.state;
+    }
+    const a = admit(p.config, pacer, c.attempts === 0 ? 'first' : 'retry', p.nowMs);
+    if (a.go) {
+      pacer = a.state;
+      if (replayTake !== undefined) replayTokens.set(c.replayId!, replayTake);
+      return { kind: 'claim' };
+    }
+    if (a.untilMs < wakeAt) wakeAt = a.untilMs;
+    const first = !recorded.has(a.reason);
+    recorded.add(a.reason);
+    if (first) deferred[a.reason] = (deferred[a.reason] ?? 0) + 1;
+    if (a.reason === 'retry_budget') return first ? { kind: 'defer', reason: a.reason } : { kind: 'skip' };
+    return first ? { kind: 'defer', reason: a.reason } : { kind: 'stop' };
+  };
+  return { decide, verdict: () => ({ pacer, replayTokens, deferred, wakeAt }) };
+}
+
+/** A bucket's admission settings, as the pacer takes them. */
+export function pacerConfigOf(b: Bucket): PacerConfig {
+  return { rate: b.drain.rate === null ? null : { rate: b.drain.rate, burst: b.drain.burst }, budget: b.drain.retryBudget };
+}
+
+/**
+ * What follows an attempt whose worker died (its lease expired): due again at once, unless that
+ * was the schedule's last attempt. A bucket deleted since is retried (its rows go with it anyway).
+ */
+export function afterLeaseExpiry(b: Bucket | undefined, attempts: number, nowMs: number): LeaseExpiry {
+  const max = b?.drain.schedule.maxAttempts;
+  if (max !== undefined && attempts >= max) return { kind: 'exhausted' };
+  return { kind: 'retry', atMs: nowMs };
+}

@@ -1,0 +1,125 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { afterLeaseExpiry, createClaimDecider, pacerConfigOf, type ClaimPolicy } from '../../src/drain/admission.js';
+import { block, newPacer } from '../../src/drain/pacer.js';
+import { DEFAULT_SCHEDULE } from '../../src/drain/schedule.js';
+import { DEFAULT_DRAIN } from '../../src/store/sqlite/bucket-row.js';
+import type { Bucket, ClaimCandidate } from '../../src/store/store.js';
+
+const T0 = Date.UTC(2026, 0, 1);
+const bucket = (drain: Partial<Bucket['drain']> = {}): Bucket => ({
+  name: 'b',
+  destination: 'http://127.0.0.1:1/x',
+  maxBody: 1024,
+  ackStatus: 200,
+  ackBody: null,
+  ackContentType: null,
+  paused: false,
+  createdAt: T0,
+  updatedAt: T0,
+  drain: { ...DEFAULT_DRAIN, ...drain },
+  pausedAt: null,
+  pausedTotalMs: 0,
+  retainMs: null,
+  retainStates: ['delivered'],
+});
+const cand = (i: number, o: Partial<ClaimCandidate> = {}): ClaimCandidate => ({
+  deliveryId: `d${i}`,
+  requestId: `r${i}`,
+  attempts: 0,
+  state: 'pending',
+  trigger: 'initial',
+  replayId: null,
+  nextAttemptAt: T0,
+  ...o,
+});
+const policy = (b: Bucket, o: Partial<ClaimPolicy> = {}): ClaimPolicy => ({
+  nowMs: T0,
+  config: pacerConfigOf(b),
+  pacer: newPacer(),
+  replayRates: new Map(),
+  replayPacers: new Map(),
+  ...o,
+});
+const walk = (p: ClaimPolicy, cs: ClaimCandidate[]) => {
+  const d = createClaimDecider(p);
+  const kinds: string[] = [];
+  for (const c of cs) {
+    const k = d.decide(c);
+    kinds.push(k.kind === 'defer' ? `defer:${k.reason}` : k.kind);
+    if (k.kind === 'stop') break;
+  }
+  return { kinds, verdict: d.verdict() };
+};
+
+describe('createClaimDecider: which due deliveries a claim takes', () => {
+  it('no rate cap: every first attempt is claimed, nothing deferred, no wake time', () => {
+    const { kinds, verdict } = walk(policy(bucket()), [cand(1), cand(2), cand(3)]);
+    assert.deepEqual(kinds, ['claim', 'claim', 'claim']);
+    assert.deepEqual(verdict.deferred, {});
+    assert.equal(verdict.wakeAt, Infinity);
+    assert.equal(verdict.pacer.budget.firsts.reduce((a, b) => a + b, 0), 3);
+  });
+
+  it('rate 1/s burst 2: two go, the third is deferred (head of the line), the walk stops at the fourth', () => {
+    const b = bucket({ rate: { count: 1, perMs: 1000 }, burst: 2 });
+    const { kinds, verdict } = walk(policy(b), [cand(1), cand(2), cand(3), cand(4)]);
+    assert.deepEqual(kinds, ['claim', 'claim', 'defer:rate', 'stop']);
+    assert.deepEqual(verdict.deferred, { rate: 1 });
+    assert.equal(verdict.wakeAt, T0 + 1000);
+  });
+
+  it('a bucket-wide Retry-After block defers the head, stops at the next, wakes at the block end', () => {
+    const { kinds, verdict } = walk(policy(bucket(), { pacer: block(newPacer(), T0 + 5000) }), [cand(1), cand(2)]);
+    assert.deepEqual(kinds, ['defer:retry_after', 'stop']);
+    assert.equal(verdict.wakeAt, T0 + 5000);
+  });
+
+  it('a retry over the budget is deferred once and skipped after; first attempts behind it still go', () => {
+    const b = bucket({ retryBudget: { fraction: 0, floorPerSecond: 0 } });
+    const { kinds, verdict } = walk(policy(b), [cand(1, { attempts: 1, state: 'retrying' }), cand(2, { attempts: 2, state: 'retrying' }), cand(3)]);
+    assert.deepEqual(kinds, ['defer:retry_budget', 'skip', 'claim']);
+    assert.deepEqual(verdict.deferred, { retry_budget: 1 });
+  });
+
+  it("a replay's own rate holds its deliveries without spending the bucket's tokens", () => {
+    const b = bucket({ rate: { count: 10, perMs: 1000 }, burst: 1 });
+    const rates = new Map([['rp1', { count: 1, perMs: 60_000 }]]);
+    const p = policy(b, { replayRates: rates });
+    const r = (i: number) => cand(i, { trigger: 'replay', replayId: 'rp1' });
+    const { kinds, verdict } = walk(p, [r(1), r(2), r(3), cand(4)]);
+    // The first replay delivery takes the replay's token and the bucket's one token; the next is
+    // held by the replay rate (deferred once, then skipped); the plain one then meets the bucket's rate.
+    assert.deepEqual(kinds, ['claim', 'defer:replay_rate', 'skip', 'defer:rate']);
+    assert.deepEqual(verdict.deferred, { replay_rate: 1, rate: 1 });
+    assert.ok(verdict.replayTokens.has('rp1'));
+    assert.equal(verdict.wakeAt, T0 + 100);
+  });
+
+  it('a replay token bucket the worker kept is honoured (no fresh burst)', () => {
+    const rates = new Map([['rp1', { count: 1, perMs: 60_000 }]]);
+    const first = walk(policy(bucket(), { replayRates: rates }), [cand(1, { trigger: 'replay', replayId: 'rp1' })]);
+    const again = walk(policy(bucket(), { nowMs: T0 + 1000, replayRates: rates, replayPacers: first.verdict.replayTokens }), [
+      cand(2, { trigger: 'replay', replayId: 'rp1' }),
+    ]);
+    assert.deepEqual(again.kinds, ['defer:replay_rate']);
+    assert.equal(again.verdict.wakeAt, T0 + 60_000);
+  });
+});
+
+describe('afterLeaseExpiry', () => {
+  const cases: Array<[string, Bucket | undefined, number, string]> = [
+    ['attempts left', bucket(), 1, 'retry'],
+    ['the last attempt of 14', bucket(), DEFAULT_SCHEDULE.maxAttempts!, 'exhausted'],
+    ['past the last attempt', bucket({ schedule: { ...DEFAULT_SCHEDULE, maxAttempts: 2 } }), 3, 'exhausted'],
+    ['a --give-up schedule never exhausts on count', bucket({ schedule: { baseMs: 1000, multiplier: 2, capMs: 60_000, jitter: 'none', giveUpMs: 1000 } }), 99, 'retry'],
+    ['a deleted bucket', undefined, 99, 'retry'],
+  ];
+  for (const [name, b, attempts, want] of cases) {
+    it(`${name} → ${want}`, () => {
+      const e = afterLeaseExpiry(b, attempts, T0);
+      assert.equal(e.kind, want);
+      if (e.kind === 'retry') assert.equal(e.atMs, T0);
+    });
+  }
+});
