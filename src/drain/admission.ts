@@ -23,6 +23,12 @@ export interface ClaimPolicy {
   replayRates: ReadonlyMap<string, Rate>;
   /** Their token buckets as the worker last kept them, by replay id. */
   replayPacers: ReadonlyMap<string, TokenBucketState>;
+  /**
+   * Claims past this many wait in the worker for a free slot (claimed ahead). A delivery paced by
+   * its replay's own rate is never claimed ahead: it would go out later than its token, bunched.
+   * Default: no limit.
+   */
+  aheadFrom?: number;
 }
 
 export interface ClaimVerdict {
@@ -39,12 +45,14 @@ export interface ClaimVerdict {
 export function createClaimDecider(p: ClaimPolicy): { decide: (c: ClaimCandidate) => ClaimDecision; verdict: () => ClaimVerdict } {
   let pacer = p.pacer;
   let wakeAt = Infinity;
+  let claims = 0;
   const recorded = new Set<string>();
   const deferred: ClaimVerdict['deferred'] = {};
   const replayTokens = new Map<string, TokenBucketState>();
   const decide = (c: ClaimCandidate): ClaimDecision => {
     const replayRate = c.replayId === null ? undefined : p.replayRates.get(c.replayId);
     let replayTake: TokenBucketState | undefined;
+    if (replayRate !== undefined && claims >= (p.aheadFrom ?? Infinity)) return { kind: 'skip' };
     if (replayRate !== undefined) {
       const take = takeToken({ rate: replayRate, burst: 1 }, replayTokens.get(c.replayId!) ?? p.replayPacers.get(c.replayId!) ?? FULL_BUCKET, p.nowMs);
       if (!take.taken) {
@@ -60,6 +68,7 @@ export function createClaimDecider(p: ClaimPolicy): { decide: (c: ClaimCandidate
     const a = admit(p.config, pacer, c.attempts === 0 ? 'first' : 'retry', p.nowMs);
     if (a.go) {
       pacer = a.state;
+      claims++;
       if (replayTake !== undefined) replayTokens.set(c.replayId!, replayTake);
       return { kind: 'claim' };
     }

@@ -92,6 +92,12 @@ export class DrainWorker {
   readonly #replayPacers = new Map<string, TokenBucketState>();
   readonly #inflightByBucket = new Map<string, number>();
   readonly #inflight = new Map<string, Inflight>();
+  /**
+   * Claimed ahead, waiting for a free slot, by bucket (the running loop only, for buckets without
+   * a rate cap): a finished attempt's slot is refilled at once instead of after a claim round trip.
+   */
+  readonly #ready = new Map<string, ClaimedAttempt[]>();
+  #prefetch = false;
   readonly #abort = new AbortController();
   #buckets = new Map<string, Bucket>();
   #bucketList: Bucket[] = [];
@@ -155,12 +161,20 @@ export class DrainWorker {
     const active: Bucket[] = [];
     for (const b of buckets) {
       if (this.#stopping) break;
-      if (b.paused) continue;
+      if (b.paused) {
+        this.#releaseReady(b.name, 'released_on_pause');
+        continue;
+      }
       active.push(b);
       if (!this.#timeoutFits(b)) continue;
-      const slots = b.drain.concurrency - (this.#inflightByBucket.get(b.name) ?? 0);
+      const queued = this.#ready.get(b.name)?.length ?? 0;
+      const slots = b.drain.concurrency - (this.#inflightByBucket.get(b.name) ?? 0) - queued;
+      // Claiming ahead (up to another `concurrency`) only where no rate paces the bucket: what waits
+      // in the queue goes out as slots free, which a token bucket would not allow.
+      const ahead = this.#prefetch && b.drain.rate === null ? b.drain.concurrency : 0;
+      const room = slots + ahead;
       // At its concurrency limit a bucket waits for a completion, which wakes the worker.
-      if (slots <= 0) continue;
+      if (room <= 0) continue;
       const pacer = this.#pacers.get(b.name) ?? newPacer();
       const config = pacerConfigOf(b);
       // Nothing can start now: skip the claim transaction. A Retry-After block is still recorded
@@ -184,8 +198,8 @@ export class DrainWorker {
       try {
         ({ claimed, verdict } = await store.claim(
           b,
-          { complete, nowMs: now, limit: slots, leaseUntilMs: now + this.#d.leaseMs },
-          { pacer, replayPacers: this.#replayPacers },
+          { complete, nowMs: now, limit: room, leaseUntilMs: now + this.#d.leaseMs },
+          { pacer, replayPacers: this.#replayPacers, aheadFrom: Math.max(0, slots) },
         ));
       } catch (e) {
         this.#results = complete.concat(this.#results);
@@ -199,8 +213,10 @@ export class DrainWorker {
         const k = reason as keyof PassResult['deferred'];
         result.deferred[k] = (result.deferred[k] ?? 0) + n;
       }
-      for (const a of claimed) this.#start(b, a);
-      result.started += claimed.length;
+      const ready = this.#ready.get(b.name) ?? [];
+      ready.push(...claimed);
+      this.#ready.set(b.name, ready);
+      result.started += this.#fill(b);
     }
     if (finished.length > 0) {
       try {
@@ -264,7 +280,10 @@ export class DrainWorker {
     this.#holdsLease = first.ok;
     this.#heartbeat = setInterval(() => void this.#renew(leaseInfo), Math.max(50, Math.floor(this.#d.workerLeaseTtlMs / 3)));
     this.#heartbeat.unref();
-    if (options.loop !== false) this.#loop = this.#run();
+    if (options.loop !== false) {
+      this.#prefetch = true;
+      this.#loop = this.#run();
+    }
   }
 
   /** Whether this worker holds the single-worker lease now. */
@@ -344,6 +363,7 @@ export class DrainWorker {
     clearInterval(this.#heartbeat);
     this.#wakeUp?.();
     await this.#loop;
+    for (const bucket of [...this.#ready.keys()]) this.#releaseReady(bucket, 'released_on_shutdown');
     const all = Promise.all([...this.#inflight.values()].map((i) => i.promise));
     let timer: NodeJS.Timeout | undefined;
     const graceOver = new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), graceMs)));
@@ -374,6 +394,46 @@ export class DrainWorker {
     if (expired.length > 0) this.#d.logger.warn({ count: expired.length }, 'closed attempts whose lease expired (lease_expired); their deliveries are due again');
   }
 
+  /** Starts queued attempts of the bucket while it has free slots; returns how many started. */
+  #fill(b: Bucket): number {
+    const ready = this.#ready.get(b.name);
+    let started = 0;
+    while (ready && ready.length > 0 && (this.#inflightByBucket.get(b.name) ?? 0) < b.drain.concurrency) {
+      this.#start(b, ready.shift()!);
+      started++;
+    }
+    return started;
+  }
+
+  /**
+   * Gives back attempts claimed ahead that never went out (the bucket was paused, or the worker is
+   * stopping): recorded `released`, not counted, the delivery due again at once.
+   */
+  #releaseReady(bucket: string, reason: 'released_on_pause' | 'released_on_shutdown'): void {
+    const ready = this.#ready.get(bucket);
+    if (!ready || ready.length === 0) return;
+    this.#ready.delete(bucket);
+    const now = this.#d.clock.now();
+    for (const a of ready) {
+      this.#results.push({
+        attemptId: a.attemptId,
+        deliveryId: a.deliveryId,
+        finishedAt: now,
+        durationMs: 0,
+        status: null,
+        errorClass: null,
+        errorMessage: 'not sent: claimed ahead, then released',
+        responseHeaders: null,
+        responseBody: null,
+        responseTruncated: false,
+        outcome: 'released',
+        reason,
+        nextAttemptAt: now,
+        nextWhy: 'released',
+      });
+    }
+  }
+
   #start(b: Bucket, a: ClaimedAttempt): void {
     this.#inflightByBucket.set(b.name, (this.#inflightByBucket.get(b.name) ?? 0) + 1);
     const promise = this.#attempt(b, a)
@@ -381,6 +441,9 @@ export class DrainWorker {
       .finally(() => {
         this.#inflight.delete(a.attemptId);
         this.#inflightByBucket.set(b.name, (this.#inflightByBucket.get(b.name) ?? 1) - 1);
+        // The freed slot takes the next attempt claimed ahead, without waiting for a pass.
+        const current = this.#buckets.get(b.name);
+        if (current && !current.paused && !this.#stopping) this.#fill(current);
         this.wake();
       });
     this.#inflight.set(a.attemptId, { bucket: b.name, promise });

@@ -309,6 +309,8 @@ export interface ClaimPolicyState {
   pacer: PacerState;
   /** Token buckets of replays with their own --rate, by replay id. */
   replayPacers: ReadonlyMap<string, TokenBucketState>;
+  /** Claims past this many are taken ahead of a free slot: none of them may be paced by a replay's own rate. */
+  aheadFrom?: number;
 }
 
 export interface ClaimResult {

@@ -123,3 +123,18 @@ describe('afterLeaseExpiry', () => {
     });
   }
 });
+
+describe('createClaimDecider: claiming ahead of free slots', () => {
+  it('past aheadFrom, deliveries paced by their replay rate are skipped; plain ones are still claimed', () => {
+    const rates = new Map([['rp1', { count: 100, perMs: 1000 }]]);
+    const r = (i: number) => cand(i, { trigger: 'replay', replayId: 'rp1' });
+    const { kinds } = walk(policy(bucket(), { replayRates: rates, aheadFrom: 1 }), [r(1), r(2), cand(3), r(4)]);
+    assert.deepEqual(kinds, ['claim', 'skip', 'claim', 'skip']);
+  });
+
+  it('without aheadFrom there is no such limit', () => {
+    const rates = new Map([['rp1', { count: 100, perMs: 1000 }]]);
+    const { kinds } = walk(policy(bucket(), { nowMs: T0 + 1000, replayRates: rates }), [cand(1, { trigger: 'replay', replayId: 'rp1' })]);
+    assert.deepEqual(kinds, ['claim']);
+  });
+});

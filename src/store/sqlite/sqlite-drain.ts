@@ -138,6 +138,7 @@ export class SqliteDrainStore implements DrainStore {
         pacer: policy.pacer,
         replayRates: this.#replayRatesNow(),
         replayPacers: policy.replayPacers,
+        aheadFrom: policy.aheadFrom,
       });
       const own = bucket.destination !== null;
       const pending = this.#due('pending', own, o.limit).all(bucket.name, o.nowMs) as DueRow[];
