@@ -158,6 +158,7 @@ export class DrainWorker {
     // commit instead of two. A pass that claims nothing writes them on their own at the end.
     let finished = this.#flushing ? [] : this.#results.splice(0);
     let wakeAt = Infinity;
+    let flowing = false;
     const active: Bucket[] = [];
     for (const b of buckets) {
       if (this.#stopping) break;
@@ -175,6 +176,12 @@ export class DrainWorker {
       const room = slots + ahead;
       // At its concurrency limit a bucket waits for a completion, which wakes the worker.
       if (room <= 0) continue;
+      // While at least half a concurrency's worth waits claimed ahead, the slots stay fed: claim
+      // later, in a bigger batch (fewer commits), and keep this pass's results for that claim.
+      if (ahead > 0 && queued >= Math.ceil(b.drain.concurrency / 2)) {
+        flowing = true;
+        continue;
+      }
       const pacer = this.#pacers.get(b.name) ?? newPacer();
       const config = pacerConfigOf(b);
       // Nothing can start now: skip the claim transaction. A Retry-After block is still recorded
@@ -218,7 +225,9 @@ export class DrainWorker {
       this.#ready.set(b.name, ready);
       result.started += this.#fill(b);
     }
-    if (finished.length > 0) {
+    if (finished.length > 0 && flowing) {
+      this.#results = finished.concat(this.#results);
+    } else if (finished.length > 0) {
       try {
         await store.complete(finished);
       } catch (e) {
