@@ -20,6 +20,7 @@ function outcomeText(a: AttemptRecord): string {
   if (a.outcome === 'released') {
     // Claimed ahead of a free slot and given back unsent on a pause or a stop (drain/worker.ts).
     if (a.reason === 'released_on_pause') return 'released unsent on pause (not counted)';
+    if (a.reason === 'released_on_lease') return 'released unsent: its lease could not cover the attempt (not counted)';
     return a.status === null && a.errorClass === null ? 'released unsent on shutdown (not counted)' : 'released on shutdown (not counted)';
   }
   return `${what} ${a.outcome}`;
@@ -29,7 +30,7 @@ function outcomeText(a: AttemptRecord): string {
 function nextText(a: AttemptRecord): string {
   if (a.nextAttemptAt === null) return '';
   const gap = a.nextAttemptAt - (a.startedAt + (a.durationMs ?? 0));
-  const why = { schedule: 'the schedule', retry_after: "the consumer's Retry-After", lease_expired: 'the lease expired', released: a.reason === 'released_on_pause' ? 'released on pause' : 'released on shutdown' }[a.nextWhy ?? ''] ?? a.nextWhy ?? '';
+  const why = { schedule: 'the schedule', retry_after: "the consumer's Retry-After", lease_expired: 'the lease expired', released: a.reason === 'released_on_pause' ? 'released on pause' : a.reason === 'released_on_lease' ? 'released' : 'released on shutdown' }[a.nextWhy ?? ''] ?? a.nextWhy ?? '';
   return `next in ${ago(gap)} (${why})`;
 }
 

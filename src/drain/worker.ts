@@ -45,6 +45,8 @@ const IDLE_PASS_MS = 5_000;
 const RECOVER_EVERY_MS = 1_000;
 /** How long the next-due time read from the database is trusted when nothing else changed. */
 const NEXT_DUE_FRESH_MS = 1_000;
+/** Room left on a lease when an attempt claimed ahead starts, at most (see #fill). */
+const LEASE_MARGIN_MS = 1_000;
 /** Pause before the completion batch is written again after a storage error. */
 const COMPLETE_RETRY_MS = 200;
 
@@ -148,6 +150,8 @@ export class DrainWorker {
       this.#bucketsVersion = version;
     }
     const buckets = this.#bucketList;
+    // A deleted bucket's queue goes with its rows.
+    for (const name of this.#ready.keys()) if (!this.#buckets.has(name)) this.#ready.delete(name);
     if (now - this.#lastRecoverAt >= RECOVER_EVERY_MS) {
       this.#lastRecoverAt = now;
       await this.#recover(now);
@@ -172,7 +176,9 @@ export class DrainWorker {
       const slots = b.drain.concurrency - (this.#inflightByBucket.get(b.name) ?? 0) - queued;
       // Claiming ahead (up to another `concurrency`) only where no rate paces the bucket: what waits
       // in the queue goes out as slots free, which a token bucket would not allow.
-      const ahead = this.#prefetch && b.drain.rate === null ? b.drain.concurrency : 0;
+      // A queued attempt waits at most one attempt timeout for its slot, then runs for at most
+      // another: its lease must cover both, or this very worker would expire it mid-attempt.
+      const ahead = this.#prefetch && b.drain.rate === null && this.#d.leaseMs > 2 * b.drain.timeoutMs + LEASE_MARGIN_MS ? b.drain.concurrency : 0;
       const room = slots + ahead;
       // At its concurrency limit a bucket waits for a completion, which wakes the worker.
       if (room <= 0) continue;
@@ -408,22 +414,33 @@ export class DrainWorker {
     const ready = this.#ready.get(b.name);
     let started = 0;
     while (ready && ready.length > 0 && (this.#inflightByBucket.get(b.name) ?? 0) < b.drain.concurrency) {
-      this.#start(b, ready.shift()!);
+      const a = ready.shift()!;
+      // Its lease would run out before the attempt could time out (the bucket's timeout was raised
+      // while it waited, or the event loop stalled): give it back rather than risk a second claim.
+      // (#timeoutFits keeps timeout < lease, so an attempt started as it is claimed always fits.)
+      const margin = Math.min(LEASE_MARGIN_MS, (this.#d.leaseMs - b.drain.timeoutMs) / 2);
+      if (this.#d.clock.now() + b.drain.timeoutMs + margin > a.startedAt + this.#d.leaseMs) {
+        this.#releaseUnsent([a], 'released_on_lease');
+        continue;
+      }
+      this.#start(b, a);
       started++;
     }
     return started;
   }
 
-  /**
-   * Gives back attempts claimed ahead that never went out (the bucket was paused, or the worker is
-   * stopping): recorded `released`, not counted, the delivery due again at once.
-   */
+  /** Releases the bucket's queue of attempts claimed ahead (the bucket was paused, or the worker is stopping). */
   #releaseReady(bucket: string, reason: 'released_on_pause' | 'released_on_shutdown'): void {
     const ready = this.#ready.get(bucket);
     if (!ready || ready.length === 0) return;
     this.#ready.delete(bucket);
+    this.#releaseUnsent(ready, reason);
+  }
+
+  /** Gives back attempts claimed ahead that never went out: recorded `released`, not counted, the delivery due again at once. */
+  #releaseUnsent(attempts: readonly ClaimedAttempt[], reason: 'released_on_pause' | 'released_on_shutdown' | 'released_on_lease'): void {
     const now = this.#d.clock.now();
-    for (const a of ready) {
+    for (const a of attempts) {
       this.#results.push({
         attemptId: a.attemptId,
         deliveryId: a.deliveryId,

@@ -132,4 +132,51 @@ describe('drain worker: claiming ahead in the running loop', () => {
       await w.stop(1000);
     }
   });
+
+  it('claims nothing ahead when the lease could not cover a wait for a slot plus the attempt', async () => {
+    // Lease 3 s, timeout 1 s: a queued attempt could wait 1 s and run 1 s, too close to 3 s.
+    await b.store.createBucket({ name: 's', destination: `${consumer.url}/h`, drain: { concurrency: 2, timeoutMs: 1000 } });
+    b.ingest('s', {}, {}, {}, {}, {});
+    const w = b.worker({ leaseMs: 3000 });
+    await w.start('refuse');
+    try {
+      await consumer.waitFor(2);
+      await new Promise((r) => setTimeout(r, 200));
+      assert.equal(states().delivering, 2);
+    } finally {
+      answerAll();
+      await w.stop(1000);
+    }
+  });
+
+  it('a queued attempt whose lease can no longer cover it (timeout raised) is released unsent', async () => {
+    await b.store.createBucket({ name: 's', destination: `${consumer.url}/h`, drain: { concurrency: 2, timeoutMs: 1000 } });
+    const ids = b.ingest('s', {}, {}, {}, {});
+    const w = b.worker();
+    await w.start('refuse');
+    try {
+      await consumer.waitFor(2);
+      await until(() => states().delivering === 4, 'four claimed');
+      // The default lease is 60 s: a 59.5 s timeout leaves the queued two no room.
+      await b.store.updateBucket('s', { drain: { timeoutMs: 59_500 } });
+      w.wake();
+      await until(() => (w as unknown as { inflight: number }).inflight === 2 && states().delivering === 4, 'the loop ran');
+      // Queued for 400 ms of the worker's (manual) clock, more than half the 500 ms between the
+      // timeout and the lease: no longer covered.
+      b.clock.advance(400);
+      answerAll();
+      const reasons = () => ids.flatMap((id) => b.attempts(id)).filter((a) => a.outcome === 'released').map((a) => a.reason);
+      await until(() => reasons().length >= 2, 'two released');
+      assert.deepEqual(reasons(), ['released_on_lease', 'released_on_lease']);
+      // They are claimed again, one slot at a time now, and delivered.
+      while (states().delivered !== ids.length) {
+        answerAll();
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.equal(consumer.received.length, ids.length);
+    } finally {
+      answerAll();
+      await w.stop(1000);
+    }
+  });
 });
