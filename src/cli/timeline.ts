@@ -10,6 +10,13 @@ function ago(ms: number): string {
   return ms <= 0 ? '0s' : ms < 1000 ? `${ms}ms` : formatDuration(Math.round(ms / 1000) * 1000);
 }
 
+const UNSENT_WHY: Record<string, string> = {
+  released_on_pause: 'the bucket was paused',
+  released_on_lease: 'its lease could not cover the attempt',
+  released_on_retry_after: "the consumer's Retry-After held the bucket",
+  released_on_standby: 'the worker lost its lease',
+};
+
 /** The outcome of an attempt in a few words: `200`, `503 → retry`, `refused → retry`, `in flight`. */
 function outcomeText(a: AttemptRecord): string {
   if (a.outcome === null) return 'in flight';
@@ -18,10 +25,10 @@ function outcomeText(a: AttemptRecord): string {
   if (a.outcome === 'retry') return `${what} → retry`;
   if (a.outcome === 'lease_expired') return 'lease expired (the worker stopped mid-attempt)';
   if (a.outcome === 'released') {
-    // Claimed ahead of a free slot and given back unsent on a pause or a stop (drain/worker.ts).
-    if (a.reason === 'released_on_pause') return 'released unsent on pause (not counted)';
-    if (a.reason === 'released_on_lease') return 'released unsent: its lease could not cover the attempt (not counted)';
-    return a.status === null && a.errorClass === null ? 'released unsent on shutdown (not counted)' : 'released on shutdown (not counted)';
+    // Claimed ahead of a free slot and given back unsent (drain/worker.ts), or cut off on shutdown.
+    const unsent = UNSENT_WHY[a.reason ?? ''];
+    if (unsent !== undefined) return `released unsent: ${unsent} (not counted)`;
+    return a.errorClass === null ? 'released unsent: the worker stopped (not counted)' : 'released on shutdown (not counted)';
   }
   return `${what} ${a.outcome}`;
 }
@@ -30,7 +37,7 @@ function outcomeText(a: AttemptRecord): string {
 function nextText(a: AttemptRecord): string {
   if (a.nextAttemptAt === null) return '';
   const gap = a.nextAttemptAt - (a.startedAt + (a.durationMs ?? 0));
-  const why = { schedule: 'the schedule', retry_after: "the consumer's Retry-After", lease_expired: 'the lease expired', released: a.reason === 'released_on_pause' ? 'released on pause' : a.reason === 'released_on_lease' ? 'released' : 'released on shutdown' }[a.nextWhy ?? ''] ?? a.nextWhy ?? '';
+  const why = { schedule: 'the schedule', retry_after: "the consumer's Retry-After", lease_expired: 'the lease expired', released: a.reason === 'released_on_shutdown' ? 'released on shutdown' : 'released' }[a.nextWhy ?? ''] ?? a.nextWhy ?? '';
   return `next in ${ago(gap)} (${why})`;
 }
 

@@ -40,19 +40,25 @@ export interface ClaimVerdict {
   deferred: Partial<Record<DeferReason | 'replay_rate', number>>;
   /** When a held-back delivery may go; Infinity when none was held back. */
   wakeAt: number;
+  /** Deliveries paced by their replay's own rate left for a free slot (past `aheadFrom`). */
+  skippedAhead: number;
 }
 
 export function createClaimDecider(p: ClaimPolicy): { decide: (c: ClaimCandidate) => ClaimDecision; verdict: () => ClaimVerdict } {
   let pacer = p.pacer;
   let wakeAt = Infinity;
   let claims = 0;
+  let skippedAhead = 0;
   const recorded = new Set<string>();
   const deferred: ClaimVerdict['deferred'] = {};
   const replayTokens = new Map<string, TokenBucketState>();
   const decide = (c: ClaimCandidate): ClaimDecision => {
     const replayRate = c.replayId === null ? undefined : p.replayRates.get(c.replayId);
     let replayTake: TokenBucketState | undefined;
-    if (replayRate !== undefined && claims >= (p.aheadFrom ?? Infinity)) return { kind: 'skip' };
+    if (replayRate !== undefined && claims >= (p.aheadFrom ?? Infinity)) {
+      skippedAhead++;
+      return { kind: 'skip' };
+    }
     if (replayRate !== undefined) {
       const take = takeToken({ rate: replayRate, burst: 1 }, replayTokens.get(c.replayId!) ?? p.replayPacers.get(c.replayId!) ?? FULL_BUCKET, p.nowMs);
       if (!take.taken) {
@@ -79,7 +85,7 @@ export function createClaimDecider(p: ClaimPolicy): { decide: (c: ClaimCandidate
     if (a.reason === 'retry_budget') return first ? { kind: 'defer', reason: a.reason } : { kind: 'skip' };
     return first ? { kind: 'defer', reason: a.reason } : { kind: 'stop' };
   };
-  return { decide, verdict: () => ({ pacer, replayTokens, deferred, wakeAt }) };
+  return { decide, verdict: () => ({ pacer, replayTokens, deferred, wakeAt, skippedAhead }) };
 }
 
 /** A bucket's admission settings, as the pacer takes them. */

@@ -45,6 +45,10 @@ const IDLE_PASS_MS = 5_000;
 const RECOVER_EVERY_MS = 1_000;
 /** How long the next-due time read from the database is trusted when nothing else changed. */
 const NEXT_DUE_FRESH_MS = 1_000;
+/** Why an attempt claimed ahead went back unsent (its attempt row's reason). */
+type ReleaseReason = 'released_on_pause' | 'released_on_shutdown' | 'released_on_lease' | 'released_on_retry_after' | 'released_on_standby';
+/** The longest finished results wait for the next claim transaction while a queue keeps slots fed. */
+const HOLD_RESULTS_MS = 100;
 /** Room left on a lease when an attempt claimed ahead starts, at most (see #fill). */
 const LEASE_MARGIN_MS = 1_000;
 /** Pause before the completion batch is written again after a storage error. */
@@ -98,8 +102,12 @@ export class DrainWorker {
    * Claimed ahead, waiting for a free slot, by bucket (the running loop only, for buckets without
    * a rate cap): a finished attempt's slot is refilled at once instead of after a claim round trip.
    */
-  readonly #ready = new Map<string, ClaimedAttempt[]>();
+  readonly #ready = new Map<string, { createdAt: number; items: ClaimedAttempt[] }>();
+  /** Buckets whose last claim left a delivery paced by its replay's own rate for a free slot: no claiming ahead until one is taken. */
+  readonly #noAhead = new Set<string>();
   #prefetch = false;
+  /** When the results now held back for the next claim (see drainOnce) were first held. */
+  #heldSince: number | undefined;
   readonly #abort = new AbortController();
   #buckets = new Map<string, Bucket>();
   #bucketList: Bucket[] = [];
@@ -150,8 +158,8 @@ export class DrainWorker {
       this.#bucketsVersion = version;
     }
     const buckets = this.#bucketList;
-    // A deleted bucket's queue goes with its rows.
-    for (const name of this.#ready.keys()) if (!this.#buckets.has(name)) this.#ready.delete(name);
+    // A deleted (or deleted and made again) bucket's queue goes with its rows.
+    for (const [name, q] of this.#ready) if (this.#buckets.get(name)?.createdAt !== q.createdAt) this.#ready.delete(name);
     if (now - this.#lastRecoverAt >= RECOVER_EVERY_MS) {
       this.#lastRecoverAt = now;
       await this.#recover(now);
@@ -172,13 +180,16 @@ export class DrainWorker {
       }
       active.push(b);
       if (!this.#timeoutFits(b)) continue;
-      const queued = this.#ready.get(b.name)?.length ?? 0;
+      const queued = this.#ready.get(b.name)?.items.length ?? 0;
       const slots = b.drain.concurrency - (this.#inflightByBucket.get(b.name) ?? 0) - queued;
       // Claiming ahead (up to another `concurrency`) only where no rate paces the bucket: what waits
       // in the queue goes out as slots free, which a token bucket would not allow.
       // A queued attempt waits at most one attempt timeout for its slot, then runs for at most
       // another: its lease must cover both, or this very worker would expire it mid-attempt.
-      const ahead = this.#prefetch && b.drain.rate === null && this.#d.leaseMs > 2 * b.drain.timeoutMs + LEASE_MARGIN_MS ? b.drain.concurrency : 0;
+      const ahead =
+        this.#prefetch && b.drain.rate === null && !this.#noAhead.has(b.name) && this.#d.leaseMs > 2 * b.drain.timeoutMs + LEASE_MARGIN_MS
+          ? b.drain.concurrency
+          : 0;
       const room = slots + ahead;
       // At its concurrency limit a bucket waits for a completion, which wakes the worker.
       if (room <= 0) continue;
@@ -186,6 +197,7 @@ export class DrainWorker {
       // later, in a bigger batch (fewer commits), and keep this pass's results for that claim.
       if (ahead > 0 && queued >= Math.ceil(b.drain.concurrency / 2)) {
         flowing = true;
+        result.started += this.#fill(b); // slots a raised concurrency just opened
         continue;
       }
       const pacer = this.#pacers.get(b.name) ?? newPacer();
@@ -206,6 +218,7 @@ export class DrainWorker {
       }
       const complete = finished;
       finished = [];
+      if (complete.length > 0) this.#heldSince = undefined;
       let claimed: ClaimedAttempt[];
       let verdict: ClaimVerdict;
       try {
@@ -226,14 +239,21 @@ export class DrainWorker {
         const k = reason as keyof PassResult['deferred'];
         result.deferred[k] = (result.deferred[k] ?? 0) + n;
       }
-      const ready = this.#ready.get(b.name) ?? [];
-      ready.push(...claimed);
-      this.#ready.set(b.name, ready);
+      // A delivery paced by its replay's own rate was left for a free slot: claim only for free
+      // slots next time, or a busy bucket would leave it waiting for ever.
+      if (verdict.skippedAhead > 0) this.#noAhead.add(b.name);
+      else this.#noAhead.delete(b.name);
+      const q = this.#ready.get(b.name) ?? { createdAt: b.createdAt, items: [] };
+      q.items.push(...claimed);
+      this.#ready.set(b.name, q);
       result.started += this.#fill(b);
     }
-    if (finished.length > 0 && flowing) {
+    // Results wait for the next claim while the queue keeps the slots fed, but never long: a held
+    // result's lease keeps running (its delivery would be recovered as lease_expired).
+    if (finished.length > 0 && flowing && now - (this.#heldSince ??= now) < HOLD_RESULTS_MS) {
       this.#results = finished.concat(this.#results);
     } else if (finished.length > 0) {
+      this.#heldSince = undefined;
       try {
         await store.complete(finished);
       } catch (e) {
@@ -331,6 +351,10 @@ export class DrainWorker {
           this.#d.logger.error({ err: e }, 'drain pass failed; trying again in 1 s');
           wakeAt = this.#d.clock.now() + 1000;
         }
+      } else if (this.#results.length > 0) {
+        // Standing by (the lease was lost): the attempts this worker made are still its to record;
+        // the lease_attempt guard keeps a record from touching a delivery claimed since.
+        await this.#flush();
       }
       if (this.#stopping) break;
       const now = this.#d.clock.now();
@@ -411,9 +435,20 @@ export class DrainWorker {
 
   /** Starts queued attempts of the bucket while it has free slots; returns how many started. */
   #fill(b: Bucket): number {
-    const ready = this.#ready.get(b.name);
+    const ready = this.#ready.get(b.name)?.items;
+    if (!ready || ready.length === 0) return 0;
+    // A bucket-wide Retry-After holds every attempt, and a worker that lost its lease to another
+    // starts none: what waits goes back unsent.
+    if ((this.#pacers.get(b.name)?.blockedUntilMs ?? 0) > this.#d.clock.now()) {
+      this.#releaseReady(b.name, 'released_on_retry_after');
+      return 0;
+    }
+    if (this.#prefetch && !this.#holdsLease) {
+      this.#releaseReady(b.name, 'released_on_standby');
+      return 0;
+    }
     let started = 0;
-    while (ready && ready.length > 0 && (this.#inflightByBucket.get(b.name) ?? 0) < b.drain.concurrency) {
+    while (ready.length > 0 && (this.#inflightByBucket.get(b.name) ?? 0) < b.drain.concurrency) {
       const a = ready.shift()!;
       // Its lease would run out before the attempt could time out (the bucket's timeout was raised
       // while it waited, or the event loop stalled): give it back rather than risk a second claim.
@@ -430,15 +465,15 @@ export class DrainWorker {
   }
 
   /** Releases the bucket's queue of attempts claimed ahead (the bucket was paused, or the worker is stopping). */
-  #releaseReady(bucket: string, reason: 'released_on_pause' | 'released_on_shutdown'): void {
-    const ready = this.#ready.get(bucket);
-    if (!ready || ready.length === 0) return;
+  #releaseReady(bucket: string, reason: ReleaseReason): void {
+    const q = this.#ready.get(bucket);
+    if (!q) return;
     this.#ready.delete(bucket);
-    this.#releaseUnsent(ready, reason);
+    this.#releaseUnsent(q.items, reason);
   }
 
   /** Gives back attempts claimed ahead that never went out: recorded `released`, not counted, the delivery due again at once. */
-  #releaseUnsent(attempts: readonly ClaimedAttempt[], reason: 'released_on_pause' | 'released_on_shutdown' | 'released_on_lease'): void {
+  #releaseUnsent(attempts: readonly ClaimedAttempt[], reason: ReleaseReason): void {
     const now = this.#d.clock.now();
     for (const a of attempts) {
       this.#results.push({

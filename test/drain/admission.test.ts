@@ -125,16 +125,23 @@ describe('afterLeaseExpiry', () => {
 });
 
 describe('createClaimDecider: claiming ahead of free slots', () => {
-  it('past aheadFrom, deliveries paced by their replay rate are skipped; plain ones are still claimed', () => {
-    const rates = new Map([['rp1', { count: 100, perMs: 1000 }]]);
-    const r = (i: number) => cand(i, { trigger: 'replay', replayId: 'rp1' });
-    const { kinds } = walk(policy(bucket(), { replayRates: rates, aheadFrom: 1 }), [r(1), r(2), cand(3), r(4)]);
+  it('past aheadFrom, deliveries paced by their replay rate are skipped (and counted); plain ones are still claimed', () => {
+    const rates = new Map([
+      ['rp1', { count: 100, perMs: 1000 }],
+      ['rp2', { count: 100, perMs: 1000 }],
+    ]);
+    const r = (i: number, replay: string) => cand(i, { trigger: 'replay', replayId: replay });
+    const { kinds, verdict } = walk(policy(bucket(), { replayRates: rates, aheadFrom: 1 }), [r(1, 'rp1'), r(2, 'rp2'), cand(3), r(4, 'rp2')]);
+    // rp2 has its token; only the slot is missing.
     assert.deepEqual(kinds, ['claim', 'skip', 'claim', 'skip']);
+    assert.equal(verdict.skippedAhead, 2);
+    assert.deepEqual(verdict.deferred, {});
   });
 
-  it('without aheadFrom there is no such limit', () => {
-    const rates = new Map([['rp1', { count: 100, perMs: 1000 }]]);
-    const { kinds } = walk(policy(bucket(), { nowMs: T0 + 1000, replayRates: rates }), [cand(1, { trigger: 'replay', replayId: 'rp1' })]);
-    assert.deepEqual(kinds, ['claim']);
+  it('without aheadFrom, every paced delivery with a token is claimed', () => {
+    const rates = new Map(['rp1', 'rp2', 'rp3'].map((id) => [id, { count: 100, perMs: 1000 }]));
+    const { kinds, verdict } = walk(policy(bucket(), { replayRates: rates }), ['rp1', 'rp2', 'rp3'].map((id, i) => cand(i, { trigger: 'replay', replayId: id })));
+    assert.deepEqual(kinds, ['claim', 'claim', 'claim']);
+    assert.equal(verdict.skippedAhead, 0);
   });
 });

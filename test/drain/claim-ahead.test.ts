@@ -109,7 +109,7 @@ describe('drain worker: claiming ahead in the running loop', () => {
       // requests show says what happened to them.
       const releasedId = ids.find((id) => b.attempts(id).some((a) => a.outcome === 'released'))!;
       const lines = timelineLines(await b.store.requestHistory(releasedId), `${consumer.url}/h`).join('\n');
-      assert.match(lines, /released unsent on pause \(not counted\)/);
+      assert.match(lines, /released unsent: the bucket was paused \(not counted\)/);
     } finally {
       answerAll();
       await w.stop(1000);
@@ -149,7 +149,7 @@ describe('drain worker: claiming ahead in the running loop', () => {
     }
   });
 
-  it('a queued attempt whose lease can no longer cover it (timeout raised) is released unsent', async () => {
+  it('a queued attempt its lease can no longer cover (the worker fell behind) is released unsent', async () => {
     await b.store.createBucket({ name: 's', destination: `${consumer.url}/h`, drain: { concurrency: 2, timeoutMs: 1000 } });
     const ids = b.ingest('s', {}, {}, {}, {});
     const w = b.worker();
@@ -157,23 +157,67 @@ describe('drain worker: claiming ahead in the running loop', () => {
     try {
       await consumer.waitFor(2);
       await until(() => states().delivering === 4, 'four claimed');
-      // The default lease is 60 s: a 59.5 s timeout leaves the queued two no room.
-      await b.store.updateBucket('s', { drain: { timeoutMs: 59_500 } });
-      w.wake();
-      await until(() => (w as unknown as { inflight: number }).inflight === 2 && states().delivering === 4, 'the loop ran');
-      // Queued for 400 ms of the worker's (manual) clock, more than half the 500 ms between the
-      // timeout and the lease: no longer covered.
-      b.clock.advance(400);
+      // 58.5 s of the worker's (manual) clock later, a 1 s attempt would end past the 60 s lease
+      // (less its 1 s margin): the two still queued go back instead of out.
+      b.clock.advance(58_500);
       answerAll();
-      const reasons = () => ids.flatMap((id) => b.attempts(id)).filter((a) => a.outcome === 'released').map((a) => a.reason);
-      await until(() => reasons().length >= 2, 'two released');
-      assert.deepEqual(reasons(), ['released_on_lease', 'released_on_lease']);
-      // They are claimed again, one slot at a time now, and delivered.
+      const released = () => ids.flatMap((id) => b.attempts(id)).filter((a) => a.outcome === 'released');
+      await until(() => released().length >= 2, 'two released');
+      assert.deepEqual(released().map((a) => a.reason), ['released_on_lease', 'released_on_lease']);
+      assert.ok(released().every((a) => a.status === null));
+      // They are claimed again and delivered.
       while (states().delivered !== ids.length) {
         answerAll();
         await new Promise((r) => setTimeout(r, 10));
       }
       assert.equal(consumer.received.length, ids.length);
+    } finally {
+      answerAll();
+      await w.stop(1000);
+    }
+  });
+
+  it("a bucket-wide Retry-After releases what waits in the queue, unsent", async () => {
+    await b.store.createBucket({ name: 's', destination: `${consumer.url}/h`, drain: { concurrency: 2 } });
+    const ids = b.ingest('s', {}, {}, {}, {}, {});
+    const w = b.worker();
+    await w.start('refuse');
+    try {
+      await consumer.waitFor(2);
+      await until(() => states().delivering === 4, 'four claimed');
+      const [first] = held.splice(0, 1);
+      first!.writeHead(429, { 'retry-after': '30' }).end('slow down');
+      const released = () => ids.flatMap((id) => b.attempts(id)).filter((a) => a.outcome === 'released');
+      await until(() => released().length === 2, 'the two queued released');
+      assert.deepEqual(released().map((a) => a.reason), ['released_on_retry_after', 'released_on_retry_after']);
+      answerAll();
+      await until(() => states().delivered === 1, 'the other in-flight one delivered');
+      await new Promise((r) => setTimeout(r, 100));
+      assert.equal(consumer.received.length, 2, 'nothing more went out during the block');
+      assert.deepEqual(states(), { delivered: 1, retrying: 1, pending: 3 });
+    } finally {
+      answerAll();
+      await w.stop(1000);
+    }
+  });
+
+  it('a worker that loses its lease to another releases its queue unsent', async () => {
+    await b.store.createBucket({ name: 's', destination: `${consumer.url}/h`, drain: { concurrency: 2 } });
+    const ids = b.ingest('s', {}, {}, {}, {}, {});
+    const w = b.worker({ workerLeaseTtlMs: 300 });
+    await w.start('refuse');
+    try {
+      await consumer.waitFor(2);
+      await until(() => states().delivering === 4, 'four claimed');
+      // Another holder takes the lease row; the next renewal (every 100 ms here) finds it lost.
+      b.raw.prepare(`update worker_lease set holder = 'someone-else', expires_at = ? where name = 'drain'`).run(Date.now() + 3_600_000);
+      await until(() => !w.active, 'the lease lost');
+      answerAll();
+      const released = () => ids.flatMap((id) => b.attempts(id)).filter((a) => a.outcome === 'released');
+      await until(() => released().length === 2, 'the two queued released');
+      assert.deepEqual(released().map((a) => a.reason), ['released_on_standby', 'released_on_standby']);
+      await until(() => states().delivered === 2, 'the two sent recorded');
+      assert.equal(consumer.received.length, 2);
     } finally {
       answerAll();
       await w.stop(1000);

@@ -306,7 +306,7 @@ export class SqliteDrainStore implements DrainStore {
   async claim(bucket: Bucket, options: ClaimOptions, policy: ClaimPolicyState): Promise<ClaimResult> {
     if (options.limit <= 0) {
       if (options.complete && options.complete.length > 0) this.#completeTx.immediate(options.complete);
-      return { claimed: [], verdict: { pacer: policy.pacer, replayTokens: new Map(), deferred: {}, wakeAt: Infinity } };
+      return { claimed: [], verdict: { pacer: policy.pacer, replayTokens: new Map(), deferred: {}, wakeAt: Infinity, skippedAhead: 0 } };
     }
     return this.#claimTx.immediate(bucket, options, policy);
   }
