@@ -15,6 +15,7 @@ const UNSENT_WHY: Record<string, string> = {
   released_on_lease: 'its lease could not cover the attempt',
   released_on_retry_after: "the consumer's Retry-After held the bucket",
   released_on_standby: 'the worker lost its lease',
+  released_on_rate: 'the bucket was given a rate',
 };
 
 /** The outcome of an attempt in a few words: `200`, `503 → retry`, `refused → retry`, `in flight`. */

@@ -46,7 +46,7 @@ const RECOVER_EVERY_MS = 1_000;
 /** How long the next-due time read from the database is trusted when nothing else changed. */
 const NEXT_DUE_FRESH_MS = 1_000;
 /** Why an attempt claimed ahead went back unsent (its attempt row's reason). */
-type ReleaseReason = 'released_on_pause' | 'released_on_shutdown' | 'released_on_lease' | 'released_on_retry_after' | 'released_on_standby';
+type ReleaseReason = 'released_on_pause' | 'released_on_shutdown' | 'released_on_lease' | 'released_on_retry_after' | 'released_on_standby' | 'released_on_rate';
 /** The longest finished results wait for the next claim transaction while a queue keeps slots fed. */
 const HOLD_RESULTS_MS = 100;
 /** Room left on a lease when an attempt claimed ahead starts, at most (see #fill). */
@@ -180,6 +180,9 @@ export class DrainWorker {
       }
       active.push(b);
       if (!this.#timeoutFits(b)) continue;
+      // A bucket with a rate is never claimed ahead: a queue here was claimed before its rate was
+      // set, and goes back, to be claimed again under its tokens.
+      if (b.drain.rate !== null) this.#releaseReady(b.name, 'released_on_rate');
       const queued = this.#ready.get(b.name)?.items.length ?? 0;
       const slots = b.drain.concurrency - (this.#inflightByBucket.get(b.name) ?? 0) - queued;
       // Claiming ahead (up to another `concurrency`) only where no rate paces the bucket: what waits
@@ -447,6 +450,7 @@ export class DrainWorker {
       this.#releaseReady(b.name, 'released_on_standby');
       return 0;
     }
+
     let started = 0;
     while (ready.length > 0 && (this.#inflightByBucket.get(b.name) ?? 0) < b.drain.concurrency) {
       const a = ready.shift()!;
@@ -504,7 +508,8 @@ export class DrainWorker {
         this.#inflightByBucket.set(b.name, (this.#inflightByBucket.get(b.name) ?? 1) - 1);
         // The freed slot takes the next attempt claimed ahead, without waiting for a pass.
         const current = this.#buckets.get(b.name);
-        if (current && !current.paused && !this.#stopping) this.#fill(current);
+        if (current && current.drain.rate !== null) this.#releaseReady(current.name, 'released_on_rate');
+        else if (current && !current.paused && !this.#stopping) this.#fill(current);
         this.wake();
       });
     this.#inflight.set(a.attemptId, { bucket: b.name, promise });

@@ -165,4 +165,16 @@ describe('drain worker: claiming ahead in the running loop', () => {
     await until(() => states().delivered === 2, 'the two sent recorded');
     assert.equal(consumer.received.length, 2);
   });
+
+  it('a rate set while attempts wait in the queue sends them back, to go out under its tokens', async () => {
+    const { ids, w } = await running(5);
+    await b.store.updateBucket('s', { drain: { rate: { count: 1000, perMs: 1000 }, burst: 10 } });
+    w.wake();
+    await pause(100); // the next pass reads the new settings
+    answerAll();
+    await until(() => released(ids).length === 2, 'the two queued released');
+    assert.deepEqual(released(ids).map((a) => a.reason), ['released_on_rate', 'released_on_rate']);
+    await deliverAll(ids);
+    assert.equal(consumer.received.length, ids.length);
+  });
 });
