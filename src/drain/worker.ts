@@ -105,7 +105,8 @@ export class DrainWorker {
   readonly #ready = new Map<string, { createdAt: number; items: ClaimedAttempt[] }>();
   /** Buckets whose last claim left a delivery paced by its replay's own rate for a free slot: no claiming ahead until one is taken. */
   readonly #noAhead = new Set<string>();
-  #prefetch = false;
+  /** Claiming ahead is on in the running loop only (start()); drainOnce alone claims for free slots. */
+  #claimAhead = false;
   /** When the results now held back for the next claim (see drainOnce) were first held. */
   #heldSince: number | undefined;
   readonly #abort = new AbortController();
@@ -190,7 +191,7 @@ export class DrainWorker {
       // A queued attempt waits at most one attempt timeout for its slot, then runs for at most
       // another: its lease must cover both, or this very worker would expire it mid-attempt.
       const ahead =
-        this.#prefetch && b.drain.rate === null && !this.#noAhead.has(b.name) && this.#d.leaseMs > 2 * b.drain.timeoutMs + LEASE_MARGIN_MS
+        this.#claimAhead && b.drain.rate === null && !this.#noAhead.has(b.name) && this.#d.leaseMs > 2 * b.drain.timeoutMs + LEASE_MARGIN_MS
           ? b.drain.concurrency
           : 0;
       const room = slots + ahead;
@@ -319,7 +320,7 @@ export class DrainWorker {
     this.#heartbeat = setInterval(() => void this.#renew(leaseInfo), Math.max(50, Math.floor(this.#d.workerLeaseTtlMs / 3)));
     this.#heartbeat.unref();
     if (options.loop !== false) {
-      this.#prefetch = true;
+      this.#claimAhead = true;
       this.#loop = this.#run();
     }
   }
@@ -446,7 +447,7 @@ export class DrainWorker {
       this.#releaseReady(b.name, 'released_on_retry_after');
       return 0;
     }
-    if (this.#prefetch && !this.#holdsLease) {
+    if (this.#claimAhead && !this.#holdsLease) {
       this.#releaseReady(b.name, 'released_on_standby');
       return 0;
     }
@@ -468,7 +469,7 @@ export class DrainWorker {
     return started;
   }
 
-  /** Releases the bucket's queue of attempts claimed ahead (the bucket was paused, or the worker is stopping). */
+  /** Releases the bucket's whole queue of attempts claimed ahead, for `reason`. */
   #releaseReady(bucket: string, reason: ReleaseReason): void {
     const q = this.#ready.get(bucket);
     if (!q) return;
