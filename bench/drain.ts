@@ -6,6 +6,7 @@
  *   npm run bench:drain -- --duration 5       # shorter rate test (or BENCH_DURATION=5)
  *   npm run bench:drain -- --only throughput  # one test: rate, throughput, latency (comma list)
  *   npm run bench:drain -- --json > out.json  # report on stderr, JSON on stdout
+ *   npm run bench:drain -- --store-times      # also time each store call in the throughput rounds
  *
  * The consumer (bench/drain-consumer.ts) is a node:http server on 127.0.0.1 in its own process: it
  * reads each body, timestamps the arrival and answers 200. Everything else runs in this process,
@@ -125,6 +126,8 @@ export interface BenchOptions {
   rounds: number;
   only: TestName[];
   json: boolean;
+  /** Time every store call in the throughput rounds too (costs the worker CPU; the rate test always does). */
+  storeTimes: boolean;
 }
 
 /** Flags win over BENCH_DURATION, which wins over the 30 s default. Throws on a bad value. */
@@ -139,6 +142,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
       rounds: { type: 'string' },
       only: { type: 'string' },
       json: { type: 'boolean', default: false },
+      'store-times': { type: 'boolean', default: false },
     },
     strict: true,
   });
@@ -162,6 +166,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     rounds: int('--rounds', values.rounds, DEFAULT_ROUNDS, 1, 20),
     only: only as TestName[],
     json: values.json === true,
+    storeTimes: values['store-times'] === true,
   };
 }
 
@@ -253,6 +258,8 @@ export interface RateResult {
   stats: RateStats;
   /** The same windows over the attempts' recorded start times (the worker's clock): what the rate bounds. */
   starts: { maxInWindow: number; maxWindowStartS: number | null };
+  /** drainOnce calls in the run. */
+  passes: number;
   storeTimes: StoreTimes;
 }
 
@@ -265,7 +272,7 @@ export interface ThroughputRun {
   spanMs: number;
   /** This process's CPU (user + system, all threads) per request, from start to the last arrival. */
   cpuUsPerReq: number;
-  /** Worker runs: main-thread time in store calls. */
+  /** Worker runs with --store-times: main-thread time in store calls (the timing itself costs CPU, so it is off by default). */
   storeTimes?: StoreTimes;
 }
 
@@ -385,7 +392,7 @@ export function renderReport(
     lines.push(`  max attempt starts in any 1 s window: ${x.starts.maxInWindow} (attempts.started_at, the worker's clock)`);
     lines.push(`  max arrivals in any 1 s window: ${s.maxInWindow} (window starting ${fixed(s.maxWindowStartS ?? NaN, 3)} s after the first arrival; includes network jitter)`);
     lines.push(`  gap between arrivals: p50 ${fixed(s.gapMs.p50, 2)} ms, p90 ${fixed(s.gapMs.p90, 2)} ms, p99 ${fixed(s.gapMs.p99, 2)} ms (configured interval ${fixed(1000 / s.configuredPerS, 2)} ms)`);
-    const passes = x.storeTimes.bucketsVersion?.calls ?? 0; // read once at the start of every pass
+    const passes = x.passes;
     lines.push(`  worker passes: ${thousands(passes)} (${fixed(passes / x.durationS, 0)}/s, ${fixed(passes / Math.max(1, x.arrivals), 2)} per delivery)`);
     lines.push(storeLine(x.storeTimes, Math.max(1, x.arrivals), 'delivery'));
     lines.push('');
@@ -657,10 +664,10 @@ async function attemptStarts(db: string, bucket: string): Promise<number[]> {
   }
 }
 
-/** The standalone worker as `hookbucket worker` assembles it (main.ts startWorker), with the store timed. */
-async function openWorker(db: string, logger: Logger) {
+/** The standalone worker as `hookbucket worker` assembles it (main.ts startWorker), with the store timed if asked. */
+async function openWorker(db: string, logger: Logger, timed: boolean) {
   const inner = await SqliteDrainStore.open({ path: db, checkpoints: true });
-  const { store, times } = timedStore(inner);
+  const { store, times } = timed ? timedStore(inner) : { store: inner, times: undefined };
   const dispatcher = createDeliveryAgent();
   const worker = new DrainWorker({ store, dispatcher, clock: systemClock, logger });
   return {
@@ -684,7 +691,7 @@ async function rateTest(opts: BenchOptions, tmp: string, consumer: ConsumerProce
   await prestore(db, bucket, stored, body, logger);
 
   await consumer.reset([1]);
-  const w = await openWorker(db, logger);
+  const w = await openWorker(db, logger, true);
   progress(`rate: draining at ${formatRate(opts.rate)} for ${opts.durationS} s`);
   try {
     await w.worker.start('refuse');
@@ -709,7 +716,7 @@ async function rateTest(opts: BenchOptions, tmp: string, consumer: ConsumerProce
   const other = Object.entries(counts.states).filter(([s]) => s !== 'delivered' && s !== 'pending');
   if (other.length > 0) problems.push(`rate: deliveries in unexpected states: ${JSON.stringify(Object.fromEntries(other))}`);
   if (stats.endedEarly) problems.push(`rate: arrivals stopped before the measured window ended (stored ${stored}, arrived ${dump.at.length})`);
-  return { rate: formatRate(opts.rate), burst: opts.burst, durationS: opts.durationS, stored, arrivals: dump.at.length, delivered, stats, starts, storeTimes: w.times };
+  return { rate: formatRate(opts.rate), burst: opts.burst, durationS: opts.durationS, stored, arrivals: dump.at.length, delivered, stats, starts, passes: w.worker.passes, storeTimes: w.times! };
 }
 
 interface Outgoing {
@@ -805,9 +812,9 @@ async function startProfile(): Promise<{ stop(name: string): Promise<void> } | u
   };
 }
 
-async function workerRun(db: string, bucket: string, n: number, consumer: ConsumerProcess, round: number, logger: Logger, problems: string[]): Promise<ThroughputRun> {
+async function workerRun(db: string, bucket: string, n: number, consumer: ConsumerProcess, round: number, timed: boolean, logger: Logger, problems: string[]): Promise<ThroughputRun> {
   await consumer.reset([n]);
-  const w = await openWorker(db, logger);
+  const w = await openWorker(db, logger, timed);
   const profile = await startProfile();
   const cpu0 = process.cpuUsage();
   let cpu = 0;
@@ -827,7 +834,7 @@ async function workerRun(db: string, bucket: string, n: number, consumer: Consum
   }
   if (dump.distinctIds !== n || dump.at.length !== n) problems.push(`throughput round ${round}: the worker drained ${n}, the consumer got ${dump.at.length} (${dump.distinctIds} distinct)`);
   const sorted = [...dump.at].sort((a, b) => a - b);
-  return { kind: 'worker', round, requests: n, reqPerS: spanRate(sorted), spanMs: sorted[n - 1]! - sorted[0]!, cpuUsPerReq: cpu / n, storeTimes: w.times };
+  return { kind: 'worker', round, requests: n, reqPerS: spanRate(sorted), spanMs: sorted[n - 1]! - sorted[0]!, cpuUsPerReq: cpu / n, ...(w.times ? { storeTimes: w.times } : {}) };
 }
 
 async function throughputTest(opts: BenchOptions, tmp: string, consumer: ConsumerProcess, body: string, logger: Logger, problems: string[]): Promise<ThroughputResult> {
@@ -846,7 +853,7 @@ async function throughputTest(opts: BenchOptions, tmp: string, consumer: Consume
     if (reqs.length !== n) throw new Error(`read ${reqs.length} of ${n} stored requests back`);
     progress(`throughput ${round === 0 ? 'warm-up' : `round ${round}`}: baseline, then worker`);
     const b = await baselineRun(reqs, concurrency, consumer, round, problems);
-    const w = await workerRun(db, name, n, consumer, round, logger, problems);
+    const w = await workerRun(db, name, n, consumer, round, opts.storeTimes, logger, problems);
     if (round > 0) runs.push(b, w);
     await rm(db, { force: true });
     await rm(`${db}-wal`, { force: true });

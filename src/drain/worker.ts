@@ -27,7 +27,7 @@ import {
   type WorkerHolder,
 } from '../store/store.js';
 import type { Outcome } from './classify.js';
-import { forward, forwardHeaders, type ForwardResult } from './forward.js';
+import { Aborter, forward, forwardHeaders, type ForwardResult } from './forward.js';
 import { decideAttempt } from './outcome.js';
 import { DEFAULT_SCHEDULE } from './schedule.js';
 import { pacerConfigOf, type ClaimVerdict } from './admission.js';
@@ -109,10 +109,13 @@ export class DrainWorker {
   #claimAhead = false;
   /** When the results now held back for the next claim (see drainOnce) were first held. */
   #heldSince: number | undefined;
-  readonly #abort = new AbortController();
+  readonly #abort = new Aborter();
   #buckets = new Map<string, Bucket>();
   #bucketList: Bucket[] = [];
   #bucketsVersion: number | undefined;
+  /** The change counter when the bucket epoch was last read. */
+  #bucketsCounter: number | undefined;
+  #passes = 0;
   #dueCache: { at: number | null; counter: number; readAt: number } | undefined;
   /** Per bucket, the Retry-After block whose deferral has been recorded. */
   readonly #blockRecorded = new Map<string, number>();
@@ -141,6 +144,11 @@ export class DrainWorker {
     return this.#d.holder;
   }
 
+  /** Passes run so far (drainOnce calls): how often the loop woke. */
+  get passes(): number {
+    return this.#passes;
+  }
+
   /** Attempts in flight now. */
   get inflight(): number {
     return this.#inflight.size;
@@ -150,13 +158,19 @@ export class DrainWorker {
   async drainOnce(): Promise<PassResult> {
     const { store, clock } = this.#d;
     const now = clock.now();
+    this.#passes++;
     // Bucket settings are re-read only when a bucket changed (the epoch every bucket write bumps),
-    // replay rates only when another connection committed: a pass costs no parsing otherwise.
-    const version = store.bucketsVersion();
-    if (version !== this.#bucketsVersion) {
-      this.#bucketList = await store.listBuckets();
-      this.#buckets = new Map(this.#bucketList.map((b) => [b.name, b]));
-      this.#bucketsVersion = version;
+    // and the epoch only when another connection committed (bucket writes come from the CLI or
+    // serve's own connection, never this one): a pass with nothing new reads one pragma.
+    const counter = store.changeCounter();
+    if (this.#bucketsVersion === undefined || counter !== this.#bucketsCounter) {
+      const version = store.bucketsVersion();
+      if (version !== this.#bucketsVersion) {
+        this.#bucketList = await store.listBuckets();
+        this.#buckets = new Map(this.#bucketList.map((b) => [b.name, b]));
+        this.#bucketsVersion = version;
+      }
+      this.#bucketsCounter = counter;
     }
     const buckets = this.#bucketList;
     // A deleted (or deleted and made again) bucket's queue goes with its rows.
@@ -165,7 +179,6 @@ export class DrainWorker {
       this.#lastRecoverAt = now;
       await this.#recover(now);
     }
-    const counter = store.changeCounter();
     const result: PassResult = { started: 0, deferred: {}, wakeAt: null };
     // Attempts finished since the last pass are recorded in the first claim transaction: one
     // commit instead of two. A pass that claims nothing writes them on their own at the end.
@@ -523,7 +536,7 @@ export class DrainWorker {
       headers: forwardHeaders(a.rawHeaders, { requestId: a.requestId, generation: a.generation, attempt: a.number }, b.drain.forwardHeaders),
       body: a.body,
       timeoutMs: b.drain.timeoutMs,
-      signal: this.#abort.signal,
+      aborter: this.#abort,
     });
     this.#d.afterResponse?.(a);
     // Recorded by the next pass, in its claim transaction (or by settle()).

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { ErrorClass } from '../../src/drain/classify.js';
 import {
+  Aborter,
   createDeliveryAgent,
   errorClassOf,
   forward,
@@ -362,16 +363,36 @@ describe('forward() over real sockets', () => {
     }
   });
 
-  it('an abort through the signal (shutdown) is marked aborted, not timeout', async () => {
-    const ac = new AbortController();
+  it('an abort through the aborter (shutdown) is marked aborted, not timeout', async () => {
+    const ac = new Aborter();
     const srv = await listen((req) => {
       req.resume();
       ac.abort();
     });
     try {
-      const r = expectError(await forward(agent, request(srv.origin, { signal: ac.signal })));
+      const r = expectError(await forward(agent, request(srv.origin, { aborter: ac })));
       assert.equal(r.aborted, true);
       assert.notEqual(r.errorClass, 'timeout');
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it('one aborter ends every attempt in flight, and an attempt started after it is aborted sends nothing', async () => {
+    const ac = new Aborter();
+    let arrived = 0;
+    const srv = await listen((req) => {
+      req.resume();
+      arrived++;
+      if (arrived === 2) ac.abort();
+    });
+    try {
+      const both = await Promise.all([forward(agent, request(srv.origin, { aborter: ac })), forward(agent, request(srv.origin, { aborter: ac }))]);
+      for (const r of both) assert.equal(expectError(r).aborted, true);
+      const late = expectError(await forward(agent, request(srv.origin, { aborter: ac })));
+      assert.equal(late.aborted, true);
+      assert.equal(late.message, 'attempt aborted');
+      assert.equal(arrived, 2);
     } finally {
       await srv.close();
     }
