@@ -7,6 +7,7 @@
  *   npm run bench:drain -- --only throughput  # one test: rate, throughput, latency (comma list)
  *   npm run bench:drain -- --json > out.json  # report on stderr, JSON on stdout
  *   npm run bench:drain -- --store-times      # also time each store call in the throughput rounds
+ *   npm run bench:drain -- --preclaimed       # diagnostic: a third run per round without per-delivery SQLite
  *
  * The consumer (bench/drain-consumer.ts) is a node:http server on 127.0.0.1 in its own process: it
  * reads each body, timestamps the arrival and answers 200. Everything else runs in this process,
@@ -58,7 +59,7 @@ import { createLogger, type Logger } from '../src/shared/logger.js';
 import { SqliteDrainStore } from '../src/store/sqlite/sqlite-drain.js';
 import { SqliteIngest } from '../src/store/sqlite/sqlite-ingest.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
-import type { Bucket, CapturedRequest, DrainStore } from '../src/store/store.js';
+import type { AttemptResult, Bucket, CapturedRequest, ClaimedAttempt, DrainStore } from '../src/store/store.js';
 import type { ConsumerDump, FromConsumer, ToConsumer } from './drain-consumer.js';
 import { machineInfo, makeBody, type MachineInfo } from './ingest.js';
 
@@ -128,6 +129,8 @@ export interface BenchOptions {
   json: boolean;
   /** Time every store call in the throughput rounds too (costs the worker CPU; the rate test always does). */
   storeTimes: boolean;
+  /** Diagnostic: a third run per throughput round on a preclaimed store (preclaimedStore). */
+  preclaimed: boolean;
 }
 
 /** Flags win over BENCH_DURATION, which wins over the 30 s default. Throws on a bad value. */
@@ -143,6 +146,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
       only: { type: 'string' },
       json: { type: 'boolean', default: false },
       'store-times': { type: 'boolean', default: false },
+      preclaimed: { type: 'boolean', default: false },
     },
     strict: true,
   });
@@ -167,6 +171,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     only: only as TestName[],
     json: values.json === true,
     storeTimes: values['store-times'] === true,
+    preclaimed: values.preclaimed === true,
   };
 }
 
@@ -264,7 +269,8 @@ export interface RateResult {
 }
 
 export interface ThroughputRun {
-  kind: 'baseline' | 'worker';
+  /** `preclaimed`: the --preclaimed diagnostic (preclaimedStore). */
+  kind: 'baseline' | 'worker' | 'preclaimed';
   round: number;
   requests: number;
   /** (n − 1) / (last − first arrival) at the consumer. */
@@ -272,6 +278,8 @@ export interface ThroughputRun {
   spanMs: number;
   /** This process's CPU (user + system, all threads) per request, from start to the last arrival. */
   cpuUsPerReq: number;
+  /** Worker runs: drainOnce calls per delivery. */
+  passesPerReq?: number;
   /** Worker runs with --store-times: main-thread time in store calls (the timing itself costs CPU, so it is off by default). */
   storeTimes?: StoreTimes;
 }
@@ -283,6 +291,8 @@ export interface ThroughputResult {
   baselineMedian: number;
   workerMedian: number;
   ratio: number;
+  /** With --preclaimed: the preclaimed runs' median and its ratio to the baseline. */
+  preclaimed?: { median: number; ratio: number };
 }
 
 export interface LatencyResult {
@@ -325,7 +335,7 @@ export function summarize(opts: BenchOptions, r: { rate?: RateResult; throughput
     const t = r.throughput;
     rows.push({
       test: 'throughput',
-      measure: `worker/baseline req/s (medians of ${t.runs.length / 2})`,
+      measure: `worker/baseline req/s (medians of ${t.runs.filter((x) => x.kind === 'baseline').length})`,
       value: t.ratio.toFixed(3),
       target: `>= ${TARGETS.minThroughputRatio}`,
       met: t.ratio >= TARGETS.minThroughputRatio,
@@ -402,9 +412,13 @@ export function renderReport(
     const t = r.throughput;
     lines.push(`2. throughput: ${thousands(t.requests)} stored requests, no rate cap, concurrency ${t.concurrency}, same consumer`);
     lines.push('  baseline: plain undici loop (createDeliveryAgent), same targets and headers, rows read from the db beforehand');
-    const rows = t.runs.map((x) => [String(x.round), x.kind, thousands(x.reqPerS), fixed(x.spanMs, 0), fixed(x.cpuUsPerReq, 0)]);
-    for (const l of table(['round', 'run', 'req/s', 'span ms', 'cpu µs/req'], rows, 2)) lines.push(`  ${l}`);
+    const rows = t.runs.map((x) => [String(x.round), x.kind, thousands(x.reqPerS), fixed(x.spanMs, 0), fixed(x.cpuUsPerReq, 0), x.passesPerReq === undefined ? '' : fixed(x.passesPerReq, 2)]);
+    for (const l of table(['round', 'run', 'req/s', 'span ms', 'cpu µs/req', 'passes/req'], rows, 2)) lines.push(`  ${l}`);
     lines.push(`  medians: baseline ${thousands(t.baselineMedian)} req/s, worker ${thousands(t.workerMedian)} req/s, worker/baseline ${fixed(t.ratio, 3)}`);
+    if (t.preclaimed) {
+      lines.push(`  diagnostic, preclaimed (every delivery claimed up front, results written at the end, so no SQLite per delivery):`);
+      lines.push(`    median ${thousands(t.preclaimed.median)} req/s, preclaimed/baseline ${fixed(t.preclaimed.ratio, 3)}; the gap to the worker run is what the store costs`);
+    }
     const workerRuns = t.runs.filter((x) => x.kind === 'worker' && x.storeTimes);
     if (workerRuns.length > 0) {
       const merged: StoreTimes = {};
@@ -650,6 +664,36 @@ function timedStore(inner: DrainStore): { store: DrainStore; times: StoreTimes }
   });
   return { store, times };
 }
+/**
+ * Diagnostic for --preclaimed, not the product: the first claim takes the bucket's `n` deliveries in
+ * one transaction (before the first arrival, so outside the measured span), later claims hand them
+ * out from memory, and every result is held until the last, then written in one transaction. The
+ * worker then pays HTTP and its own bookkeeping but no SQLite per delivery, so the gap between this
+ * run and the normal worker run is what the store costs the drain.
+ */
+function preclaimedStore(inner: DrainStore, n: number): DrainStore {
+  let pool: ClaimedAttempt[] | undefined;
+  const held: AttemptResult[] = [];
+  const store: Pick<DrainStore, 'claim' | 'complete'> = {
+    async claim(bucket, options, policy) {
+      pool ??= (await inner.claim(bucket, { nowMs: options.nowMs, limit: n, leaseUntilMs: options.leaseUntilMs }, policy)).claimed;
+      if (options.complete) await store.complete(options.complete);
+      return { claimed: pool.splice(0, options.limit), verdict: { pacer: policy.pacer, replayTokens: new Map(), deferred: {}, wakeAt: Infinity, skippedAhead: 0 } };
+    },
+    async complete(results) {
+      held.push(...results);
+      if (pool !== undefined && held.length >= n) await inner.complete(held.splice(0));
+    },
+  };
+  return new Proxy(inner, {
+    get(target, prop) {
+      if (prop === 'claim' || prop === 'complete') return store[prop];
+      const value: unknown = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
 /** Called by the sleeping worker every 100 ms, or on shutdown: not part of a pass. */
 const UNTIMED = new Set(['changeCounter', 'close', 'releaseWorkerLease']);
 
@@ -665,9 +709,9 @@ async function attemptStarts(db: string, bucket: string): Promise<number[]> {
 }
 
 /** The standalone worker as `hookbucket worker` assembles it (main.ts startWorker), with the store timed if asked. */
-async function openWorker(db: string, logger: Logger, timed: boolean) {
+async function openWorker(db: string, logger: Logger, timed: boolean, preclaim = 0) {
   const inner = await SqliteDrainStore.open({ path: db, checkpoints: true });
-  const { store, times } = timed ? timedStore(inner) : { store: inner, times: undefined };
+  const { store, times } = timed ? timedStore(inner) : preclaim > 0 ? { store: preclaimedStore(inner, preclaim), times: undefined } : { store: inner, times: undefined };
   const dispatcher = createDeliveryAgent();
   const worker = new DrainWorker({ store, dispatcher, clock: systemClock, logger });
   return {
@@ -812,16 +856,27 @@ async function startProfile(): Promise<{ stop(name: string): Promise<void> } | u
   };
 }
 
-async function workerRun(db: string, bucket: string, n: number, consumer: ConsumerProcess, round: number, timed: boolean, logger: Logger, problems: string[]): Promise<ThroughputRun> {
+async function workerRun(
+  db: string,
+  bucket: string,
+  n: number,
+  consumer: ConsumerProcess,
+  round: number,
+  mode: { timed: boolean; preclaimed: boolean },
+  logger: Logger,
+  problems: string[],
+): Promise<ThroughputRun> {
   await consumer.reset([n]);
-  const w = await openWorker(db, logger, timed);
+  const w = await openWorker(db, logger, mode.timed, mode.preclaimed ? n : 0);
   const profile = await startProfile();
   const cpu0 = process.cpuUsage();
   let cpu = 0;
+  let passesPerReq = 0;
   try {
     await w.worker.start('refuse');
     await consumer.reached(n, drainTimeoutMs(n));
     cpu = cpuUs(cpu0);
+    passesPerReq = w.worker.passes / n;
     await profile?.stop(`worker-round-${round}`);
   } finally {
     await w.close();
@@ -834,7 +889,7 @@ async function workerRun(db: string, bucket: string, n: number, consumer: Consum
   }
   if (dump.distinctIds !== n || dump.at.length !== n) problems.push(`throughput round ${round}: the worker drained ${n}, the consumer got ${dump.at.length} (${dump.distinctIds} distinct)`);
   const sorted = [...dump.at].sort((a, b) => a - b);
-  return { kind: 'worker', round, requests: n, reqPerS: spanRate(sorted), spanMs: sorted[n - 1]! - sorted[0]!, cpuUsPerReq: cpu / n, ...(w.times ? { storeTimes: w.times } : {}) };
+  return { kind: mode.preclaimed ? 'preclaimed' : 'worker', round, requests: n, reqPerS: spanRate(sorted), spanMs: sorted[n - 1]! - sorted[0]!, cpuUsPerReq: cpu / n, passesPerReq, ...(w.times ? { storeTimes: w.times } : {}) };
 }
 
 async function throughputTest(opts: BenchOptions, tmp: string, consumer: ConsumerProcess, body: string, logger: Logger, problems: string[]): Promise<ThroughputResult> {
@@ -853,15 +908,27 @@ async function throughputTest(opts: BenchOptions, tmp: string, consumer: Consume
     if (reqs.length !== n) throw new Error(`read ${reqs.length} of ${n} stored requests back`);
     progress(`throughput ${round === 0 ? 'warm-up' : `round ${round}`}: baseline, then worker`);
     const b = await baselineRun(reqs, concurrency, consumer, round, problems);
-    const w = await workerRun(db, name, n, consumer, round, opts.storeTimes, logger, problems);
+    const w = await workerRun(db, name, n, consumer, round, { timed: opts.storeTimes, preclaimed: false }, logger, problems);
     if (round > 0) runs.push(b, w);
-    await rm(db, { force: true });
-    await rm(`${db}-wal`, { force: true });
-    await rm(`${db}-shm`, { force: true });
+    await removeDb(db);
+    if (opts.preclaimed) {
+      await createBucket(db, { name, destination: `${consumer.url}/hook` });
+      progress(`throughput ${round === 0 ? 'warm-up' : `round ${round}`}: storing ${n} requests again, preclaimed run`);
+      await prestore(db, name, n, body, logger);
+      const p = await workerRun(db, name, n, consumer, round, { timed: false, preclaimed: true }, logger, problems);
+      if (round > 0) runs.push(p);
+      await removeDb(db);
+    }
   }
   const baselineMedian = median(runs.filter((r) => r.kind === 'baseline').map((r) => r.reqPerS));
   const workerMedian = median(runs.filter((r) => r.kind === 'worker').map((r) => r.reqPerS));
-  return { requests: opts.requests, concurrency, runs, baselineMedian, workerMedian, ratio: baselineMedian > 0 ? workerMedian / baselineMedian : 0 };
+  const preclaimedRuns = runs.filter((r) => r.kind === 'preclaimed').map((r) => r.reqPerS);
+  const preclaimed = preclaimedRuns.length > 0 ? { median: median(preclaimedRuns), ratio: baselineMedian > 0 ? median(preclaimedRuns) / baselineMedian : 0 } : undefined;
+  return { requests: opts.requests, concurrency, runs, baselineMedian, workerMedian, ratio: baselineMedian > 0 ? workerMedian / baselineMedian : 0, ...(preclaimed ? { preclaimed } : {}) };
+}
+
+async function removeDb(db: string): Promise<void> {
+  for (const f of [db, `${db}-wal`, `${db}-shm`]) await rm(f, { force: true });
 }
 
 async function latencyTest(tmp: string, consumer: ConsumerProcess, body: string, logger: Logger, problems: string[]): Promise<LatencyResult> {

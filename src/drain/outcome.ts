@@ -31,7 +31,8 @@ export type AttemptDecision =
     };
 
 /** Statuses whose Retry-After is honoured (RFC 9110 §10.2.3; RFC 6585 §4). */
-const RETRY_AFTER_STATUSES = new Set([429, 503]);
+/** The statuses whose Retry-After is honoured. */
+export const RETRY_AFTER_STATUSES: ReadonlySet<number> = new Set([429, 503]);
 
 export function decideAttempt(schedule: Schedule, retryOn: RetryOn | null, f: AttemptFacts): AttemptDecision {
   const c = classify(f.outcome, retryOn ?? DEFAULT_RETRY_ON);

@@ -28,7 +28,7 @@ import {
 } from '../store/store.js';
 import type { Outcome } from './classify.js';
 import { Aborter, forward, forwardHeaders, type ForwardResult } from './forward.js';
-import { decideAttempt } from './outcome.js';
+import { decideAttempt, RETRY_AFTER_STATUSES } from './outcome.js';
 import { DEFAULT_SCHEDULE } from './schedule.js';
 import { pacerConfigOf, type ClaimVerdict } from './admission.js';
 import { block, newPacer, type DeferReason, type PacerState } from './pacer.js';
@@ -546,26 +546,47 @@ export class DrainWorker {
   /** The attempt row and the delivery's next state, from the result and the bucket's current settings. */
   #record(a: ClaimedAttempt, res: ForwardResult): AttemptResult {
     const now = this.#d.clock.now();
-    const base = {
-      attemptId: a.attemptId,
-      deliveryId: a.deliveryId,
-      finishedAt: now,
-      durationMs: res.durationMs,
-      status: res.kind === 'response' ? res.status : null,
-      errorClass: res.kind === 'error' ? res.errorClass : null,
-      errorMessage: res.kind === 'error' ? `${res.code ?? 'error'}: ${res.message}` : (res.bodyError ?? null),
-      responseHeaders: res.kind === 'response' ? res.headers : null,
-      responseBody: res.kind === 'response' ? res.body : null,
-      responseTruncated: res.kind === 'response' && res.truncated,
-    };
-    if (res.kind === 'error' && res.aborted) {
-      return { ...base, errorClass: 'shutdown', outcome: 'released', reason: 'released_on_shutdown', nextAttemptAt: now, nextWhy: 'released' };
-    }
+    // One object literal per outcome (no spreads): this runs once per delivery.
+    const row = (outcome: AttemptResult['outcome'], reason: string, nextAttemptAt: number | null, nextWhy: string | null, errorClass?: string): AttemptResult =>
+      res.kind === 'response'
+        ? {
+            attemptId: a.attemptId,
+            deliveryId: a.deliveryId,
+            finishedAt: now,
+            durationMs: res.durationMs,
+            status: res.status,
+            errorClass: null,
+            errorMessage: res.bodyError ?? null,
+            responseHeaders: res.headers,
+            responseBody: res.body,
+            responseTruncated: res.truncated,
+            outcome,
+            reason,
+            nextAttemptAt,
+            nextWhy,
+          }
+        : {
+            attemptId: a.attemptId,
+            deliveryId: a.deliveryId,
+            finishedAt: now,
+            durationMs: res.durationMs,
+            status: null,
+            errorClass: errorClass ?? res.errorClass,
+            errorMessage: `${res.code ?? 'error'}: ${res.message}`,
+            responseHeaders: null,
+            responseBody: null,
+            responseTruncated: false,
+            outcome,
+            reason,
+            nextAttemptAt,
+            nextWhy,
+          };
+    if (res.kind === 'error' && res.aborted) return row('released', 'released_on_shutdown', now, 'released', 'shutdown');
     // Settings as they are now: a bucket changed mid-attempt decides with its new schedule.
     const b = this.#buckets.get(a.bucket);
     const drain = b?.drain;
     const outcome: Outcome = res.kind === 'response' ? { kind: 'response', status: res.status } : { kind: 'error', errorClass: res.errorClass };
-    const retryAfter = res.kind === 'response' ? headerValue(res.headers, 'retry-after') : undefined;
+    const retryAfter = res.kind === 'response' && RETRY_AFTER_STATUSES.has(res.status) ? headerValue(res.headers, 'retry-after') : undefined;
     const pausedSinceFirst = b ? pausedMsAt(b, now) - a.pausedMsAtFirst : 0;
     // A bucket deleted mid-attempt is decided on the defaults (its rows go with it anyway).
     const decision = decideAttempt(drain?.schedule ?? DEFAULT_SCHEDULE, drain?.retryOn ?? null, {
@@ -581,10 +602,10 @@ export class DrainWorker {
         this.#pacers.set(a.bucket, block(this.#pacers.get(a.bucket) ?? newPacer(), decision.bucketBlockedUntilMs));
       }
       if (this.#dueCache !== undefined && (this.#dueCache.at === null || decision.atMs < this.#dueCache.at)) this.#dueCache.at = decision.atMs;
-      return { ...base, outcome: 'retry', reason: decision.reason, nextAttemptAt: decision.atMs, nextWhy: decision.why };
+      return row('retry', decision.reason, decision.atMs, decision.why);
     }
-    if (decision.state === 'exhausted') return { ...base, outcome: 'exhausted', reason: `${decision.reason}; gave up: ${decision.why}`, nextAttemptAt: null, nextWhy: null };
-    return { ...base, outcome: decision.state, reason: decision.reason, nextAttemptAt: null, nextWhy: null };
+    if (decision.state === 'exhausted') return row('exhausted', `${decision.reason}; gave up: ${decision.why}`, null, null);
+    return row(decision.state, decision.reason, null, null);
   }
 
   /** Writes the completed attempts in one transaction; on a storage error keeps them and tries again. */
