@@ -54,6 +54,8 @@ function applySettings(cmd: Command, io: CliIo): void {
     .configureOutput({
       writeOut: (s) => io.stdout.write(s),
       writeErr: (s) => io.stderr.write(s),
+      // Commander's own usage errors get the stable code our other errors carry: `error [usage]: …`.
+      outputError: (s, write) => write(s.replace(/^error: /, 'error [usage]: ')),
     });
   for (const sub of cmd.commands) applySettings(sub, io);
 }

@@ -69,7 +69,12 @@ describe('CLI through the real binary', () => {
     ]) {
       const r = await runCli([...db, ...args]);
       assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+      // Commander's own errors (unknown option or command, missing argument) carry a code like ours.
+      assert.match(r.stderr, /^error \[[a-z_]+\]: /m, `${args.join(' ')}: ${r.stderr}`);
     }
+    const missing = await runCli([...db, 'bucket', 'create']);
+    assert.equal(missing.code, 2);
+    assert.match(missing.stderr, /^error \[usage\]: missing required argument 'name'/m);
     const env = await runCli(['bucket', 'list'], { HOOKBUCKET_LOCK_TIMEOUT: 'soon', HOOKBUCKET_DB: t.db });
     assert.equal(env.code, 2);
     assert.match(env.stderr, /HOOKBUCKET_LOCK_TIMEOUT/);
