@@ -155,7 +155,13 @@ export class Aborter {
 
   abort(): void {
     this.#aborted = true;
-    for (const fn of [...this.#attempts]) fn();
+    for (const fn of [...this.#attempts]) {
+      try {
+        fn();
+      } catch {
+        // one attempt's abort failing must not keep the others running
+      }
+    }
   }
 
   /** Registers an attempt's abort; returns its unregistration. */
@@ -202,6 +208,8 @@ function flattenHeaders(h: Record<string, string | string[] | undefined>): strin
  * as a 3xx, and a failed attempt is retried by the schedule, from the database.
  */
 export function createDeliveryAgent(options: { connections?: number } = {}): Agent {
+  // HTTP/1.1 only (undici's default, allowH2 off): forward() hands undici an EventEmitter as the
+  // abort signal, which its HTTP/1 client accepts and node:http2 would not.
   return new Agent({
     keepAliveTimeout: 4_000, // 4s: under Node's 5 s server default, so we close first
     keepAliveMaxTimeout: 60_000,
@@ -235,6 +243,7 @@ function readExcerpt(body: Dispatcher.ResponseData['body']): Promise<Excerpt> {
       body.off('data', onData);
       body.off('end', onEnd);
       body.off('error', onError);
+      body.off('close', onClose);
       if (e.truncated || e.error !== undefined) {
         body.on('error', () => undefined); // destroy() may still emit; nobody else listens
         body.destroy();
@@ -254,9 +263,13 @@ function readExcerpt(body: Dispatcher.ResponseData['body']): Promise<Excerpt> {
     };
     const onEnd = () => finish({ body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks), truncated: false });
     const onError = (e: unknown) => finish({ body: Buffer.concat(chunks), truncated: false, error: e });
+    // undici ends a body with 'end' or 'error'; a bare 'close' would otherwise leave the attempt
+    // hanging until its lease ran out.
+    const onClose = () => onError(new Error('response body closed before its end'));
     body.on('data', onData);
     body.once('end', onEnd);
     body.once('error', onError);
+    body.once('close', onClose);
   });
 }
 

@@ -31,7 +31,6 @@ export type AttemptDecision =
     };
 
 /** Statuses whose Retry-After is honoured (RFC 9110 §10.2.3; RFC 6585 §4). */
-/** The statuses whose Retry-After is honoured. */
 export const RETRY_AFTER_STATUSES: ReadonlySet<number> = new Set([429, 503]);
 
 export function decideAttempt(schedule: Schedule, retryOn: RetryOn | null, f: AttemptFacts): AttemptDecision {

@@ -387,7 +387,11 @@ export type WorkerLeaseResult = { ok: true } | { ok: false; current: WorkerHolde
 export interface DrainStore {
   /** Buckets as they are now (settings changed from the CLI apply from the next claim). */
   listBuckets(): Promise<Bucket[]>;
-  /** Changes whenever a bucket is created, changed, paused, resumed or deleted (cheap to read). */
+  /**
+   * Changes whenever a bucket is created, changed, paused, resumed or deleted (cheap to read). The
+   * worker reads it only after changeCounter() moved, so bucket writes must come from another
+   * connection than this store's (the CLI's, serve's SqliteStore), never through the drain store.
+   */
   bucketsVersion(): number;
   /**
    * In one transaction: record `complete` first, then walk the bucket's due deliveries in due order
@@ -418,7 +422,10 @@ export interface DrainStore {
   /** Takes or renews the single-worker lease; a live lease held by another holder is refused. */
   acquireWorkerLease(holder: string, info: string, nowMs: number, ttlMs: number): Promise<WorkerLeaseResult>;
   releaseWorkerLease(holder: string): Promise<void>;
-  /** A cheap counter that changes when another connection commits (new requests, bucket changes). */
+  /**
+   * A cheap counter that changes when another connection commits (new requests, bucket changes);
+   * this store's own commits do not move it.
+   */
   changeCounter(): number;
   close(): Promise<void>;
 }

@@ -363,6 +363,42 @@ describe('forward() over real sockets', () => {
     }
   });
 
+  it('timeout while the body is read: the status decides, the excerpt so far is kept, the body error says why', async () => {
+    const srv = await listen((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.write('partial'); // and never ends
+    });
+    try {
+      const r = expectResponse(await forward(agent, request(srv.origin, { timeoutMs: 300 })));
+      assert.equal(r.status, 200);
+      assert.equal(r.body.toString(), 'partial');
+      assert.equal(r.truncated, false);
+      assert.equal(r.bodyError, 'error: attempt timed out');
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it('shutdown after the headers, before any body: a response with an empty excerpt and the abort as its body error', async () => {
+    const ac = new Aborter();
+    const srv = await listen((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.flushHeaders();
+      // Well after the head reached the client on loopback; the body never comes.
+      setTimeout(() => ac.abort(), 200);
+    });
+    try {
+      const r = expectResponse(await forward(agent, request(srv.origin, { aborter: ac })));
+      assert.equal(r.status, 200);
+      assert.equal(r.body.length, 0);
+      assert.equal(r.bodyError, 'error: attempt aborted');
+    } finally {
+      await srv.close();
+    }
+  });
+
   it('an abort through the aborter (shutdown) is marked aborted, not timeout', async () => {
     const ac = new Aborter();
     const srv = await listen((req) => {

@@ -99,6 +99,25 @@ describe('drain worker', () => {
     assert.equal(b.delivery(second!).state, 'delivered');
   });
 
+  it('ignores Retry-After on statuses other than 429 and 503: the schedule decides, the bucket is not blocked', async () => {
+    await create('s', { schedule: { baseMs: 1000, multiplier: 2, capMs: 60_000, maxAttempts: 5, jitter: 'none' } });
+    const [first, second] = b.ingest('s', {}, {});
+    consumer.script({ status: 500, headers: { 'retry-after': '120' } });
+    await b.store.updateBucket('s', { drain: { concurrency: 1 } });
+    const w = b.worker();
+    await w.runOnce();
+    const t0 = b.clock.now();
+    const a = b.attempts(first!)[0]!;
+    assert.equal(a.status, 500);
+    assert.equal(a.next_attempt_at, t0 + 1000);
+    assert.equal(a.next_why, 'schedule');
+    // No bucket-wide block: the second request goes at once.
+    const pass = await w.runOnce();
+    assert.equal(pass.started, 1);
+    assert.equal(pass.deferred.retry_after, undefined);
+    assert.equal(b.delivery(second!).state, 'delivered');
+  });
+
   it('reads an HTTP-date Retry-After and clamps a hostile one to the cap', async () => {
     await create('s', { schedule: { baseMs: 1000, multiplier: 2, capMs: 60_000, maxAttempts: 5, jitter: 'none' } });
     const [a, c] = b.ingest('s', {}, {});
