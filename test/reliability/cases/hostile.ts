@@ -692,13 +692,20 @@ const case11: ReliabilityCase = {
       // body on a fresh process also pays V8's one-time growth (its young generation grows, and
       // socket-read buffers wait for an external-memory-pressure GC): measured about 30 MiB for a
       // 32 MiB and for a 100 MiB payload alike, so it is reported against half the payload (a
-      // server that held the body would need all of it), and the steady state against a quarter.
+      // server that held the body would need all of it), and the steady state (six more, after two
+      // unmeasured) against a quarter.
       {
         const before = b.rows();
         const one = await peakGrowth(b.pid, () => b.send(b.wire({ bucket: 'capped', body: payload, framing: 'chunked', chunkBytes: MiB }), { pieceBytes: 64 * KiB }));
         b.expect(one.value, 413, 'body_too_large', 'limit + 1 chunked');
         b.result.figure('chunked limit+1, first on a fresh server: peak RSS growth', `${mib(one.growth)} (${one.how}); ${mib(one.value.bytesSent)} sent`, `< ${mib(payload.length / 2)}`);
         b.check(one.growth < payload.length / 2, `chunked limit+1 (first): peak RSS grew ${mib(one.growth)}`);
+        // The steady state starts after two more, unmeasured: how much dead socket-read memory waits
+        // for the next GC varies from one refusal to the next (0.8–22.5 MiB of growth over six, seen
+        // right after the first), and the process's heap settles only after a few such peaks.
+        for (let i = 0; i < 2; i++) {
+          b.expect(await b.send(b.wire({ bucket: 'capped', body: payload, framing: 'chunked', chunkBytes: MiB }), { pieceBytes: 64 * KiB }), 413, 'body_too_large', `limit + 1 chunked (settling #${i + 1})`);
+        }
         const runs = 6;
         const run = await peakGrowth(b.pid, async () => {
           const answers: Answer[] = [];
