@@ -714,9 +714,12 @@ async function attemptStarts(db: string, bucket: string): Promise<number[]> {
 }
 
 /** The standalone worker as `hookbucket worker` assembles it (main.ts startWorker), with the store timed if asked. */
-async function openWorker(db: string, logger: Logger, timed: boolean, preclaim = 0) {
+async function openWorker(db: string, logger: Logger, mode: { timed: boolean; preclaim?: number }) {
   const inner = await SqliteDrainStore.open({ path: db, checkpoints: true });
-  const { store, times } = timed ? timedStore(inner) : preclaim > 0 ? { store: preclaimedStore(inner, preclaim), times: undefined } : { store: inner, times: undefined };
+  let store: DrainStore = inner;
+  let times: StoreTimes | undefined;
+  if (mode.preclaim) store = preclaimedStore(inner, mode.preclaim);
+  if (mode.timed) ({ store, times } = timedStore(store));
   const dispatcher = createDeliveryAgent();
   const worker = new DrainWorker({ store, dispatcher, clock: systemClock, logger });
   return {
@@ -740,7 +743,7 @@ async function rateTest(opts: BenchOptions, tmp: string, consumer: ConsumerProce
   await prestore(db, bucket, stored, body, logger);
 
   await consumer.reset([1]);
-  const w = await openWorker(db, logger, true);
+  const w = await openWorker(db, logger, { timed: true });
   progress(`rate: draining at ${formatRate(opts.rate)} for ${opts.durationS} s`);
   try {
     await w.worker.start('refuse');
@@ -872,7 +875,7 @@ async function workerRun(
   problems: string[],
 ): Promise<ThroughputRun> {
   await consumer.reset([n]);
-  const w = await openWorker(db, logger, mode.timed, mode.preclaimed ? n : 0);
+  const w = await openWorker(db, logger, { timed: mode.timed, preclaim: mode.preclaimed ? n : 0 });
   const profile = await startProfile();
   const cpu0 = process.cpuUsage();
   let cpu = 0;

@@ -26,7 +26,7 @@ export interface ForwardTarget {
   path: string;
 }
 
-/** Parsed destinations, by URL: a bucket has one, parsing it for every claimed attempt cost a few µs each. */
+/** Parsed destinations, by URL: a bucket has one, so each is parsed once rather than for every claimed attempt. */
 const destinations = new Map<string, { origin: string; pathname: string; search: string }>();
 const DESTINATIONS_KEPT = 256;
 
@@ -56,10 +56,15 @@ export function forwardTarget(destination: string, subPath: string, query: strin
   return { origin: u.origin, path };
 }
 
-/** Headers that describe one connection, not the message (RFC 9110 §7.6.1), and those undici sets itself. */
-const DROPPED = new Set(['host', 'content-length', 'connection', 'keep-alive', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'expect']);
 export const HOOKBUCKET_HEADERS = ['x-hookbucket-request-id', 'x-hookbucket-delivery-generation', 'x-hookbucket-attempt'] as const;
-const ALWAYS_DROPPED: ReadonlySet<string> = new Set([...DROPPED, ...HOOKBUCKET_HEADERS]);
+/**
+ * Headers that describe one connection, not the message (RFC 9110 §7.6.1), those undici sets
+ * itself, and the x-hookbucket-* headers forwardHeaders sets.
+ */
+const ALWAYS_DROPPED: ReadonlySet<string> = new Set([
+  ...['host', 'content-length', 'connection', 'keep-alive', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'expect'],
+  ...HOOKBUCKET_HEADERS,
+]);
 
 export interface ForwardMeta {
   requestId: string;
@@ -77,7 +82,7 @@ export function forwardHeaders(rawHeaders: readonly string[], meta: ForwardMeta,
   let named: Set<string> | undefined;
   for (const [name] of extra) (named ??= new Set()).add(name.toLowerCase());
   for (let i = 0; i < rawHeaders.length; i += 2) {
-    if (rawHeaders[i]!.length === 10 /* 'connection' */ && rawHeaders[i]!.toLowerCase() === 'connection') {
+    if (rawHeaders[i]!.toLowerCase() === 'connection') {
       for (const token of rawHeaders[i + 1]!.split(',')) if (token.trim() !== '') (named ??= new Set()).add(token.trim().toLowerCase());
     }
   }

@@ -546,41 +546,24 @@ export class DrainWorker {
   /** The attempt row and the delivery's next state, from the result and the bucket's current settings. */
   #record(a: ClaimedAttempt, res: ForwardResult): AttemptResult {
     const now = this.#d.clock.now();
-    // One object literal per outcome (no spreads): this runs once per delivery.
-    const row = (outcome: AttemptResult['outcome'], reason: string, nextAttemptAt: number | null, nextWhy: string | null, errorClass?: string): AttemptResult =>
-      res.kind === 'response'
-        ? {
-            attemptId: a.attemptId,
-            deliveryId: a.deliveryId,
-            finishedAt: now,
-            durationMs: res.durationMs,
-            status: res.status,
-            errorClass: null,
-            errorMessage: res.bodyError ?? null,
-            responseHeaders: res.headers,
-            responseBody: res.body,
-            responseTruncated: res.truncated,
-            outcome,
-            reason,
-            nextAttemptAt,
-            nextWhy,
-          }
-        : {
-            attemptId: a.attemptId,
-            deliveryId: a.deliveryId,
-            finishedAt: now,
-            durationMs: res.durationMs,
-            status: null,
-            errorClass: errorClass ?? res.errorClass,
-            errorMessage: `${res.code ?? 'error'}: ${res.message}`,
-            responseHeaders: null,
-            responseBody: null,
-            responseTruncated: false,
-            outcome,
-            reason,
-            nextAttemptAt,
-            nextWhy,
-          };
+    const response = res.kind === 'response' ? res : undefined;
+    const error = res.kind === 'error' ? res : undefined;
+    const row = (outcome: AttemptResult['outcome'], reason: string, nextAttemptAt: number | null, nextWhy: string | null, errorClass?: string): AttemptResult => ({
+      attemptId: a.attemptId,
+      deliveryId: a.deliveryId,
+      finishedAt: now,
+      durationMs: res.durationMs,
+      status: response?.status ?? null,
+      errorClass: errorClass ?? error?.errorClass ?? null,
+      errorMessage: error ? `${error.code ?? 'error'}: ${error.message}` : (response?.bodyError ?? null),
+      responseHeaders: response?.headers ?? null,
+      responseBody: response?.body ?? null,
+      responseTruncated: response?.truncated ?? false,
+      outcome,
+      reason,
+      nextAttemptAt,
+      nextWhy,
+    });
     if (res.kind === 'error' && res.aborted) return row('released', 'released_on_shutdown', now, 'released', 'shutdown');
     // Settings as they are now: a bucket changed mid-attempt decides with its new schedule.
     const b = this.#buckets.get(a.bucket);
