@@ -209,6 +209,7 @@ export interface DeliveryOpts extends ScheduleOpts {
   retryBudget?: number;
   retryFloor?: number;
   forwardPath?: boolean;
+  forwardRawPath?: boolean;
   forwardHeader?: ForwardHeaderEdit;
 }
 
@@ -240,6 +241,12 @@ export function addDeliveryOptions(cmd: Command, forUpdate: boolean): Command {
     )
     .option('--forward-path', 'append the sub-path a request arrived on (after /b/<name>) to the destination URL (default)')
     .option('--no-forward-path', 'forward every request to the destination URL as it is')
+    .option(
+      '--forward-raw-path',
+      'append the sub-path as stored, dot-segments (../, %2e%2e/) and empty segments included; unsafe behind a proxy or server that normalises paths (default: they are removed, so the path stays under the destination\'s)',
+    );
+  if (forUpdate) cmd.option('--no-forward-raw-path', 'remove dot-segments and empty segments from the sub-path again (the default)');
+  cmd
     .option(
       '--forward-header <header>',
       forUpdate
@@ -292,6 +299,7 @@ export function drainPatchFrom(o: DeliveryOpts, current: DrainSettings): Partial
     };
   }
   if (o.forwardPath !== undefined) p.forwardPath = o.forwardPath;
+  if (o.forwardRawPath !== undefined) p.forwardRawPath = o.forwardRawPath;
   if (o.forwardHeader !== undefined) {
     const { clear, set } = o.forwardHeader;
     const replaced = new Set(set.map(([name]) => name.toLowerCase()));

@@ -6,8 +6,9 @@
  * - method and body bytes as stored;
  * - the stored header list in its order, case and repeats, minus host, content-length, the
  *   hop-by-hop set (RFC 9110 §7.6.1) and expect, which undici sets or refuses itself;
- * - the raw sub-path and raw query appended to the destination as stored, so that `%2e%2e` is not
- *   resolved on the way: undici gets `{ origin, path }`, never a URL string it would normalise.
+ * - the sub-path appended to the destination without its dot-segments, so it never climbs above the
+ *   destination's path (src/policy/forward-path.ts; `--forward-raw-path` appends it as stored), and
+ *   the raw query as stored: undici gets `{ origin, path }`, never a URL string it would normalise.
  *
  * Redirects are never followed (undici's `request` does not follow them without the redirect
  * interceptor, which is not installed), and there is no retry interceptor: retries live in the
@@ -15,6 +16,7 @@
  */
 import { EventEmitter } from 'node:events';
 import { Agent, type Dispatcher } from 'undici';
+import { joinForwardPath } from '../policy/forward-path.js';
 import type { ErrorClass } from './classify.js';
 
 /** Bytes of the response body kept as evidence; the rest is not read. */
@@ -42,13 +44,14 @@ function parsedDestination(destination: string): { origin: string; pathname: str
 }
 
 /**
- * The destination URL, then the stored raw sub-path (unless `forwardPath` is off), then the stored
- * raw query, after any query the destination already has, joined with `&`.
+ * The destination URL, then the stored sub-path (unless `forwardPath` is off) without its
+ * dot-segments, or as stored when `rawPath`, then the stored raw query, after any query the
+ * destination already has, joined with `&`.
  */
-export function forwardTarget(destination: string, subPath: string, query: string | null, forwardPath: boolean): ForwardTarget {
+export function forwardTarget(destination: string, subPath: string, query: string | null, forwardPath: boolean, rawPath = false): ForwardTarget {
   const u = parsedDestination(destination);
   let path = u.pathname;
-  if (forwardPath && subPath !== '') path = path.endsWith('/') && subPath.startsWith('/') ? path.slice(0, -1) + subPath : path + subPath;
+  if (forwardPath) path = joinForwardPath(path, subPath, rawPath);
   const own = u.search.length > 1 ? u.search.slice(1) : null;
   if (own !== null && query !== null && query !== '') path += `?${own}&${query}`;
   else if (own !== null) path += `?${own}`;

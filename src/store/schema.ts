@@ -28,6 +28,8 @@ export interface BucketsTable {
   retry_budget: number;
   retry_floor: number;
   forward_path: number;
+  /** 1: the sub-path is appended as stored, dot-segments included (--forward-raw-path). */
+  forward_raw_path: number;
   /** JSON flat list [name, value, …]. */
   forward_headers: string;
   paused_at: number | null;

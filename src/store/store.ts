@@ -26,6 +26,11 @@ export interface DrainSettings {
   retryBudget: RetryBudgetConfig;
   /** Append the stored sub-path to the destination URL. */
   forwardPath: boolean;
+  /**
+   * Append it as stored (`--forward-raw-path`) instead of without dot-segments and empty segments
+   * (src/policy/forward-path.ts). Unsafe behind a path-normalising proxy; no effect while forwardPath is off.
+   */
+  forwardRawPath: boolean;
   /** Added to every forwarded request, after the stored headers. */
   forwardHeaders: Array<[string, string]>;
 }

@@ -5,7 +5,7 @@ import { tempDir } from '../helpers/temp-dir.js';
 
 /** The drain settings part of `bucket show --json`, for whole-object comparisons. */
 function drainFields(j: Record<string, unknown>) {
-  const keys = ['rate', 'burst', 'concurrency', 'timeout_ms', 'schedule', 'retry_on', 'retry_budget', 'retry_floor', 'forward_path', 'forward_headers', 'paused', 'paused_at'];
+  const keys = ['rate', 'burst', 'concurrency', 'timeout_ms', 'schedule', 'retry_on', 'retry_budget', 'retry_floor', 'forward_path', 'forward_raw_path', 'forward_headers', 'paused', 'paused_at'];
   return Object.fromEntries(keys.map((k) => [k, j[k]]));
 }
 
@@ -19,6 +19,7 @@ const DEFAULTS = {
   retry_budget: 0.1,
   retry_floor: 1,
   forward_path: true,
+  forward_raw_path: false,
   forward_headers: [],
   paused: false,
   paused_at: null,
@@ -50,7 +51,7 @@ describe('bucket drain settings through the real binary', () => {
     assert.match(human.text, /^schedule {10}base 30s, multiplier 3, cap 3h, give up after 14 attempts, jitter upper$/m);
     assert.match(human.text, /^retry on {10}5xx,408,425,429,network,timeout,tls \(default\)$/m);
     assert.match(human.text, /allowed retries per 60 s = 0\.1 × first attempts \+ 1 × 60$/m);
-    assert.match(human.text, /^forward path {6}on/m);
+    assert.match(human.text, /^forward path {6}on: the sub-path after \/b\/<name> is appended without dot-segments or empty segments, never above the destination path$/m);
     assert.match(human.text, /^forward headers {3}none$/m);
     assert.match(human.text, /^paused {12}no$/m);
   });
@@ -61,7 +62,7 @@ describe('bucket drain settings through the real binary', () => {
       '--rate', '600/m', '--burst', '5', '--concurrency', '3', '--timeout', '1m30s',
       '--base', '1m', '--multiplier', '2', '--cap', 'none', '--give-up', '48h', '--jitter', 'full',
       '--retry-on', '5xx,429,network', '--retry-budget', '0.25', '--retry-floor', '30/m',
-      '--no-forward-path', '--forward-header', 'Authorization: Bearer s3cret', '--forward-header', 'X-Env:  prod ',
+      '--no-forward-path', '--forward-raw-path', '--forward-header', 'Authorization: Bearer s3cret', '--forward-header', 'X-Env:  prod ',
       '--json',
     ]);
     assert.equal(c.code, 0, c.stderr);
@@ -75,6 +76,7 @@ describe('bucket drain settings through the real binary', () => {
       retry_budget: 0.25,
       retry_floor: 0.5,
       forward_path: false,
+      forward_raw_path: true,
       forward_headers: [['Authorization', 'Bearer s3cret'], ['X-Env', 'prod']],
       paused: false,
       paused_at: null,
@@ -154,6 +156,19 @@ describe('bucket drain settings through the real binary', () => {
     assert.deepEqual([back.retry_on, back.forward_path], [DEFAULTS.retry_on, true]);
   });
 
+  it('--forward-raw-path on create, --no-forward-raw-path on update; with --no-forward-path it waits', async () => {
+    const raw = await runCli([...db, 'bucket', 'create', 'legacy', '--forward-raw-path', '--json']);
+    assert.equal(raw.code, 0, raw.stderr);
+    assert.deepEqual([raw.json().forward_path, raw.json().forward_raw_path], [true, true]);
+    assert.match((await runCli([...db, 'bucket', 'show', 'legacy'])).text, /^forward path {6}on, raw: .* \(unsafe behind a path-normalising proxy\)$/m);
+    const off = await update('legacy', '--no-forward-path');
+    assert.deepEqual([off.forward_path, off.forward_raw_path], [false, true]);
+    assert.match((await runCli([...db, 'bucket', 'show', 'legacy'])).text, /^forward path {6}off: every request goes to the destination as it is \(raw path kept for when it is on\)$/m);
+    const safe = await update('legacy', '--forward-path', '--no-forward-raw-path');
+    assert.deepEqual(drainFields(safe), DEFAULTS);
+    assert.deepEqual(drainFields(await show('legacy')), DEFAULTS);
+  });
+
   it('pause and resume flip paused and set and clear paused_at; an unknown bucket exits 4', async () => {
     assert.equal((await runCli([...db, 'bucket', 'create', 'hold'])).code, 0);
     const t0 = Date.now();
@@ -207,6 +222,9 @@ describe('bucket drain settings through the real binary', () => {
     }
     assert.match(update!.text, /^ {2}--no-rate /m);
     assert.match(update!.text, /^ {2}--no-forward-header /m);
+    assert.match(create!.text, /^ {2}--forward-raw-path +append the sub-path as stored[\s\S]*?unsafe\s+behind/m);
+    assert.match(update!.text, /^ {2}--no-forward-raw-path /m);
+    assert.doesNotMatch(create!.text, /--no-forward-raw-path/);
     assert.doesNotMatch(create!.text, /--no-rate/, 'create has nothing to remove');
     assert.match(create!.text, /\$ hookbucket bucket create .*--rate 20\/s --burst 5/);
     assert.match(update!.text, /\$ hookbucket bucket update stripe --no-rate/);

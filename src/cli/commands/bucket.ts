@@ -42,6 +42,7 @@ export function bucketJson(b: Bucket, counts?: BucketCounts) {
     retry_budget: d.retryBudget.fraction,
     retry_floor: d.retryBudget.floorPerSecond,
     forward_path: d.forwardPath,
+    forward_raw_path: d.forwardRawPath,
     forward_headers: d.forwardHeaders.map(([name, value]) => [name, value]),
     paused: b.paused,
     paused_at: iso(b.pausedAt),
@@ -117,7 +118,7 @@ function drainText(b: Bucket): string[] {
     `schedule          ${describeSchedule(d.schedule)}`,
     `retry on          ${formatRetryOn(d.retryOn ?? DEFAULT_RETRY_ON)}${d.retryOn === null ? ' (default)' : ''}`,
     `retry budget      ${fraction} per first attempt, floor ${floorPerSecond}/s: allowed retries per ${BUDGET_WINDOW_SECONDS} s = ${fraction} × first attempts + ${floorPerSecond} × ${BUDGET_WINDOW_SECONDS}`,
-    `forward path      ${d.forwardPath ? 'on: the sub-path after /b/<name> is appended to the destination' : 'off: every request goes to the destination as it is'}`,
+    `forward path      ${forwardPathText(d)}`,
   ];
   if (d.forwardHeaders.length === 0) lines.push('forward headers   none');
   d.forwardHeaders.forEach(([name, value], i) => {
@@ -132,6 +133,12 @@ function drainText(b: Bucket): string[] {
     }`,
   );
   return lines;
+}
+
+function forwardPathText(d: DrainSettings): string {
+  if (!d.forwardPath) return `off: every request goes to the destination as it is${d.forwardRawPath ? ' (raw path kept for when it is on)' : ''}`;
+  if (d.forwardRawPath) return 'on, raw: the sub-path after /b/<name> is appended as stored, dot-segments included (unsafe behind a path-normalising proxy)';
+  return 'on: the sub-path after /b/<name> is appended without dot-segments or empty segments, never above the destination path';
 }
 
 function addBucketSettings(cmd: Command, forUpdate: boolean): Command {
@@ -262,6 +269,7 @@ Examples:
   $ hookbucket bucket update stripe --cap 6h --max-attempts 20      # base, multiplier, jitter stay
   $ hookbucket bucket update stripe --forward-header "X-Env: prod"  # replaces X-Env, keeps the others
   $ hookbucket bucket update stripe --no-forward-header             # removes them all
+  $ hookbucket bucket update legacy --forward-raw-path              # ../ sent as stored: only with no normalising proxy
   $ hookbucket bucket update stripe --retain 30d --retain-state delivered,exhausted
   $ hookbucket bucket update stripe --no-retain                     # keep everything again
 

@@ -20,6 +20,7 @@ export const DEFAULT_DRAIN: DrainSettings = Object.freeze({
   retryOn: null,
   retryBudget: DEFAULT_RETRY_BUDGET,
   forwardPath: true,
+  forwardRawPath: false,
   forwardHeaders: [],
 });
 
@@ -59,6 +60,7 @@ export function toBucket(r: Selectable<BucketsTable>): Bucket {
       retryOn: r.retry_on === null ? null : (parseRetryOn(r.retry_on) ?? DEFAULT_RETRY_ON),
       retryBudget: { fraction: Number(r.retry_budget), floorPerSecond: Number(r.retry_floor) },
       forwardPath: Number(r.forward_path) === 1,
+      forwardRawPath: Number(r.forward_raw_path) === 1,
       forwardHeaders,
     },
   };
@@ -107,6 +109,7 @@ export function drainColumns(d: Partial<DrainSettings>): Partial<BucketsTable> {
     v.retry_floor = d.retryBudget.floorPerSecond;
   }
   if (d.forwardPath !== undefined) v.forward_path = d.forwardPath ? 1 : 0;
+  if (d.forwardRawPath !== undefined) v.forward_raw_path = d.forwardRawPath ? 1 : 0;
   if (d.forwardHeaders !== undefined) v.forward_headers = JSON.stringify(d.forwardHeaders.flat());
   return v;
 }

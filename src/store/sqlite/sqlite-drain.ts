@@ -168,7 +168,7 @@ export class SqliteDrainStore implements DrainStore {
         if (!req) continue;
         const attemptId = newId();
         const number = Number(r.attempts) + 1;
-        const target = forwardTarget(r.destination ?? bucket.destination!, req.path, req.query, bucket.drain.forwardPath);
+        const target = forwardTarget(r.destination ?? bucket.destination!, req.path, req.query, bucket.drain.forwardPath, bucket.drain.forwardRawPath);
         const url = target.origin + target.path;
         const changed = this.#s.claim!.run(o.leaseUntilMs, attemptId, o.nowMs, pausedNow, o.nowMs, o.nowMs, r.id).changes;
         if (changed === 0) continue;
