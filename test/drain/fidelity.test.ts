@@ -126,11 +126,12 @@ describe('fidelity: raw socket → hookbucket → worker → consumer', () => {
       'X-Hookbucket-Attempt', '99',
       'X-Latin1', 'caf\u00e9',
     ];
-    const id = await h.ingest(rawHttp('POST', '/b/fid/x/%2e%2e/y?a=1&a=2&b=%20', sent, body));
+    const id = await h.ingest(rawHttp('POST', '/b/fid/x/%2e%2e/y/a%2Fb%20c?a=1&a=2&b=%20', sent, body));
     await h.drain(1);
     const got = receivedFor(consumer, id);
     assert.equal(got.method, 'POST');
-    assert.equal(got.url, '/in/hook/x/%2e%2e/y?k=v&a=1&a=2&b=%20');
+    // The sub-path's dot-segments go (src/policy/forward-path.ts); its other escapes and the query stay raw.
+    assert.equal(got.url, '/in/hook/y/a%2Fb%20c?k=v&a=1&a=2&b=%20');
     assert.deepEqual(withoutFraming(got.rawHeaders), [
       'X-Dup', 'one',
       'Content-Type', 'application/octet-stream',
