@@ -69,7 +69,8 @@ describe('requests import reads its source once (real binary)', () => {
         }
         closeSync(fd);
       }
-      await new Promise((r) => setImmediate(r));
+      // A probe every 2 ms: a poll for the FIFO's state, not a wait for time to pass.
+      await new Promise((r) => setTimeout(r, 2));
     }
     return { r: await finished, reopened };
   }
