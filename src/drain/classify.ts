@@ -5,12 +5,19 @@
  *
  * forward() never throws: it returns a response with its status, or a transport error sorted into
  * a class (undici's UND_ERR_CONNECT_TIMEOUT and friends map to `timeout`, ECONNREFUSED to
- * `refused`, and so on).
+ * `refused`, and so on); a request undici refuses to send at all is `unsendable`.
  */
 
 /** Transport errors: `network` is any other one (a socket closed mid-response, EHOSTUNREACH). */
-export type ErrorClass = 'refused' | 'reset' | 'dns' | 'timeout' | 'tls' | 'network';
-export const ERROR_CLASSES: readonly ErrorClass[] = ['refused', 'reset', 'dns', 'timeout', 'tls', 'network'];
+export type TransportErrorClass = 'refused' | 'reset' | 'dns' | 'timeout' | 'tls' | 'network';
+export const ERROR_CLASSES: readonly TransportErrorClass[] = ['refused', 'reset', 'dns', 'timeout', 'tls', 'network'];
+/**
+ * `unsendable`: the HTTP client refused to send the stored request before any byte left
+ * (undici's UND_ERR_INVALID_ARG, e.g. a header value with a control byte in a row written before
+ * import checked for them). Sending it again sends the same bytes, so it is never retried, and
+ * `--retry-on` has no word for it.
+ */
+export type ErrorClass = TransportErrorClass | 'unsendable';
 
 export type Outcome = { kind: 'response'; status: number } | { kind: 'error'; errorClass: ErrorClass };
 
@@ -29,7 +36,7 @@ export interface Classification {
 export interface RetryOn {
   readonly statusClasses: readonly (3 | 4 | 5)[];
   readonly statuses: readonly number[];
-  readonly errors: readonly ErrorClass[];
+  readonly errors: readonly TransportErrorClass[];
 }
 
 /** 408 Request Timeout, 425 Too Early and 429 Too Many Requests ask to come back; 5xx is the consumer's fault. */
@@ -57,6 +64,12 @@ export const OUTCOME_TABLE: ReadonlyArray<{ outcome: string; verdict: Verdict; w
     ],
   },
   {
+    outcome: 'a request the HTTP client refuses to send (`unsendable`: undici `UND_ERR_INVALID_ARG`)',
+    verdict: 'failed',
+    what: '`failed` after one attempt, whatever `--retry-on` says: the same bytes would be refused again (the attempt keeps undici\'s message)',
+    examples: [{ kind: 'error', errorClass: 'unsendable' }],
+  },
+  {
     outcome: '3xx',
     verdict: 'failed',
     what: '`failed`, redirect not followed (a moved endpoint is a configuration fix, then a replay)',
@@ -77,7 +90,7 @@ export const OUTCOME_TABLE: ReadonlyArray<{ outcome: string; verdict: Verdict; w
 ];
 
 export function isRetried(o: Outcome, r: RetryOn): boolean {
-  if (o.kind === 'error') return r.errors.includes(o.errorClass);
+  if (o.kind === 'error') return o.errorClass !== 'unsendable' && r.errors.includes(o.errorClass);
   const cls = Math.floor(o.status / 100);
   return r.statuses.includes(o.status) || ((cls === 3 || cls === 4 || cls === 5) && r.statusClasses.includes(cls));
 }
@@ -93,7 +106,7 @@ export function classify(o: Outcome, retryOn: RetryOn = DEFAULT_RETRY_ON): Class
   return { verdict: 'failed', reason: `status_${status}` };
 }
 
-const ERROR_TOKENS: Record<string, readonly ErrorClass[]> = {
+const ERROR_TOKENS: Record<string, readonly TransportErrorClass[]> = {
   network: ['refused', 'reset', 'dns', 'network'],
   refused: ['refused'],
   reset: ['reset'],
@@ -112,7 +125,7 @@ export const RETRY_ON_WORDS = '3xx, 4xx, 5xx, a status from 300 to 599, network 
 export function parseRetryOn(text: string): RetryOn | undefined {
   const statusClasses = new Set<3 | 4 | 5>();
   const statuses = new Set<number>();
-  const errors = new Set<ErrorClass>();
+  const errors = new Set<TransportErrorClass>();
   for (const raw of text.split(',')) {
     const word = raw.trim().toLowerCase();
     const cls = /^([345])xx$/.exec(word);
@@ -132,7 +145,7 @@ export function parseRetryOn(text: string): RetryOn | undefined {
 export function formatRetryOn(r: RetryOn): string {
   const words: string[] = r.statusClasses.map((c) => `${c}xx`);
   words.push(...r.statuses.map(String));
-  const has = (e: ErrorClass) => r.errors.includes(e);
+  const has = (e: TransportErrorClass) => r.errors.includes(e);
   if (ERROR_TOKENS.network!.every(has)) words.push('network');
   else words.push(...ERROR_TOKENS.network!.filter((e) => e !== 'network' && has(e)));
   if (has('timeout')) words.push('timeout');

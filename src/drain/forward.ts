@@ -128,6 +128,9 @@ const TLS_CODES = new Set([
  */
 export function errorClassOf(code: string | undefined): ErrorClass {
   if (code === undefined) return 'network';
+  // undici validates method, path and headers before connecting: nothing was sent, and the same
+  // request would be refused again.
+  if (code === 'UND_ERR_INVALID_ARG') return 'unsendable';
   if (code === 'ECONNREFUSED') return 'refused';
   if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET' || code === 'ECONNABORTED') return 'reset';
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_FAIL' || code === 'EAI_NONAME' || code === 'EAI_NODATA') return 'dns';

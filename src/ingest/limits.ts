@@ -3,6 +3,27 @@ export const MAX_REQUEST_LINE = 16 * 1024; // 16 KiB: request line and URL, else
 export const MAX_HEADER_BYTES = 64 * 1024; // 64 KiB of header names and values in total, else 431
 export const MAX_HEADER_COUNT = 2000; // more headers than this, else 431
 /**
+ * Methods ingest answers 405: TRACE echoes the request back (cross-site tracing), CONNECT asks for a
+ * tunnel. `requests import` refuses them too, so no stored request carries one.
+ */
+export const REFUSED_METHODS: ReadonlySet<string> = new Set(['TRACE', 'CONNECT']);
+
+/**
+ * Whether a header value (a latin1 byte string) holds only the bytes both ends accept: HTAB, SP to
+ * `~`, and 0x80-0xFF (obs-text). Node's parser refuses every other byte at ingest (llhttp's
+ * HEADER_CHARS: NUL, the other C0 controls, ESC and DEL give HPE_INVALID_HEADER_TOKEN), and undici
+ * refuses the same set before sending (`isValidHeaderValue`, /[^\t\x20-\x7e\x80-\xff]/). One pass.
+ */
+export function isFieldValue(value: string): boolean {
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    if (c === 0x09 || (c >= 0x20 && c <= 0x7e) || (c >= 0x80 && c <= 0xff)) continue;
+    return false;
+  }
+  return true;
+}
+
+/**
  * Node's parser limit (request line + headers) sits above ours, so our code sees the request and
  * answers with the precise status instead of Node's blanket 431.
  */

@@ -16,6 +16,7 @@ import {
   MAX_HEADER_BYTES,
   MAX_HEADER_COUNT,
   MAX_REQUEST_LINE,
+  REFUSED_METHODS,
   repeatedHost,
   unsupportedTransferEncoding,
 } from './limits.js';
@@ -80,7 +81,7 @@ export function createIngestHandler(deps: IngestDeps): (c: Context<Env>) => Prom
     }
     // Refusals are attributed only to buckets that exist, so hostile names add no rows.
     if (!bucket) return refuse('', 404, 'unknown_bucket', 'no such bucket');
-    if (method === 'TRACE' || method === 'CONNECT') {
+    if (REFUSED_METHODS.has(method)) {
       return refuse(bucket.name, 405, 'method_not_allowed', `${method} is not accepted`);
     }
     const raw = incoming.rawHeaders;

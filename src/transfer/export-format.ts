@@ -137,6 +137,11 @@ export const CURL_PREAMBLE = '#!/usr/bin/env bash\n# hookbucket requests export 
  * - curl's own User-Agent, Accept, and for a body Content-Type and Expect, are suppressed
  *   (`-H 'Name:'`) unless stored, so nothing is added; a stored Content-Length is sent as stored
  *   (it equals the body length), which also keeps its place;
+ * - never both Content-Length and Transfer-Encoding (a row stored before import refused the pair):
+ *   the Content-Length goes and curl frames the body as the Transfer-Encoding says. RFC 9112 §6.3:
+ *   Transfer-Encoding overrides Content-Length, so the chunked framing is how the request was
+ *   read, and an intermediary that forwards such a message must remove the Content-Length; sending
+ *   both is a request-smuggling shape that servers refuse (Node answers 400);
  * - the body through stdin (`--data-binary @-`) from bash's builtin printf, so no body size meets
  *   the argument-length limit: `printf '%s' '<text>'` for UTF-8 without NUL, octal escapes otherwise;
  * - `-g` (no URL globbing of [] {}) and `--path-as-is` (no /./ or /../ squashing).
@@ -152,8 +157,10 @@ export function curlCommand(r: StoredRequest, baseUrl: string): string {
   const suppress = ['user-agent', 'accept', ...(sendsBody ? ['content-type', 'expect'] : [])];
   const canonical: Record<string, string> = { 'user-agent': 'User-Agent', accept: 'Accept', 'content-type': 'Content-Type', expect: 'Expect' };
   for (const name of suppress) if (!has(name)) args.push('-H', bashQuote(`${canonical[name]}:`));
+  const framedByTransferEncoding = has('transfer-encoding');
   for (const [name, value] of headers) {
-    if (name.toLowerCase() === 'host') continue;
+    const lower = name.toLowerCase();
+    if (lower === 'host' || (lower === 'content-length' && framedByTransferEncoding)) continue;
     // `Name;` is curl's way to send a header with an empty value (`Name:` would remove it).
     args.push('-H', bashQuote(value === '' ? `${name};` : `${name}: ${value}`));
   }

@@ -28,6 +28,7 @@ describe('classify: every row of the outcome table', () => {
     [status(404), 'failed', 'status_404'],
     [{ kind: 'error', errorClass: 'tls' }, 'retry', 'error_tls'],
     [{ kind: 'error', errorClass: 'timeout' }, 'retry', 'error_timeout'],
+    [{ kind: 'error', errorClass: 'unsendable' }, 'failed', 'error_unsendable'],
   ];
   for (const [o, verdict, reason] of reasons) {
     it(`reason ${reason}`, () => assert.deepEqual(classify(o), { verdict, reason }));
@@ -71,6 +72,14 @@ describe('parseRetryOn', () => {
   for (const [text, canonical] of roundTrips) {
     it(`${text} → ${canonical}`, () => assert.equal(formatRetryOn(parseRetryOn(text)!), canonical));
   }
+
+  it('no --retry-on list retries a request the HTTP client refused to send', () => {
+    const unsendable: Outcome = { kind: 'error', errorClass: 'unsendable' };
+    for (const text of ['network', 'network,timeout,tls,refused,reset,dns', '3xx,4xx,5xx', '5xx,429,408,425,network,timeout,tls,4xx']) {
+      assert.deepEqual(classify(unsendable, parseRetryOn(text)!), { verdict: 'failed', reason: 'error_unsendable' }, text);
+    }
+    for (const word of ['unsendable', 'invalid', 'network,unsendable']) assert.equal(parseRetryOn(word), undefined, word);
+  });
 
   it('the default set is what the table says', () => {
     assert.deepEqual(parseRetryOn('5xx,429,408,425,network,timeout,tls'), DEFAULT_RETRY_ON);

@@ -144,6 +144,7 @@ describe('errorClassOf', () => {
     ['EHOSTUNREACH', 'network'],
     ['UND_ERR_ABORTED', 'network'],
     ['SOMETHING_NEW', 'network'],
+    ['UND_ERR_INVALID_ARG', 'unsendable'],
     [undefined, 'network'],
   ];
   for (const [code, want] of cases) it(`${code} → ${want}`, () => assert.equal(errorClassOf(code), want));

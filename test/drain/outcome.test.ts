@@ -32,6 +32,7 @@ describe('decideAttempt: the classification table', () => {
     ...[408, 425, 429, 500, 502, 503, 504, 599].map((s): [string, Outcome, AttemptDecision] => [String(s), status(s), retry(`status_${s}`)]),
     ...[300, 301, 302, 303, 304, 307, 308].map((s): [string, Outcome, AttemptDecision] => [String(s), status(s), { state: 'failed', reason: 'redirect_not_followed' }]),
     ...[400, 401, 403, 404, 409, 410, 413, 422, 499].map((s): [string, Outcome, AttemptDecision] => [String(s), status(s), { state: 'failed', reason: `status_${s}` }]),
+    ['unsendable', { kind: 'error', errorClass: 'unsendable' }, { state: 'failed', reason: 'error_unsendable' }],
   ];
   for (const [name, outcome, want] of cases) {
     it(`${name} → ${want.state}${'reason' in want ? ` (${want.reason})` : ''}`, () => assert.deepEqual(decideAttempt(SCHEDULE, null, facts(outcome)), want));

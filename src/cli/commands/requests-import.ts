@@ -1,11 +1,12 @@
-import { createReadStream } from 'node:fs';
-import { readFile, stat } from 'node:fs/promises';
-import { createInterface } from 'node:readline';
+import { isUtf8 } from 'node:buffer';
+import { stat } from 'node:fs/promises';
 import { Command } from 'commander';
 import { formatSize } from '../../config/units.js';
+import { spoolDirFor, spoolErrorCode } from '../../ingest/spool.js';
 import { systemClock } from '../../shared/clock.js';
 import { AppError } from '../../shared/errors.js';
 import { openRequestImporter, type ImportItem } from '../../store/sqlite/sqlite-import.js';
+import { ImportCopy } from '../../transfer/import-copy.js';
 import { ImportFormatError, detectFormat, fromHarEntry, fromNdjsonRecord, harEntries, type ImportedRequest } from '../../transfer/import-format.js';
 import { configFor, withStore } from '../context.js';
 import { print, printJson, type CliIo } from '../io.js';
@@ -16,20 +17,18 @@ import { createProgress } from '../progress.js';
 const BATCH_ROWS = 200;
 const BATCH_BYTES = 8 * 1024 * 1024; // 8 MiB
 
-/** NDJSON records with their line numbers, read as a stream (a file of any size). */
-async function* ndjsonRecords(file: string): AsyncGenerator<{ line: number; request: ImportedRequest }> {
-  const lines = createInterface({ input: createReadStream(file, { encoding: 'utf8' }), crlfDelay: Infinity });
-  let line = 0;
-  for await (const text of lines) {
-    line++;
-    if (text.trim() === '') continue;
+/** NDJSON records with their line numbers, read from the private copy as a stream (a file of any size). */
+async function* ndjsonRecords(copy: ImportCopy, file: string): AsyncGenerator<{ line: number; request: ImportedRequest }> {
+  for await (const l of copy.lines()) {
+    if ('notUtf8' in l) throw new AppError('usage', `${file} line ${l.line}: not UTF-8 text`);
+    if (l.text.trim() === '') continue;
     let rec: unknown;
     try {
-      rec = JSON.parse(text);
+      rec = JSON.parse(l.text);
     } catch (e) {
-      throw new AppError('usage', `${file} line ${line}: not JSON (${(e as Error).message})`);
+      throw new AppError('usage', `${file} line ${l.line}: not JSON (${(e as Error).message})`);
     }
-    yield { line, request: parse(() => fromNdjsonRecord(rec), `${file} line ${line}`) };
+    yield { line: l.line, request: parse(() => fromNdjsonRecord(rec), `${file} line ${l.line}`) };
   }
 }
 
@@ -42,13 +41,22 @@ function parse(fn: () => ImportedRequest, where: string): ImportedRequest {
   }
 }
 
-async function firstLine(file: string): Promise<string | undefined> {
-  const lines = createInterface({ input: createReadStream(file, { encoding: 'utf8' }), crlfDelay: Infinity });
+async function firstLine(copy: ImportCopy): Promise<string | undefined> {
+  for await (const l of copy.lines()) if ('text' in l && l.text.trim() !== '') return l.text;
+  return undefined;
+}
+
+/** The private copy of the source, or the error to show: storage trouble beside the database, or the source unreadable. */
+async function copyOf(file: string, db: string): Promise<ImportCopy> {
+  const dir = spoolDirFor(db);
   try {
-    for await (const text of lines) if (text.trim() !== '') return text;
-    return undefined;
-  } finally {
-    lines.close();
+    return await ImportCopy.from(file, dir);
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException;
+    if (err.code === 'ENOENT' && (err as { path?: string }).path === file) throw new AppError('not_found', `file ${file} not found`);
+    if (err.code === 'EISDIR') throw new AppError('usage', `${file} is a directory`);
+    if ((err as { path?: string }).path === file) throw new AppError('usage', `${file} cannot be read: ${err.message}`, { cause: e });
+    throw new AppError(spoolErrorCode(err), `cannot copy ${file} into ${dir} before importing it: ${err.message}`, { cause: e });
   }
 }
 
@@ -56,7 +64,7 @@ export function makeRequestsImportCommand(io: CliIo): Command {
   return new Command('import')
     .description('store the requests of an NDJSON or HAR export in a bucket, as new requests with new ids')
     .argument('<bucket>', 'bucket name', bucketNameArg)
-    .argument('<file>', 'a requests export file (NDJSON or HAR, detected)')
+    .argument('<file>', 'a requests export file (NDJSON or HAR, detected); a pipe such as /dev/stdin works too')
     .option('--deliver', "also create each request's first delivery, so the worker forwards it to the bucket's destination")
     .option('--json', 'print a JSON summary { bucket, format, imported, deliveries, first_id, last_id }')
     .addHelpText(
@@ -64,18 +72,24 @@ export function makeRequestsImportCommand(io: CliIo): Command {
       `
 Imported requests keep the method, raw path and query, raw header list and body bytes of the
 export; they get new ids and are received now. Nothing is delivered unless --deliver is given:
-imported fixtures never reach a destination by accident. The whole file is checked before anything
-is stored; a bad record stores nothing (exit 2, naming the line or entry).
+imported fixtures never reach a destination by accident. The file is read once, into a private copy
+beside the database, and the whole copy is checked before anything is stored from it: a bad record
+stores nothing (exit 2, naming the line or entry), and a file changed during the import cannot
+change what is stored. Refused: anything ingest would refuse (TRACE, CONNECT, control bytes in
+header values, a second Host, Transfer-Encoding other than chunked), invalid base64, a
+Content-Length other than the body's length, Content-Length with Transfer-Encoding, and bodies
+over the bucket's --max-body.
 
 Examples:
   $ hookbucket requests export stripe --state failed --out failed.ndjson
   $ hookbucket requests import staging failed.ndjson
-  $ hookbucket requests import staging stripe.har --deliver --json`,
+  $ hookbucket requests import staging stripe.har --deliver --json
+  $ gunzip -c failed.ndjson.gz | hookbucket requests import staging /dev/stdin`,
     )
     .action(async (bucket: string, file: string, opts: { deliver?: boolean; json?: boolean }, c: Command) => {
       const config = configFor(c, io);
       try {
-        if (!(await stat(file)).isFile()) throw new AppError('usage', `${file} is not a file`);
+        if ((await stat(file)).isDirectory()) throw new AppError('usage', `${file} is a directory`);
       } catch (e) {
         if ((e as { code?: string }).code === 'ENOENT') throw new AppError('not_found', `file ${file} not found`);
         throw e;
@@ -86,82 +100,91 @@ Examples:
         if (opts.deliver && b.destination === null) {
           throw new AppError('usage', `--deliver: bucket ${bucket} has no destination (bucket update ${bucket} --destination <url> first)`);
         }
-        const first = await firstLine(file);
-        if (first === undefined) throw new AppError('usage', `${file} is empty`);
-        const format = detectFormat(first);
-
-        // Pass 1: check every record (and count them) before storing any.
-        const tooBig = (r: ImportedRequest, where: string) => {
-          if (r.body.length > b.maxBody) {
-            throw new AppError('usage', `${where}: body of ${formatSize(r.body.length)} exceeds bucket ${bucket}'s --max-body ${formatSize(b.maxBody)}`);
-          }
-        };
-        let har: ImportedRequest[] | undefined;
-        let total = 0;
-        if (format === 'har') {
-          let doc: unknown;
-          try {
-            doc = JSON.parse(await readFile(file, 'utf8'));
-          } catch (e) {
-            throw new AppError('usage', `${file}: neither NDJSON nor a HAR document (${(e as Error).message})`);
-          }
-          let entries: unknown[];
-          try {
-            entries = harEntries(doc);
-          } catch (e) {
-            throw e instanceof ImportFormatError ? new AppError('usage', `${file}: ${e.message}`) : e;
-          }
-          har = entries.map((entry, i) => {
-            const r = parse(() => fromHarEntry(entry), `${file} entry ${i + 1}`);
-            tooBig(r, `${file} entry ${i + 1}`);
-            return r;
-          });
-          total = har.length;
-        } else {
-          for await (const { line, request } of ndjsonRecords(file)) {
-            tooBig(request, `${file} line ${line}`);
-            total++;
-          }
-        }
-
-        // Pass 2: store in short transactions through ingest's batch writer.
-        const importer = openRequestImporter({ path: config.db, busyTimeoutMs: config.lockTimeoutMs, clock: systemClock });
-        const progress = createProgress(io);
-        let imported = 0;
-        let firstId: string | null = null;
-        let lastId: string | null = null;
-        let batch: ImportItem[] = [];
-        let batchBytes = 0;
-        const flush = () => {
-          if (batch.length === 0) return;
-          const ids = importer.write(bucket, batch, { createDelivery: opts.deliver === true });
-          firstId ??= ids[0]!;
-          lastId = ids[ids.length - 1]!;
-          imported += ids.length;
-          batch = [];
-          batchBytes = 0;
-          progress.update(imported, total, `${imported}/${total} requests imported`);
-        };
-        const add = (r: ImportedRequest) => {
-          if (batch.length > 0 && (batch.length >= BATCH_ROWS || batchBytes + r.body.length > BATCH_BYTES)) flush();
-          batch.push(r);
-          batchBytes += r.body.length;
-        };
+        // The source is read once, here; everything below reads the copy.
+        const copy = await copyOf(file, config.db);
         try {
-          if (har) for (const r of har) add(r);
-          else for await (const { request } of ndjsonRecords(file)) add(request);
-          flush();
+          const first = await firstLine(copy);
+          if (first === undefined) throw new AppError('usage', `${file} is empty`);
+          const format = detectFormat(first);
+
+          // Pass 1: check every record (and count them) before storing any.
+          const tooBig = (r: ImportedRequest, where: string) => {
+            if (r.body.length > b.maxBody) {
+              throw new AppError('usage', `${where}: body of ${formatSize(r.body.length)} exceeds bucket ${bucket}'s --max-body ${formatSize(b.maxBody)}`);
+            }
+          };
+          let har: ImportedRequest[] | undefined;
+          let total = 0;
+          if (format === 'har') {
+            const bytes = await copy.readAll();
+            if (!isUtf8(bytes)) throw new AppError('usage', `${file}: not UTF-8 text`);
+            let doc: unknown;
+            try {
+              doc = JSON.parse(bytes.toString('utf8'));
+            } catch (e) {
+              throw new AppError('usage', `${file}: neither NDJSON nor a HAR document (${(e as Error).message})`);
+            }
+            let entries: unknown[];
+            try {
+              entries = harEntries(doc);
+            } catch (e) {
+              throw e instanceof ImportFormatError ? new AppError('usage', `${file}: ${e.message}`) : e;
+            }
+            // Checked and stored from the same parsed entries.
+            har = entries.map((entry, i) => {
+              const r = parse(() => fromHarEntry(entry), `${file} entry ${i + 1}`);
+              tooBig(r, `${file} entry ${i + 1}`);
+              return r;
+            });
+            total = har.length;
+          } else {
+            for await (const { line, request } of ndjsonRecords(copy, file)) {
+              tooBig(request, `${file} line ${line}`);
+              total++;
+            }
+          }
+
+          // Pass 2: store in short transactions through ingest's batch writer.
+          const importer = openRequestImporter({ path: config.db, busyTimeoutMs: config.lockTimeoutMs, clock: systemClock });
+          const progress = createProgress(io);
+          let imported = 0;
+          let firstId: string | null = null;
+          let lastId: string | null = null;
+          let batch: ImportItem[] = [];
+          let batchBytes = 0;
+          const flush = () => {
+            if (batch.length === 0) return;
+            const ids = importer.write(bucket, batch, { createDelivery: opts.deliver === true });
+            firstId ??= ids[0]!;
+            lastId = ids[ids.length - 1]!;
+            imported += ids.length;
+            batch = [];
+            batchBytes = 0;
+            progress.update(imported, total, `${imported}/${total} requests imported`);
+          };
+          const add = (r: ImportedRequest) => {
+            if (batch.length > 0 && (batch.length >= BATCH_ROWS || batchBytes + r.body.length > BATCH_BYTES)) flush();
+            batch.push(r);
+            batchBytes += r.body.length;
+          };
+          try {
+            if (har) for (const r of har) add(r);
+            else for await (const { request } of ndjsonRecords(copy, file)) add(request);
+            flush();
+          } finally {
+            progress.stop();
+            importer.close();
+          }
+          const deliveries = opts.deliver ? imported : 0;
+          if (opts.json) return printJson(io, { bucket, format, imported, deliveries, first_id: firstId, last_id: lastId });
+          print(
+            io,
+            `imported ${imported} request${imported === 1 ? '' : 's'} into ${bucket} from ${file} (${format}); ` +
+              (opts.deliver ? `${deliveries} queued for delivery to ${b.destination}` : 'no deliveries created (--deliver creates them)'),
+          );
         } finally {
-          progress.stop();
-          importer.close();
+          await copy.close();
         }
-        const deliveries = opts.deliver ? imported : 0;
-        if (opts.json) return printJson(io, { bucket, format, imported, deliveries, first_id: firstId, last_id: lastId });
-        print(
-          io,
-          `imported ${imported} request${imported === 1 ? '' : 's'} into ${bucket} from ${file} (${format}); ` +
-            (opts.deliver ? `${deliveries} queued for delivery to ${b.destination}` : 'no deliveries created (--deliver creates them)'),
-        );
       });
     });
 }
