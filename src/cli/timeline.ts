@@ -5,7 +5,7 @@
 import { formatDuration } from '../config/units.js';
 import type { AttemptRecord, DeliveryHistory } from '../store/store.js';
 import { redactUrl } from '../policy/redact.js';
-import { escapeJsonText, escapeTerminal } from '../policy/terminal-text.js';
+import { escapeBytes, escapeJsonText, escapeTerminal } from '../policy/terminal-text.js';
 import { displayHeaders, isUtf8 } from './render.js';
 
 function ago(ms: number): string {
@@ -66,8 +66,15 @@ export function timelineLines(history: readonly DeliveryHistory[], bucketDestina
       lines.push(`    #${a.number} ${new Date(a.startedAt).toISOString()}${gap}  ${outcomeText(a)}${err}${latency}${next ? `; ${next}` : ''}`);
       if (a.errorMessage) lines.push(`       ${escapeTerminal(a.errorMessage)}`);
       if (a.responseBody && a.responseBody.length > 0 && a.outcome !== 'delivered') {
-        const text = isUtf8(a.responseBody) ? a.responseBody.toString('utf8') : `(${a.responseBody.length} bytes, binary)`;
-        lines.push(`       response: ${escapeJsonText(JSON.stringify(text.length > 200 ? `${text.slice(0, 200)}…` : text))}${a.responseTruncated ? ' (first 4 KiB kept)' : ''}`);
+        const kept = a.responseTruncated ? ' (first 4 KiB kept)' : '';
+        if (isUtf8(a.responseBody)) {
+          const text = a.responseBody.toString('utf8');
+          lines.push(`       response: ${escapeJsonText(JSON.stringify(text.length > 200 ? `${text.slice(0, 200)}…` : text))}${kept}`);
+        } else {
+          // A latin1 error page still reads as text; the bytes that are not UTF-8 show as \xNN.
+          const more = a.responseBody.length > 200 ? '…' : '';
+          lines.push(`       response (${a.responseBody.length} bytes, not UTF-8): ${escapeBytes(a.responseBody.subarray(0, 200))}${more}${kept}`);
+        }
       }
     }
   }

@@ -82,7 +82,11 @@ describe('nothing hostile reaches the terminal; secrets stay hidden (real binary
   before(async () => {
     s = await startTestServer();
     db = ['--db', s.db];
-    consumer = await startConsumer({ status: 500, headers: { 'content-type': 'text/plain' }, body: Buffer.from(`${HOSTILE} consumer said no`) });
+    // The consumer's 500 carries hostile text; to /bin it is latin1, not UTF-8.
+    consumer = await startConsumer((req, res) => {
+      res.writeHead(500, { 'content-type': 'text/plain' });
+      res.end(req.url?.includes('/bin') ? Buffer.concat([Buffer.from(`${OSC} caf`), Buffer.from([0xe9, 0x9b])]) : Buffer.from(`${HOSTILE} consumer said no`));
+    });
     const created = await run([...db, 'bucket', 'create', 'hostile', '--destination', `${consumer.url}/hook?token=dest-secret`, '--forward-header', 'X-Webhook-Key: fwd-secret']);
     assert.equal(created.code, 0, created.stderr.toString());
 
@@ -180,6 +184,7 @@ describe('nothing hostile reaches the terminal; secrets stay hidden (real binary
 
     const bin = (await run([...db, 'requests', 'show', ids.binary!])).text;
     assert.match(bin, new RegExp(`binary: ${Buffer.byteLength(OSC) + 4} bytes`), 'invalid UTF-8 goes to the hex dump');
+    assert.match(bin, /response \(20 bytes, not UTF-8\): \\x1b\]0;TITLE\\x07\\x1b\[2J caf\\xe9\\x9b$/m, 'a response that is not UTF-8 as escaped text');
 
     const sqlShow = (await run([...db, 'requests', 'show', ids.sql!])).text;
     assert.match(sqlShow, /request {3}POST \/p\\x1b\]0;TITLE.*\?x=\\x1b.*&token=\[redacted\]/);
