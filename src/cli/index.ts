@@ -11,7 +11,8 @@ import { makeServeCommand } from './commands/serve.js';
 import { makeSimulateCommand } from './commands/simulate.js';
 import { makeStatsCommand } from './commands/stats.js';
 import { makeWorkerCommand } from './commands/worker.js';
-import type { CliIo } from './io.js';
+import { escapeTerminal } from '../policy/terminal-text.js';
+import { terminalSafe, type CliIo } from './io.js';
 
 export function buildProgram(io: CliIo): Command {
   const program = new Command('hookbucket')
@@ -52,8 +53,9 @@ function applySettings(cmd: Command, io: CliIo): void {
     .exitOverride()
     .showHelpAfterError('(add --help for usage and examples)')
     .configureOutput({
-      writeOut: (s) => io.stdout.write(s),
-      writeErr: (s) => io.stderr.write(s),
+      // Commander echoes argv in its errors ("unknown option '…'"): the same guard as print.
+      writeOut: (s) => io.stdout.write(terminalSafe(s)),
+      writeErr: (s) => io.stderr.write(terminalSafe(s)),
       // Commander's own usage errors get the stable code our other errors carry: `error [usage]: …`.
       outputError: (s, write) => write(s.replace(/^error: /, 'error [usage]: ')),
     });
@@ -73,12 +75,13 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     }
     if (e instanceof ExitWith) return e.exitCode;
     if (isAppError(e)) {
-      io.stderr.write(`error [${e.code}]: ${e.message}\n`);
+      // A message can echo a hostile bucket name, path or header: escaped in full, `\` included.
+      io.stderr.write(`error [${e.code}]: ${escapeTerminal(e.message, { newline: true })}\n`);
       return e.exitCode;
     }
     const err = e instanceof Error ? e : new Error(String(e));
     const code = (err as { code?: unknown }).code;
-    io.stderr.write(`error [internal]: ${err.message}${typeof code === 'string' ? ` (${code})` : ''}\n`);
+    io.stderr.write(`error [internal]: ${escapeTerminal(`${err.message}${typeof code === 'string' ? ` (${code})` : ''}`, { newline: true })}\n`);
     return ExitCode.failure;
   }
 }

@@ -1,25 +1,32 @@
 /**
  * How stored requests are shown to people. Pure: bytes and headers in, text out.
- * Human output redacts credentials by default; --raw, --json and export keep the stored bytes.
+ * Human output redacts credentials by default (policy/redact.ts) and escapes every value that came
+ * from a sender (policy/terminal-text.ts); --raw, --json and export keep the stored bytes.
  */
+import { isSecretKey, REDACTED, redactJson, redactQuery } from '../policy/redact.js';
+import { escapeJsonText, escapeTerminal } from '../policy/terminal-text.js';
 
-const CREDENTIAL_HEADER = /^(authorization|proxy-authorization|cookie|set-cookie|x-api-key|api-key|x-auth-token|x-access-token)$|signature|api[-_]?key|secret|token/i;
-const SECRET_FIELD = /(password|passwd|secret|token|api[-_]?key|authorization|signature|private[-_]?key|client[-_]?secret)/i;
-export const REDACTED = '[redacted]';
+export { REDACTED };
 
-export function isCredentialHeader(name: string): boolean {
-  return CREDENTIAL_HEADER.test(name);
-}
-
-/** Header pairs for display, credentials replaced unless `reveal`. */
+/** Header pairs for display, credentials replaced unless `reveal`. Not escaped: callers format them. */
 export function displayHeaders(rawHeaders: readonly string[], reveal: boolean): Array<[string, string]> {
   const out: Array<[string, string]> = [];
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i]!;
     const value = rawHeaders[i + 1]!;
-    out.push([name, !reveal && isCredentialHeader(name) ? REDACTED : value]);
+    out.push([name, !reveal && isSecretKey(name, 'header') ? REDACTED : value]);
   }
   return out;
+}
+
+/** `  Name: value` lines for people: redacted unless `reveal`, escaped always. */
+export function headerLines(rawHeaders: readonly string[], reveal: boolean): string[] {
+  return displayHeaders(rawHeaders, reveal).map(([n, v]) => `  ${escapeTerminal(n)}: ${escapeTerminal(v)}`);
+}
+
+/** The request target for people: secret query values redacted unless `reveal`. Escaped by the caller (table()) or here. */
+export function targetText(path: string, query: string | null, reveal: boolean): string {
+  return `${path || '/'}${query === null ? '' : `?${reveal ? query : redactQuery(query)}`}`;
 }
 
 export function headerPairs(rawHeaders: readonly string[]): Array<[string, string]> {
@@ -36,19 +43,6 @@ export function isUtf8(body: Buffer): boolean {
   }
 }
 
-function redactJson(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(redactJson);
-  if (value !== null && typeof value === 'object') {
-    return Object.fromEntries(
-      Object.entries(value as Record<string, unknown>).map(([k, v]) => [
-        k,
-        SECRET_FIELD.test(k) && (typeof v === 'string' || typeof v === 'number') ? REDACTED : redactJson(v),
-      ]),
-    );
-  }
-  return value;
-}
-
 /** Hex dump lines: offset, 16 bytes in hex, printable ASCII. */
 export function hexDump(buf: Buffer, max = 512): string[] {
   const lines: string[] = [];
@@ -61,7 +55,11 @@ export function hexDump(buf: Buffer, max = 512): string[] {
   return lines;
 }
 
-/** The body for people: pretty JSON, text as is, binary as hex (and base64). */
+/**
+ * The body for people: pretty JSON (its strings JSON-escaped, the rest as --json escapes it), a
+ * form with secret values redacted, text escaped (LF and TAB kept for layout), binary and invalid
+ * UTF-8 as hex (and base64), never raw.
+ */
 export function renderBody(body: Buffer, contentType: string | undefined, reveal: boolean): string[] {
   if (body.length === 0) return ['(empty body)'];
   const gzip = body.length >= 2 && body[0] === 0x1f && body[1] === 0x8b;
@@ -70,12 +68,13 @@ export function renderBody(body: Buffer, contentType: string | undefined, reveal
     if (/json/i.test(contentType ?? '') || /^\s*[[{]/.test(text)) {
       try {
         const parsed: unknown = JSON.parse(text);
-        return JSON.stringify(reveal ? parsed : redactJson(parsed), null, 2).split('\n');
+        return escapeJsonText(JSON.stringify(reveal ? parsed : redactJson(parsed), null, 2)).split('\n');
       } catch {
         // not JSON after all: show as text
       }
     }
-    return text.split('\n');
+    const shown = !reveal && /application\/x-www-form-urlencoded/i.test(contentType ?? '') ? redactQuery(text, 'form') : text;
+    return escapeTerminal(shown, { newline: true, tab: true }).split('\n');
   }
   const shown = hexDump(body);
   const lines = [`(binary${gzip ? ', gzip-compressed as received' : ''}: ${body.length} bytes; --raw writes the exact bytes)`, ...shown];

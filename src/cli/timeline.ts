@@ -4,6 +4,8 @@
  */
 import { formatDuration } from '../config/units.js';
 import type { AttemptRecord, DeliveryHistory } from '../store/store.js';
+import { redactUrl } from '../policy/redact.js';
+import { escapeBytes, escapeJsonText, escapeTerminal } from '../policy/terminal-text.js';
 import { displayHeaders, isUtf8 } from './render.js';
 
 function ago(ms: number): string {
@@ -42,11 +44,13 @@ function nextText(a: AttemptRecord): string {
   return `next in ${ago(gap)} (${why})`;
 }
 
-export function timelineLines(history: readonly DeliveryHistory[], bucketDestination: string | null): string[] {
+/** Human lines; destinations redacted unless `reveal`, consumer text (errors, responses) escaped. */
+export function timelineLines(history: readonly DeliveryHistory[], bucketDestination: string | null, reveal = false): string[] {
   if (history.length === 0) return ['deliveries: none (the bucket had no destination when this request arrived)'];
   const lines: string[] = ['deliveries:'];
   for (const d of history) {
-    const to = d.destination ?? `${bucketDestination ?? '(bucket destination, none set)'}`;
+    const url = d.destination ?? bucketDestination;
+    const to = url === null ? '(bucket destination, none set)' : escapeTerminal(reveal ? url : redactUrl(url));
     const from = d.trigger === 'replay' ? `replay ${d.replayId}` : 'on arrival';
     const flags = [d.supersedeRequested && d.state === 'delivering' ? 'to be superseded after this attempt' : '', d.latest ? '' : d.destination === null ? 'earlier generation' : 'replay --to'].filter(Boolean);
     lines.push(`  generation ${d.generation} → ${to} (${from}): ${d.state}, ${d.attempts} attempt(s)${flags.length ? `; ${flags.join('; ')}` : ''}`);
@@ -60,10 +64,17 @@ export function timelineLines(history: readonly DeliveryHistory[], bucketDestina
       const err = a.errorClass !== null && a.status === null ? `, ${a.errorClass}` : '';
       const next = nextText(a);
       lines.push(`    #${a.number} ${new Date(a.startedAt).toISOString()}${gap}  ${outcomeText(a)}${err}${latency}${next ? `; ${next}` : ''}`);
-      if (a.errorMessage) lines.push(`       ${a.errorMessage}`);
+      if (a.errorMessage) lines.push(`       ${escapeTerminal(a.errorMessage)}`);
       if (a.responseBody && a.responseBody.length > 0 && a.outcome !== 'delivered') {
-        const text = isUtf8(a.responseBody) ? a.responseBody.toString('utf8') : `(${a.responseBody.length} bytes, binary)`;
-        lines.push(`       response: ${JSON.stringify(text.length > 200 ? `${text.slice(0, 200)}…` : text)}${a.responseTruncated ? ' (first 4 KiB kept)' : ''}`);
+        const kept = a.responseTruncated ? ' (first 4 KiB kept)' : '';
+        if (isUtf8(a.responseBody)) {
+          const text = a.responseBody.toString('utf8');
+          lines.push(`       response: ${escapeJsonText(JSON.stringify(text.length > 200 ? `${text.slice(0, 200)}…` : text))}${kept}`);
+        } else {
+          // A latin1 error page still reads as text; the bytes that are not UTF-8 show as \xNN.
+          const more = a.responseBody.length > 200 ? '…' : '';
+          lines.push(`       response (${a.responseBody.length} bytes, not UTF-8): ${escapeBytes(a.responseBody.subarray(0, 200))}${more}${kept}`);
+        }
       }
     }
   }

@@ -14,6 +14,7 @@ export type ErrorCode =
   | 'storage_full'
   | 'storage_error'
   | 'worker_active'
+  | 'raw_to_terminal'
   | 'internal';
 
 /** CLI exit codes, the same for every command (README "Exit codes"). */
@@ -29,6 +30,7 @@ const exitByCode: Partial<Record<ErrorCode, number>> = {
   usage: ExitCode.usage,
   invalid_name: ExitCode.usage,
   invalid_option: ExitCode.usage,
+  raw_to_terminal: ExitCode.usage,
   not_found: ExitCode.notFound,
   bucket_exists: ExitCode.failure,
   bucket_not_empty: ExitCode.failure,

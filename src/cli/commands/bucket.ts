@@ -12,7 +12,8 @@ import { withStore } from '../context.js';
 import { addDeliveryOptions, describeSchedule, drainPatchFrom, positiveDurationMsArg, type DeliveryOpts } from '../drain-options.js';
 import { iso, print, printJson, table, type CliIo } from '../io.js';
 import { ackStatusArg, bucketNameArg, contentTypeArg, maxBodyArg, urlArg } from '../parsers.js';
-import { isCredentialHeader, REDACTED } from '../render.js';
+import { isSecretKey, REDACTED, redactUrl } from '../../policy/redact.js';
+import { escapeJsonText, escapeTerminal } from '../../policy/terminal-text.js';
 import { pruneStatesArg } from './prune.js';
 
 /** Stable JSON shape of a bucket (README "JSON fields"). Durations in ms; forwarded header values unredacted. */
@@ -63,6 +64,7 @@ interface BucketOpts extends DeliveryOpts {
   ackBody?: string | false;
   ackContentType?: string | false;
   json?: boolean;
+  reveal?: boolean;
   force?: boolean;
   retain?: number | false;
   retainState?: PrunableState[];
@@ -88,14 +90,19 @@ function patchFrom(o: BucketOpts, current: DrainSettings): BucketPatch {
   return p;
 }
 
-function showText(b: Bucket, counts: BucketCounts, baseUrlHint: string): string {
+/** The destination for people: its userinfo and secret query values redacted unless `reveal`, escaped. */
+function destinationText(url: string, reveal: boolean): string {
+  return escapeTerminal(reveal ? url : redactUrl(url));
+}
+
+function showText(b: Bucket, counts: BucketCounts, baseUrlHint: string, reveal: boolean): string {
   const lines = [
-    `name              ${b.name}`,
-    `url               ${baseUrlHint}/b/${b.name}`,
-    `destination       ${b.destination ?? '(none: requests are stored only)'}`,
+    `name              ${escapeTerminal(b.name)}`,
+    `url               ${baseUrlHint}/b/${escapeTerminal(b.name)}`,
+    `destination       ${b.destination === null ? '(none: requests are stored only)' : destinationText(b.destination, reveal)}`,
     `max body          ${formatSize(b.maxBody)} (${b.maxBody} bytes)`,
-    `ack               ${b.ackStatus} ${b.ackBody === null ? '{"id":"<id>"}' : JSON.stringify(b.ackBody)}${b.ackContentType ? ` (${b.ackContentType})` : ''}`,
-    ...drainText(b),
+    `ack               ${b.ackStatus} ${b.ackBody === null ? '{"id":"<id>"}' : escapeJsonText(JSON.stringify(b.ackBody))}${b.ackContentType ? ` (${escapeTerminal(b.ackContentType)})` : ''}`,
+    ...drainText(b, reveal),
     `created           ${iso(b.createdAt)}`,
     `updated           ${iso(b.updatedAt)}`,
     `requests          ${counts.requests} (${formatSize(counts.bytes)})`,
@@ -107,8 +114,8 @@ function showText(b: Bucket, counts: BucketCounts, baseUrlHint: string): string 
   return lines.join('\n');
 }
 
-/** The drain settings for people; credential-looking forwarded header values are redacted. */
-function drainText(b: Bucket): string[] {
+/** The drain settings for people; credential-looking forwarded header values are redacted unless `reveal`. */
+function drainText(b: Bucket, reveal: boolean): string[] {
   const d = b.drain;
   const { fraction, floorPerSecond } = d.retryBudget;
   const lines = [
@@ -122,7 +129,8 @@ function drainText(b: Bucket): string[] {
   ];
   if (d.forwardHeaders.length === 0) lines.push('forward headers   none');
   d.forwardHeaders.forEach(([name, value], i) => {
-    lines.push(`${i === 0 ? 'forward headers   ' : ' '.repeat(18)}${name}: ${isCredentialHeader(name) ? REDACTED : value}`);
+    const shown = !reveal && isSecretKey(name, 'header') ? REDACTED : value;
+    lines.push(`${i === 0 ? 'forward headers   ' : ' '.repeat(18)}${escapeTerminal(name)}: ${escapeTerminal(shown)}`);
   });
   lines.push(
     `paused            ${b.pausedAt !== null ? `yes, since ${iso(b.pausedAt)}: deliveries held, ingest keeps storing` : b.paused ? 'yes' : 'no'}`,
@@ -211,6 +219,7 @@ Examples:
     new Command('list')
       .description('list buckets with their request counts')
       .option('--json', 'print JSON')
+      .option('--reveal', 'show credentials in destination URLs instead of [redacted]')
       .addHelpText('after', '\nExamples:\n  $ hookbucket bucket list\n  $ hookbucket bucket list --json')
       .action(async (opts: BucketOpts, cmd: Command) =>
         withStore(cmd, io, async (store) => {
@@ -226,7 +235,7 @@ Examples:
               io,
               table(
                 ['NAME', 'REQUESTS', 'SIZE', 'MAX BODY', 'DESTINATION'],
-                withCounts.map(({ b, c }) => [b.name, c.requests, formatSize(c.bytes), formatSize(b.maxBody), b.destination]),
+                withCounts.map(({ b, c }) => [b.name, c.requests, formatSize(c.bytes), formatSize(b.maxBody), b.destination === null ? null : opts.reveal ? b.destination : redactUrl(b.destination)]),
               ),
             );
           }
@@ -241,6 +250,7 @@ Examples:
       .description('show a bucket: settings, counts by state, and ingest refusals by reason')
       .argument('<name>', 'bucket name', bucketNameArg)
       .option('--json', 'print JSON')
+      .option('--reveal', 'show credentials in the destination URL and forwarded headers instead of [redacted]')
       .addHelpText('after', '\nExamples:\n  $ hookbucket bucket show stripe\n  $ hookbucket bucket show stripe --json')
       .action(async (name: string, opts: BucketOpts, cmd: Command) =>
         withStore(cmd, io, async (store) => {
@@ -248,7 +258,7 @@ Examples:
           if (!b) throw notFound(name);
           const counts = await store.bucketCounts(name);
           if (opts.json) printJson(io, bucketJson(b, counts));
-          else print(io, showText(b, counts, 'http://HOST:8787'));
+          else print(io, showText(b, counts, 'http://HOST:8787', opts.reveal === true));
         }),
       ),
   );

@@ -10,7 +10,9 @@ import type { StoredRequest } from '../../store/store.js';
 import { withStore } from '../context.js';
 import { durationMsArg, rateArg } from '../drain-options.js';
 import { addFilterOptions, filterFromOptions, filterJson, isEmptyFilter, type FilterOptions } from '../filter-options.js';
-import { iso, print, printJson, table, usage, type CliIo } from '../io.js';
+import { redactUrl } from '../../policy/redact.js';
+import { iso, print, printErr, printJson, table, terminalSafe, usage, type CliIo } from '../io.js';
+import { targetText } from '../render.js';
 import { bucketNameArg, urlArg } from '../parsers.js';
 import { replayJson, waitForReplay } from './replays.js';
 
@@ -102,11 +104,13 @@ Examples:
           }
         }
         const to = destination ?? bucket.destination!;
+        // For people: credentials in the URL redacted (replay takes no --reveal; --json keeps it whole).
+        const toText = redactUrl(to);
         if (opts.dryRun) {
           if (opts.json) return printJson(io, { dry_run: true, bucket: bucketName, destination: to, count: ids.length, sample: sample.map(sampleRow) });
-          print(io, `would replay ${ids.length} request(s) of ${bucketName} to ${to}${opts.rate ? ` at ${formatRate(opts.rate)}` : ''}; nothing changed (dry run)`);
+          print(io, `would replay ${ids.length} request(s) of ${bucketName} to ${toText}${opts.rate ? ` at ${formatRate(opts.rate)}` : ''}; nothing changed (dry run)`);
           if (sample.length > 0) {
-            print(io, table(['ID', 'RECEIVED', 'METHOD', 'PATH', 'STATE'], sample.map((r) => [r.id, iso(r.receivedAt), r.method, `${r.path || '/'}${r.query === null ? '' : `?${r.query}`}`, r.state])));
+            print(io, table(['ID', 'RECEIVED', 'METHOD', 'PATH', 'STATE'], sample.map((r) => [r.id, iso(r.receivedAt), r.method, targetText(r.path, r.query, false), r.state])));
             if (ids.length > sample.length) print(io, `… and ${ids.length - sample.length} more`);
           }
           return;
@@ -119,7 +123,7 @@ Examples:
         if (confirm === 'refuse') {
           throw usage(`would replay ${ids.length} requests (more than ${CONFIRM_ABOVE}); add --yes to confirm, or --dry-run to look first`);
         }
-        if (confirm === 'ask' && !(await ask(io, `replay ${ids.length} requests of ${bucketName} to ${to}? [y/N] `))) {
+        if (confirm === 'ask' && !(await ask(io, `replay ${ids.length} requests of ${bucketName} to ${terminalSafe(toText)}? [y/N] `))) {
           io.stderr.write('not replayed\n');
           throw new ExitWith(ExitCode.failure);
         }
@@ -133,15 +137,16 @@ Examples:
           nowMs: systemClock.now(),
         });
         if (opts.wait) {
-          if (!opts.json) io.stderr.write(`replay ${replay.id}: ${replay.total} request(s) of ${bucketName} to ${to}\n`);
+          if (!opts.json) printErr(io, `replay ${replay.id}: ${replay.total} request(s) of ${bucketName} to ${toText}`);
           const code = await waitForReplay(io, store, replay, { ...(opts.timeout !== undefined ? { timeoutMs: opts.timeout } : {}), json: opts.json === true });
           if (code !== ExitCode.ok) throw new ExitWith(code);
           return;
         }
         if (opts.json) return printJson(io, replayJson(replay));
         print(io, replay.id);
-        io.stderr.write(
-          `replayed ${replay.total} request(s) of ${bucketName} to ${to}${replay.superseded ? `; ${replay.superseded} earlier deliveries superseded` : ''}; follow with: hookbucket replays wait ${replay.id}\n`,
+        printErr(
+          io,
+          `replayed ${replay.total} request(s) of ${bucketName} to ${toText}${replay.superseded ? `; ${replay.superseded} earlier deliveries superseded` : ''}; follow with: hookbucket replays wait ${replay.id}`,
         );
       });
     });

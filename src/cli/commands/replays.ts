@@ -7,6 +7,7 @@ import { formatRate } from '../../drain/token-bucket.js';
 import type { Replay, ReplayProgress, Store } from '../../store/store.js';
 import { withStore } from '../context.js';
 import { durationMsArg } from '../drain-options.js';
+import { redactUrl } from '../../policy/redact.js';
 import { iso, print, printJson, table, type CliIo } from '../io.js';
 import { bucketNameArg, limitArg } from '../parsers.js';
 import { createProgress } from '../progress.js';
@@ -118,7 +119,7 @@ export function makeReplaysCommand(io: CliIo): Command {
             io,
             table(
               ['ID', 'CREATED', 'BUCKET', 'TO', 'TOTAL', 'DELIVERED', 'FAILED', 'REMAINING'],
-              withProgress.map(({ r, p }) => [r.id, iso(r.createdAt), r.bucket, r.destination ?? '(bucket)', r.total, p.delivered, p.failed + p.exhausted, p.total - p.settled]),
+              withProgress.map(({ r, p }) => [r.id, iso(r.createdAt), r.bucket, r.destination === null ? '(bucket)' : redactUrl(r.destination), r.total, p.delivered, p.failed + p.exhausted, p.total - p.settled]),
             ),
           );
         }),

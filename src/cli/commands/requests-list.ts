@@ -7,10 +7,7 @@ import { withStore } from '../context.js';
 import { addFilterOptions, filterFromOptions, filterJson, parseIds, type FilterOptions } from '../filter-options.js';
 import { iso, print, printJson, table, type CliIo } from '../io.js';
 import { bucketNameArg, limitArg } from '../parsers.js';
-
-function target(path: string, query: string | null): string {
-  return `${path || '/'}${query === null ? '' : `?${query}`}`;
-}
+import { targetText } from '../render.js';
 
 /**
  * The flags that give the same selection again, for the "more:" hint. Times are absolute (the
@@ -36,6 +33,7 @@ export function makeRequestsListCommand(io: CliIo): Command {
     .option('--limit <n>', 'rows per page (default 50)', limitArg)
     .option('--cursor <id>', 'continue after this id (printed at the end of the previous page)', (v: string) => parseIds(v)[0]!)
     .option('--json', 'print JSON: { requests: [...], next_cursor }')
+    .option('--reveal', 'show secret query values instead of [redacted]')
     .addHelpText(
       'after',
       `
@@ -50,7 +48,7 @@ Examples:
   $ hookbucket requests list github --header X-GitHub-Event=push --status 5xx
   $ hookbucket requests list shopify --path '/orders/**' --search cus_123 --limit 10 --json`,
     )
-    .action(async (bucket: string, opts: FilterOptions & { limit?: number; cursor?: string; json?: boolean }, c: Command) => {
+    .action(async (bucket: string, opts: FilterOptions & { limit?: number; cursor?: string; json?: boolean; reveal?: boolean }, c: Command) => {
       const filter = filterFromOptions(opts, systemClock.now());
       await withStore(c, io, async (store) => {
         const limit = opts.limit ?? 50;
@@ -84,7 +82,7 @@ Examples:
               r.id,
               iso(r.receivedAt),
               r.method,
-              target(r.path, r.query),
+              targetText(r.path, r.query, opts.reveal === true),
               formatSize(r.size),
               r.state,
               r.attempts,

@@ -4,7 +4,8 @@ import { AppError } from '../../shared/errors.js';
 import type { StoredRequest } from '../../store/store.js';
 import { withStore } from '../context.js';
 import { iso, print, printJson, type CliIo } from '../io.js';
-import { displayHeaders, headerPairs, isUtf8, renderBody } from '../render.js';
+import { escapeTerminal } from '../../policy/terminal-text.js';
+import { displayHeaders, headerLines, headerPairs, isUtf8, renderBody, targetText } from '../render.js';
 import { historyJson, timelineLines } from '../timeline.js';
 import { makeTailCommand } from './tail.js';
 import { makeRequestsExportCommand } from './requests-export.js';
@@ -31,10 +32,6 @@ export function requestJson(r: StoredRequest) {
   };
 }
 
-function target(path: string, query: string | null): string {
-  return `${path || '/'}${query === null ? '' : `?${query}`}`;
-}
-
 export function makeRequestsCommand(io: CliIo): Command {
   const requests = new Command('requests')
     .description('inspect, export and import stored requests')
@@ -52,15 +49,20 @@ export function makeRequestsCommand(io: CliIo): Command {
     new Command('show')
       .description('show one stored request: headers in their original order, the body, and every delivery generation with its attempts')
       .argument('<id>', 'request id (from requests list or the x-hookbucket-request-id header)')
-      .option('--raw', 'write the exact body bytes to stdout, nothing else')
+      .option('--raw', 'write the exact body bytes to stdout, nothing else (to a file or a pipe: a terminal needs --force)')
+      .option('--force', 'with --raw: write the bytes even when stdout is a terminal')
       .option('--json', 'print JSON (headers as [name, value] pairs in order; body base64 when not UTF-8)')
-      .option('--reveal', 'show credential headers and secret-looking JSON fields instead of [redacted]')
+      .option('--reveal', 'show credential headers, secret query, form and JSON values instead of [redacted]')
       .addHelpText(
         'after',
         '\nExamples:\n  $ hookbucket requests show 019ae0c4-…\n  $ hookbucket requests show 019ae0c4-… --raw > body.bin\n  $ hookbucket requests show 019ae0c4-… --json | jq .headers',
       )
-      .action(async (id: string, opts: { raw?: boolean; json?: boolean; reveal?: boolean }, cmd: Command) => {
+      .action(async (id: string, opts: { raw?: boolean; json?: boolean; reveal?: boolean; force?: boolean }, cmd: Command) => {
         if (opts.raw && opts.json) throw new AppError('usage', '--raw and --json cannot be combined');
+        // The exact bytes can hold terminal escapes (\e]0;…, \e[2J): a terminal gets them only on request.
+        if (opts.raw && io.stdout.isTTY === true && opts.force !== true) {
+          throw new AppError('raw_to_terminal', '--raw writes the exact body bytes, which can drive a terminal; redirect to a file (> body.bin) or a pipe, or add --force');
+        }
         await withStore(cmd, io, async (store) => {
           const r = await store.getRequest(id);
           if (!r) throw new AppError('not_found', `request ${id} not found`);
@@ -71,24 +73,24 @@ export function makeRequestsCommand(io: CliIo): Command {
           const history = await store.requestHistory(r.id);
           if (opts.json) return printJson(io, { ...requestJson(r), deliveries: historyJson(history) });
           const bucket = await store.getBucket(r.bucket);
-          const headers = displayHeaders(r.rawHeaders, opts.reveal === true);
-          const contentType = headers.find(([n]) => n.toLowerCase() === 'content-type')?.[1];
+          const reveal = opts.reveal === true;
+          const contentType = displayHeaders(r.rawHeaders, true).find(([n]) => n.toLowerCase() === 'content-type')?.[1];
           const lines = [
             `id        ${r.id}`,
-            `bucket    ${r.bucket}`,
+            `bucket    ${escapeTerminal(r.bucket)}`,
             `received  ${iso(r.receivedAt)}`,
-            `request   ${r.method} ${target(r.path, r.query)}`,
-            `peer      ${r.peer ?? '-'}`,
+            `request   ${escapeTerminal(r.method)} ${escapeTerminal(targetText(r.path, r.query, reveal))}`,
+            `peer      ${escapeTerminal(r.peer ?? '-')}`,
             `body      ${formatSize(r.size)}, sha256 ${r.sha256}`,
             `state     ${r.state}`,
             '',
-            `headers (${headers.length}, as received${opts.reveal ? '' : '; credentials redacted, --reveal shows them'}):`,
-            ...headers.map(([n, v]) => `  ${n}: ${v}`),
+            `headers (${r.rawHeaders.length / 2}, as received${reveal ? '' : '; credentials redacted, --reveal shows them'}):`,
+            ...headerLines(r.rawHeaders, reveal),
             '',
             'body:',
-            ...renderBody(r.body, contentType, opts.reveal === true).map((l) => `  ${l}`),
+            ...renderBody(r.body, contentType, reveal).map((l) => `  ${l}`),
             '',
-            ...timelineLines(history, bucket?.destination ?? null),
+            ...timelineLines(history, bucket?.destination ?? null, reveal),
           ];
           print(io, lines.join('\n'));
         });

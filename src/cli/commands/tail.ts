@@ -4,8 +4,10 @@ import { systemClock } from '../../shared/clock.js';
 import { AppError } from '../../shared/errors.js';
 import type { TailCursor, TailEvent } from '../../store/store.js';
 import { withStore } from '../context.js';
-import { iso, print, type CliIo } from '../io.js';
+import { escapeTerminal } from '../../policy/terminal-text.js';
+import { iso, print, printJsonLine, type CliIo } from '../io.js';
 import { bucketNameArg, integerArg } from '../parsers.js';
+import { targetText } from '../render.js';
 
 /** How often tail looks for new rows (one indexed query each for requests and attempts). */
 const POLL_MS = 250;
@@ -34,10 +36,10 @@ export function tailEventJson(e: TailEvent) {
   };
 }
 
-function tailEventText(e: TailEvent): string {
+function tailEventText(e: TailEvent, reveal: boolean): string {
   if (e.kind === 'request') {
     const r = e.request;
-    return `${iso(e.at)}  request  ${r.id}  ${r.method} ${r.path || '/'}${r.query === null ? '' : `?${r.query}`}  ${formatSize(r.size)}  ${r.state}`;
+    return `${iso(e.at)}  request  ${r.id}  ${escapeTerminal(`${r.method} ${targetText(r.path, r.query, reveal)}`)}  ${formatSize(r.size)}  ${r.state}`;
   }
   const a = e.attempt;
   const what = a.status !== null ? String(a.status) : (a.errorClass ?? '-');
@@ -51,11 +53,12 @@ export function makeTailCommand(io: CliIo): Command {
     .argument('<bucket>', 'bucket name', bucketNameArg)
     .option('--json', 'print NDJSON: one object per event ({event: "request"|"attempt", …})')
     .option('--count <n>', 'stop after this many events', integerArg(1, 1_000_000))
+    .option('--reveal', 'show secret query values instead of [redacted]')
     .addHelpText(
       'after',
       '\nExamples:\n  $ hookbucket requests tail stripe\n  $ hookbucket requests tail stripe --json | jq -c \'select(.event == "attempt" and .outcome != "delivered")\'\n  $ hookbucket requests tail stripe --count 1   # wait for the next event',
     )
-    .action(async (bucket: string, opts: { json?: boolean; count?: number }, cmd: Command) =>
+    .action(async (bucket: string, opts: { json?: boolean; count?: number; reveal?: boolean }, cmd: Command) =>
       withStore(cmd, io, async (store) => {
         if (!(await store.getBucket(bucket))) throw new AppError('not_found', `bucket ${bucket} not found`);
         let stopped = false;
@@ -70,7 +73,8 @@ export function makeTailCommand(io: CliIo): Command {
           const r = await store.tail(bucket, cursor);
           cursor = r.cursor;
           for (const e of r.events) {
-            print(io, opts.json ? JSON.stringify(tailEventJson(e)) : tailEventText(e));
+            if (opts.json) printJsonLine(io, tailEventJson(e));
+            else print(io, tailEventText(e, opts.reveal === true));
             if (opts.count !== undefined && ++printed >= opts.count) return;
           }
           await new Promise((res) => setTimeout(res, POLL_MS));
