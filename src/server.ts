@@ -4,7 +4,7 @@ import { getRequestListener } from '@hono/node-server';
 import type { Hono } from 'hono';
 import type { Env } from './ingest/routes.js';
 import { answeredByServer, markAnsweredByServer } from './ingest/capture.js';
-import { MAX_HEADER_COUNT, MAX_REQUEST_LINE, NODE_MAX_HEADER_SIZE } from './ingest/limits.js';
+import { MAX_HEADER_COUNT, MAX_REQUEST_LINE, NODE_MAX_HEADER_SIZE, isRequestLine, lineHeadAfter } from './ingest/limits.js';
 import type { Logger } from './shared/logger.js';
 
 export interface HttpServerOptions {
@@ -78,6 +78,24 @@ class InFlight {
 }
 
 /**
+ * Whether Node's parser treats the request as a protocol switch: an `Upgrade` header and an
+ * `upgrade` token in `Connection` (llhttp's own test). With no 'upgrade' listener Node hands it over
+ * as a plain request, but its parser stops at the end of that message and drops whatever else that
+ * socket read held: a request pipelined behind it was never answered, and bytes of a later read
+ * were parsed from wherever they happened to start.
+ */
+export function isUpgradeRequest(rawHeaders: readonly string[]): boolean {
+  let upgrade = false;
+  let connectionUpgrade = false;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!.toLowerCase();
+    if (name === 'upgrade') upgrade = true;
+    else if (name === 'connection' && rawHeaders[i + 1]!.split(',').some((t) => t.trim().toLowerCase() === 'upgrade')) connectionUpgrade = true;
+  }
+  return upgrade && connectionUpgrade;
+}
+
+/**
  * The Node HTTP server around the Hono app, with explicit limits: Node's parser limits sit above
  * ours (see ingest/limits.ts) and slowloris timeouts are checked every second instead of Node's
  * default 30 s `connectionsCheckingInterval`.
@@ -96,7 +114,19 @@ export function createHttpServer(app: Hono<Env>, opts: HttpServerOptions): Serve
     },
   });
   const inFlight = new InFlight();
+  // Connections that sent an Upgrade request: it is answered with `Connection: close` and the
+  // connection ends after that answer, so what Node parses behind it (see isUpgradeRequest) is
+  // neither stored nor answered; a client resends unanswered pipelined requests (RFC 9112 §9.3.2).
+  const closing = new WeakSet<Socket>();
   const handle = (req: IncomingMessage, res: ServerResponse) => {
+    if (closing.has(req.socket)) {
+      req.resume();
+      return;
+    }
+    if (isUpgradeRequest(req.rawHeaders)) {
+      closing.add(req.socket);
+      res.setHeader('connection', 'close');
+    }
     inFlight.track(req, res);
     void listener(req, res);
   };
@@ -114,6 +144,16 @@ export function createHttpServer(app: Hono<Env>, opts: HttpServerOptions): Serve
   );
   // One more than we accept, so 2,001 headers are seen (and refused) rather than silently cut.
   server.maxHeadersCount = MAX_HEADER_COUNT + 1;
+  // The first bytes of the line each connection is in the middle of, across reads: when Node's
+  // header limit trips, they tell a request line (414) from a header or trailer line (431), which
+  // the read that tripped it alone cannot (its line may have begun one or more reads earlier).
+  // A 'data' listener makes Node feed its parser from JavaScript instead of straight from the
+  // socket handle; the cost is one lastIndexOf per read.
+  const lineHeads = new WeakMap<Socket, string>();
+  server.on('connection', (socket: Socket) => {
+    lineHeads.set(socket, '');
+    socket.on('data', (chunk: Buffer) => lineHeads.set(socket, lineHeadAfter(lineHeads.get(socket) ?? '', chunk, chunk.length)));
+  });
   // Expect: 100-continue goes to the app, which sends 100 only after its checks pass.
   server.on('checkContinue', handle);
   // Without a listener Node drops CONNECT without an answer.
@@ -149,10 +189,17 @@ export function createHttpServer(app: Hono<Env>, opts: HttpServerOptions): Serve
     if (err.code === 'HPE_INVALID_TRANSFER_ENCODING' && /\r?\ncontent-length\s*:/i.test(packet)) {
       [status, code, message] = [400, 'bad_request', 'Content-Length together with Transfer-Encoding'];
     }
-    // A request line longer than Node's parser limit overflows before our 414 check can run.
+    // A request line longer than Node's parser limit overflows before our 414 check can run; so do
+    // headers (and trailers) far over ours. Which line it tripped in: the one in progress where the
+    // parser stopped, its start found across earlier reads (Node's 'data' listener runs before ours,
+    // so this read is not in lineHeads yet).
     if (err.code === 'HPE_HEADER_OVERFLOW') {
-      const eol = packet.indexOf('\n');
-      if (eol === -1 || eol > MAX_REQUEST_LINE) [status, code, message] = [414, 'uri_too_long', `request line over ${MAX_REQUEST_LINE} bytes`];
+      const raw = (err as { rawPacket?: Buffer }).rawPacket ?? Buffer.alloc(0);
+      const parsed = (err as { bytesParsed?: number }).bytesParsed;
+      const at = typeof parsed === 'number' && parsed >= 0 && parsed <= raw.length ? parsed : raw.length;
+      if (isRequestLine(lineHeadAfter(lineHeads.get(socket) ?? '', raw, at))) {
+        [status, code, message] = [414, 'uri_too_long', `request line over ${MAX_REQUEST_LINE} bytes`];
+      } else [status, code, message] = [431, 'headers_too_large', 'headers or trailers too large'];
     }
     opts.countRejection('', code);
     markAnsweredByServer(socket);

@@ -29,6 +29,30 @@ export function isFieldValue(value: string): boolean {
  */
 export const NODE_MAX_HEADER_SIZE = MAX_REQUEST_LINE + MAX_HEADER_BYTES + 2 * MAX_HEADER_COUNT * 4 + 1024;
 
+/** Bytes of a line's start kept to tell a request line from a header line (a method is shorter). */
+const LINE_HEAD_BYTES = 32;
+
+/**
+ * The first bytes (latin1) of the line in progress after `chunk[0, end)`, given those before it:
+ * the start of the last line begun in the chunk, or the earlier start carried on. Bytes from LF to
+ * LF, so a body in between reads as lines too; only the line in progress matters.
+ */
+export function lineHeadAfter(before: string, chunk: Buffer, end: number): string {
+  if (end <= 0) return before;
+  const lf = chunk.lastIndexOf(10, end - 1);
+  if (lf !== -1) return chunk.toString('latin1', lf + 1, Math.min(end, lf + 1 + LINE_HEAD_BYTES));
+  if (before.length >= LINE_HEAD_BYTES) return before;
+  return before + chunk.toString('latin1', 0, Math.min(end, LINE_HEAD_BYTES - before.length));
+}
+
+/**
+ * A request line starts with a method token and a space; a header or trailer line with a name token
+ * and a colon (llhttp refuses space before the colon, and obs-fold lines).
+ */
+export function isRequestLine(head: string): boolean {
+  return /^[!#$%&'*+.^_`|~0-9A-Za-z-]+ /.test(head);
+}
+
 /** Bytes a header list takes on the wire: `name: value\r\n` per header. */
 export function headerBytes(rawHeaders: readonly string[]): number {
   let n = 0;

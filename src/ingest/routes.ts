@@ -111,8 +111,10 @@ export function createIngestHandler(deps: IngestDeps): (c: Context<Env>) => Prom
     }
     let reading: ReturnType<typeof readBody> | undefined;
     try {
-      // We answer 100 Continue ourselves, only after the checks above (server.ts routes checkContinue here).
-      if (/100-continue/i.test(String(incoming.headers.expect ?? ''))) outgoing.writeContinue();
+      // We answer 100 Continue ourselves, only after the checks above (server.ts routes checkContinue here),
+      // and never to an HTTP/1.0 client, which cannot read an interim response (RFC 9110 §10.1.1: the
+      // expectation in an HTTP/1.0 request is ignored).
+      if (expectsContinue(incoming)) outgoing.writeContinue();
       const spoolDir = deps.config.spoolDir;
       reading = readBody(incoming, bucket.maxBody, budget, spoolDir === undefined ? undefined : { dir: spoolDir });
       const result = await reading.done;
@@ -132,6 +134,14 @@ export function createIngestHandler(deps: IngestDeps): (c: Context<Env>) => Prom
         if (!answeredByServer(incoming.socket)) deps.sink.countRejection(bucket.name, 'client_aborted');
         return errorBody(c, 400, 'client_aborted', 'request body incomplete');
       }
+      // Chunked trailers arrive after the body, so they are judged here, by the header limits.
+      const trailers = incoming.rawTrailers;
+      if (trailers.length / 2 > MAX_HEADER_COUNT) {
+        return refuse(bucket.name, 431, 'too_many_headers', `more than ${MAX_HEADER_COUNT} trailer fields`);
+      }
+      if (headerBytes(trailers) > MAX_HEADER_BYTES) {
+        return refuse(bucket.name, 431, 'headers_too_large', `trailers over ${MAX_HEADER_BYTES} bytes`);
+      }
       const id = newId();
       await deps.sink.submit(
         {
@@ -144,6 +154,7 @@ export function createIngestHandler(deps: IngestDeps): (c: Context<Env>) => Prom
           rawHeaders: raw,
           body: result.body,
           peer: peerOf(incoming, deps.config.trustProxy),
+          rawTrailers: trailers,
         },
         { createDelivery: bucket.destination !== null },
       );
@@ -183,6 +194,11 @@ function ack(id: string, bucket: Bucket): Response {
 
 function retryAfter(code: string): Record<string, string> {
   return { 'retry-after': String(RETRY_AFTER_S[code] ?? 5) };
+}
+
+function expectsContinue(incoming: IncomingMessage): boolean {
+  const http11 = incoming.httpVersionMajor > 1 || (incoming.httpVersionMajor === 1 && incoming.httpVersionMinor >= 1);
+  return http11 && /100-continue/i.test(String(incoming.headers.expect ?? ''));
 }
 
 function contentLength(incoming: IncomingMessage): number | undefined {

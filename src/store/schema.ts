@@ -55,6 +55,8 @@ export interface RequestsTable {
   size: number;
   sha256: string;
   peer: string | null;
+  /** JSON of the flat raw chunked-trailer list [name, value, …]; null when there were none. */
+  trailers: string | null;
 }
 
 export type DeliveryState =

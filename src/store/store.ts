@@ -77,6 +77,8 @@ export interface CapturedRequest {
   rawHeaders: string[];
   body: Buffer;
   peer: string | null;
+  /** Flat raw chunked-trailer list [name, value, …] as received; absent or empty: none. Stored, never forwarded. */
+  rawTrailers?: string[];
 }
 
 /** A request's state: its latest generation's delivery to the bucket destination, or 'none'. */
@@ -98,9 +100,11 @@ export interface StoredRequest {
   sha256: string;
   peer: string | null;
   state: RequestState;
+  /** Chunked trailers as received (flat [name, value, …]); absent or empty: none. */
+  rawTrailers?: string[];
 }
 
-export type RequestSummary = Omit<StoredRequest, 'body' | 'rawHeaders' | 'sha256' | 'peer'> & { generation: number | null };
+export type RequestSummary = Omit<StoredRequest, 'body' | 'rawHeaders' | 'sha256' | 'peer' | 'rawTrailers'> & { generation: number | null };
 
 export interface BucketCounts {
   requests: number;

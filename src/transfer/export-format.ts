@@ -49,6 +49,7 @@ export function ndjsonLine(r: StoredRequest): string {
     headers: pairs(r.rawHeaders),
     body: b.text,
     body_encoding: b.encoding,
+    trailers: pairs(r.rawTrailers ?? []),
     size: r.size,
     sha256: r.sha256,
     state: r.state,
@@ -89,7 +90,8 @@ function queryString(query: string | null): Array<{ name: string; value: string 
  * One HAR entry. `request.headers` is HAR's own ordered list (repeats and case kept), so it is the
  * raw header list; `request.url` is `baseUrl` + raw path + raw query, never normalised. The raw
  * path and query also go in `_hookbucket`, because a URL is all a HAR tool may keep intact.
- * Non-UTF-8 bodies are base64 in `postData.text` with `_encoding: "base64"` beside it.
+ * Non-UTF-8 bodies are base64 in `postData.text` with `_encoding: "base64"` beside it; chunked
+ * trailers, which HAR cannot express, go in `request._trailers` as {name, value} like the headers.
  */
 export function harEntry(r: StoredRequest, baseUrl: string): string {
   const headers = pairs(r.rawHeaders).map(([name, value]) => ({ name, value }));
@@ -108,6 +110,8 @@ export function harEntry(r: StoredRequest, baseUrl: string): string {
     const b = bodyText(r.body);
     request.postData = { mimeType: contentType, text: b.text, ...(b.encoding === 'base64' ? { _encoding: 'base64' } : {}) };
   }
+  // HAR has no trailers: a custom field (HAR 1.2 allows `_`-prefixed ones), only when there were any.
+  if (r.rawTrailers && r.rawTrailers.length > 0) request._trailers = pairs(r.rawTrailers).map(([name, value]) => ({ name, value }));
   return JSON.stringify({
     startedDateTime: new Date(r.receivedAt).toISOString(),
     time: 0,

@@ -14,6 +14,8 @@ export interface ImportedRequest {
   /** Flat [name, value, …], values as latin1 byte strings. */
   rawHeaders: string[];
   body: Buffer;
+  /** Chunked trailers, flat [name, value, …]; set only when the record has some. */
+  rawTrailers?: string[];
 }
 
 export class ImportFormatError extends Error {}
@@ -137,6 +139,17 @@ function isWellFormed(text: string): boolean {
   return (text as unknown as { isWellFormed(): boolean }).isWellFormed();
 }
 
+/**
+ * Trailers are stored as evidence and never sent, but hold only what ingest would have taken: the
+ * same bytes as header values, within the same limits (ingest answers 431 above them).
+ */
+function withTrailers(rawTrailers: string[]): { rawTrailers?: string[] } {
+  checkHeaderList(rawTrailers, 'trailer');
+  if (rawTrailers.length / 2 > MAX_HEADER_COUNT) throw new ImportFormatError(`more than ${MAX_HEADER_COUNT} trailers (ingest answers 431)`);
+  if (headerBytes(rawTrailers) > MAX_HEADER_BYTES) throw new ImportFormatError(`trailers over ${MAX_HEADER_BYTES} bytes (ingest answers 431)`);
+  return rawTrailers.length > 0 ? { rawTrailers } : {};
+}
+
 function decodeBody(text: string, encoding: unknown, what: string): Buffer {
   if (encoding === undefined || encoding === null || encoding === 'utf8' || encoding === 'utf-8') {
     if (!isWellFormed(text)) throw new ImportFormatError(`${what} has a lone surrogate (\\ud800-\\udfff), which UTF-8 cannot hold`);
@@ -169,7 +182,17 @@ export function fromNdjsonRecord(rec: unknown): ImportedRequest {
   }
   const body = o.body === undefined || o.body === null ? Buffer.alloc(0) : decodeBody(str(o.body, 'body'), o.body_encoding ?? o.encoding, 'body');
   check(method, path, query, rawHeaders, body);
-  return { method, path, query, rawHeaders, body };
+  const rawTrailers: string[] = [];
+  if (o.trailers !== undefined && o.trailers !== null) {
+    if (!Array.isArray(o.trailers)) throw new ImportFormatError('trailers must be a list of [name, value] pairs');
+    for (const t of o.trailers) {
+      if (!Array.isArray(t) || t.length !== 2 || typeof t[0] !== 'string' || typeof t[1] !== 'string') {
+        throw new ImportFormatError('trailers must be a list of [name, value] pairs');
+      }
+      rawTrailers.push(t[0], t[1]);
+    }
+  }
+  return { method, path, query, rawHeaders, body, ...withTrailers(rawTrailers) };
 }
 
 /** Splits a URL string without normalising it: `new URL()` would turn `/a/%2e%2e/b` into `/b`. */
@@ -212,7 +235,15 @@ export function fromHarEntry(entry: unknown): ImportedRequest {
   const body =
     post && typeof post === 'object' && post.text !== undefined ? decodeBody(str(post.text, 'postData.text'), post._encoding ?? post.encoding, 'postData.text') : Buffer.alloc(0);
   check(method, path, query, rawHeaders, body);
-  return { method, path, query, rawHeaders, body };
+  // HAR has no trailers; hookbucket's export writes them as `request._trailers`, {name, value} like headers.
+  const rawTrailers: string[] = [];
+  if (req._trailers !== undefined && req._trailers !== null) {
+    if (!Array.isArray(req._trailers)) throw new ImportFormatError('request._trailers must be a list of {name, value}');
+    for (const t of req._trailers as unknown[]) {
+      rawTrailers.push(str((t as Record<string, unknown> | null)?.name, 'trailer name'), str((t as Record<string, unknown> | null)?.value, 'trailer value'));
+    }
+  }
+  return { method, path, query, rawHeaders, body, ...withTrailers(rawTrailers) };
 }
 
 /** The entries of a HAR document. */

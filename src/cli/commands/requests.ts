@@ -25,11 +25,23 @@ export function requestJson(r: StoredRequest) {
     headers: headerPairs(r.rawHeaders),
     body: utf8 ? r.body.toString('utf8') : r.body.toString('base64'),
     body_encoding: utf8 ? 'utf8' : 'base64',
+    // Chunked trailers as received (same form as headers); stored as evidence, never forwarded.
+    trailers: headerPairs(r.rawTrailers ?? []),
     size: r.size,
     sha256: r.sha256,
     peer: r.peer,
     state: r.state,
   };
+}
+
+/** The Trailers block of `requests show`, after the body (where they came on the wire); none without trailers. */
+function trailerLines(rawTrailers: readonly string[], reveal: boolean): string[] {
+  if (rawTrailers.length === 0) return [];
+  return [
+    `trailers (${rawTrailers.length / 2}, as received; stored, not forwarded${reveal ? '' : '; credentials redacted'}):`,
+    ...headerLines(rawTrailers, reveal),
+    '',
+  ];
 }
 
 export function makeRequestsCommand(io: CliIo): Command {
@@ -90,6 +102,7 @@ export function makeRequestsCommand(io: CliIo): Command {
             'body:',
             ...renderBody(r.body, contentType, reveal).map((l) => `  ${l}`),
             '',
+            ...trailerLines(r.rawTrailers ?? [], reveal),
             ...timelineLines(history, bucket?.destination ?? null, reveal),
           ];
           print(io, lines.join('\n'));

@@ -11,8 +11,8 @@ import type { IngestItem, RejectionCount } from './writer-protocol.js';
  */
 export function createBatchWriter(db: SqliteDb) {
   const insertRequest = db.prepare(
-    `insert into requests (id, bucket, received_at, method, path, query, headers, body, size, sha256, peer)
-     values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    `insert into requests (id, bucket, received_at, method, path, query, headers, body, size, sha256, peer, trailers)
+     values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   const insertDelivery = db.prepare(
     `insert into deliveries (id, request_id, bucket, destination, generation, state, attempts, next_attempt_at,
@@ -30,20 +30,21 @@ export function createBatchWriter(db: SqliteDb) {
     body: Buffer;
     sha256: string;
     headers: string;
+    trailers: string | null;
   }
   const write = db.transaction((rows: Row[], rejections: RejectionCount[]): number[] => {
     // A bucket deleted while its requests were in flight must not collect orphan rows: those
     // requests are answered 404 instead. Checked inside the transaction, once per bucket.
     const exists = new Map<string, boolean>();
     const missing: number[] = [];
-    for (const { it, body, sha256, headers } of rows) {
+    for (const { it, body, sha256, headers, trailers } of rows) {
       let ok = exists.get(it.bucket);
       if (ok === undefined) exists.set(it.bucket, (ok = bucketExists.get(it.bucket) !== undefined));
       if (!ok) {
         missing.push(it.seq);
         continue;
       }
-      insertRequest.run(it.id, it.bucket, it.receivedAt, it.method, it.path, it.query, headers, body, body.byteLength, sha256, it.peer);
+      insertRequest.run(it.id, it.bucket, it.receivedAt, it.method, it.path, it.query, headers, body, body.byteLength, sha256, it.peer, trailers);
       if (it.createDelivery) insertDelivery.run(newId(), it.id, it.bucket, it.receivedAt, it.receivedAt, it.receivedAt);
     }
     for (const r of rejections) upsertRejection.run(...r);
@@ -55,7 +56,8 @@ export function createBatchWriter(db: SqliteDb) {
     // Hash and encode before taking the lock, so a large body never holds it against other processes.
     const rows = items.map((it) => {
       const body = Buffer.from(it.body.buffer, it.body.byteOffset, it.body.byteLength);
-      return { it, body, sha256: createHash('sha256').update(body).digest('hex'), headers: JSON.stringify(it.rawHeaders) };
+      const trailers = it.rawTrailers && it.rawTrailers.length > 0 ? JSON.stringify(it.rawTrailers) : null;
+      return { it, body, sha256: createHash('sha256').update(body).digest('hex'), headers: JSON.stringify(it.rawHeaders), trailers };
     });
     // BEGIN IMMEDIATE takes the write lock up front, so a busy lock fails before any work is done.
     return write.immediate(rows, rejections);

@@ -335,7 +335,7 @@ export async function* iterateMatching(db: SqliteDb, bucket: string, filter: Req
   const newest = db.prepare('select max(id) from requests where bucket = ?').pluck().get(bucket) as string | null;
   if (newest === null) return;
   const full = (n: number) =>
-    prepare(db, `select id, headers, body, sha256, peer from requests where id in (${new Array(n).fill('?').join(', ')})`);
+    prepare(db, `select id, headers, body, sha256, peer, trailers from requests where id in (${new Array(n).fill('?').join(', ')})`);
   let after: string | undefined;
   for (;;) {
     const page = queryPage(db, bucket, filter, paused, { order: 'asc', limit: ITERATE_PAGE, atMost: newest, ...(after ? { after } : {}) });
@@ -347,7 +347,7 @@ export async function* iterateMatching(db: SqliteDb, bucket: string, filter: Req
         bytes += page.requests[i]!.size;
         group.push(page.requests[i++]!);
       }
-      const rows = full(group.length).all(...group.map((g) => g.id)) as Array<{ id: string; headers: string; body: Buffer; sha256: string; peer: string | null }>;
+      const rows = full(group.length).all(...group.map((g) => g.id)) as Array<{ id: string; headers: string; body: Buffer; sha256: string; peer: string | null; trailers: string | null }>;
       const byId = new Map(rows.map((r) => [r.id, r]));
       for (const s of group) {
         const r = byId.get(s.id);
@@ -365,6 +365,7 @@ export async function* iterateMatching(db: SqliteDb, bucket: string, filter: Req
           sha256: r.sha256,
           peer: r.peer,
           state: s.state,
+          rawTrailers: r.trailers === null ? [] : (JSON.parse(r.trailers) as string[]),
         };
       }
     }

@@ -12,6 +12,8 @@ export interface ImportItem {
   query: string | null;
   rawHeaders: string[];
   body: Buffer;
+  /** Chunked trailers, flat [name, value, …]; absent or empty: none. */
+  rawTrailers?: string[];
 }
 
 export interface RequestImporter {
@@ -44,6 +46,7 @@ export function openRequestImporter(options: { path: string; busyTimeoutMs: numb
         rawHeaders: it.rawHeaders,
         body: new Uint8Array(it.body.buffer, it.body.byteOffset, it.body.byteLength),
         peer: null,
+        ...(it.rawTrailers && it.rawTrailers.length > 0 ? { rawTrailers: it.rawTrailers } : {}),
         createDelivery,
         deadline: now + options.busyTimeoutMs,
       }));

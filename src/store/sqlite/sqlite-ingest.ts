@@ -205,6 +205,7 @@ export class SqliteIngest implements IngestSink {
       rawHeaders: req.rawHeaders,
       body,
       peer: req.peer,
+      ...(req.rawTrailers && req.rawTrailers.length > 0 ? { rawTrailers: req.rawTrailers } : {}),
       createDelivery: options.createDelivery,
       deadline: Date.now() + this.#opts.config.lockTimeoutMs,
     });

@@ -331,6 +331,7 @@ export class SqliteStore implements Store {
       sha256: row.sha256,
       peer: row.peer,
       state: row.state,
+      rawTrailers: row.trailers === null ? [] : (JSON.parse(row.trailers) as string[]),
     };
   }
 

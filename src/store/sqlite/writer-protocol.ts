@@ -18,6 +18,8 @@ export interface IngestItem {
   rawHeaders: string[];
   body: Uint8Array;
   peer: string | null;
+  /** Chunked trailers, flat [name, value, …]; absent or empty: none (stored as null). */
+  rawTrailers?: string[];
   createDelivery: boolean;
   /** Epoch ms after which the request must be answered 503 rather than wait for the lock. */
   deadline: number;
