@@ -124,8 +124,18 @@ export function createHttpServer(app: Hono<Env>, opts: HttpServerOptions): Serve
       return;
     }
     if (isUpgradeRequest(req.rawHeaders)) {
-      closing.add(req.socket);
+      const socket = req.socket;
+      closing.add(socket);
       res.setHeader('connection', 'close');
+      // Node destroys a `Connection: close` socket as soon as the answer is flushed; bytes the client
+      // pipelined behind it that arrive later would then draw a reset, which can discard our answer
+      // before the client reads it. Half-close instead, and read and drop what comes for a while.
+      socket.destroySoon = () => {
+        socket.end();
+        const linger = setTimeout(() => socket.destroy(), LINGER_MS);
+        linger.unref();
+        socket.once('close', () => clearTimeout(linger));
+      };
     }
     inFlight.track(req, res);
     void listener(req, res);
