@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import { NODE_MAX_HEADER_SIZE, isRequestLine, lineHeadAfter } from '../../src/ingest/limits.js';
+import { ImportFormatError, fromHarEntry, fromNdjsonRecord } from '../../src/transfer/import-format.js';
 import { runCli } from '../helpers/cli.js';
 import { rawRequest } from '../helpers/raw-http.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -71,6 +72,33 @@ describe('which line Node\'s header limit tripped in', () => {
   it('isRequestLine: a method and a space, not a name and a colon', () => {
     for (const head of ['GET /b/x', 'POST http://h/b/x?q', 'M-SEARCH *']) assert.equal(isRequestLine(head), true, head);
     for (const head of ['X-Big: hh', 'Host:x', 'X-Long-Name-Without-Colon-Yet', '', ' folded']) assert.equal(isRequestLine(head), false, head);
+  });
+});
+
+describe('trailers in import records', () => {
+  const ndjson = (trailers: unknown) => ({ method: 'POST', path: '', query: null, headers: [['Transfer-Encoding', 'chunked']], body: 'x', trailers });
+  const har = (trailers: unknown) => ({ request: { method: 'POST', url: 'http://h/b/x', headers: [], postData: { text: 'x' }, _trailers: trailers } });
+
+  it('are read from NDJSON `trailers` and HAR `request._trailers`; none when absent or empty', () => {
+    assert.deepEqual(fromNdjsonRecord(ndjson([['X-Signature', 'a'], ['x-signature', 'b']])).rawTrailers, ['X-Signature', 'a', 'x-signature', 'b']);
+    assert.deepEqual(fromHarEntry(har([{ name: 'X-Signature', value: 'a' }])).rawTrailers, ['X-Signature', 'a']);
+    for (const none of [undefined, null, []]) {
+      assert.equal('rawTrailers' in fromNdjsonRecord(ndjson(none)), false);
+      assert.equal('rawTrailers' in fromHarEntry(har(none)), false);
+    }
+  });
+
+  it('are held to what ingest would take: field bytes, 2,000 fields, 64 KiB', () => {
+    const bad: Array<[unknown, RegExp]> = [
+      [[['X-A', 'a\r\nX-B: b']], /trailer X-A has a value with a control byte/],
+      [[['X A', 'a']], /trailer name "X A" is not an HTTP token/],
+      [[['X-A']], /trailers must be a list of \[name, value\] pairs/],
+      ['X-A: a', /trailers must be a list/],
+      [Array.from({ length: 2001 }, (_, i) => [`t${i}`, '1']), /more than 2000 trailers/],
+      [[['X-Big', 'v'.repeat(70_000)]], /trailers over 65536 bytes/],
+    ];
+    for (const [trailers, message] of bad) assert.throws(() => fromNdjsonRecord(ndjson(trailers)), (e: unknown) => e instanceof ImportFormatError && message.test(e.message), JSON.stringify(trailers).slice(0, 60));
+    assert.throws(() => fromHarEntry(har([{ name: 'X-A', value: 'a\u0000' }])), /trailer X-A has a value with a control byte/);
   });
 });
 
