@@ -11,6 +11,7 @@ import { makeServeCommand } from './commands/serve.js';
 import { makeSimulateCommand } from './commands/simulate.js';
 import { makeStatsCommand } from './commands/stats.js';
 import { makeWorkerCommand } from './commands/worker.js';
+import { redactUrlsIn } from '../policy/redact.js';
 import { escapeTerminal } from '../policy/terminal-text.js';
 import { terminalSafe, type CliIo } from './io.js';
 
@@ -57,7 +58,8 @@ function applySettings(cmd: Command, io: CliIo): void {
       writeOut: (s) => io.stdout.write(terminalSafe(s)),
       writeErr: (s) => io.stderr.write(terminalSafe(s)),
       // Commander's own usage errors get the stable code our other errors carry: `error [usage]: …`.
-      outputError: (s, write) => write(s.replace(/^error: /, 'error [usage]: ')),
+      // They echo the refused argument, so a --destination with credentials is redacted here too.
+      outputError: (s, write) => write(redactUrlsIn(s.replace(/^error: /, 'error [usage]: '))),
     });
   for (const sub of cmd.commands) applySettings(sub, io);
 }
@@ -76,7 +78,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     if (e instanceof ExitWith) return e.exitCode;
     if (isAppError(e)) {
       // A message can echo a hostile bucket name, path or header: escaped in full, `\` included.
-      io.stderr.write(`error [${e.code}]: ${escapeTerminal(e.message, { newline: true })}\n`);
+      io.stderr.write(`error [${e.code}]: ${escapeTerminal(redactUrlsIn(e.message), { newline: true })}\n`);
       return e.exitCode;
     }
     const err = e instanceof Error ? e : new Error(String(e));

@@ -164,3 +164,12 @@ export function redactUrl(url: string): string {
   const query = hash < 0 ? out.slice(q + 1) : out.slice(q + 1, hash);
   return `${out.slice(0, q + 1)}${redactQuery(query)}${hash < 0 ? '' : out.slice(hash)}`;
 }
+
+/**
+ * Every URL inside a free text (an error message that echoes an argument, say) passed through
+ * redactUrl. The scheme is bounded ({0,31}) so the scan stays linear on long runs of letters; a URL
+ * ends at whitespace or a quote, as commander and our own messages quote arguments.
+ */
+export function redactUrlsIn(text: string): string {
+  return text.replace(/\b[a-z][a-z0-9+.-]{0,31}:\/\/[^\s'"<>`]+/gi, (url) => redactUrl(url));
+}

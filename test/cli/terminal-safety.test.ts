@@ -311,6 +311,14 @@ describe('nothing hostile reaches the terminal; secrets stay hidden (real binary
     assert.match(notFound.stderr.toString(), /^error \[not_found\]: request id\\x1b\]0;TITLE\\x07\\x1b\[2J\\u009b2J\\u202eevil/);
   });
 
+  it('a usage error echoing a refused --destination does not print its credentials', async () => {
+    const r = await run([...db, 'bucket', 'create', 'creds', '--destination', 'http://user:s3cret@127.0.0.1/x?token=t0ken']);
+    assert.equal(r.code, 2);
+    const err = r.stderr.toString();
+    assert.match(err, /^error \[usage\]: option '--destination <url>' argument 'http:\/\/\[redacted\]@127\.0\.0\.1\/x\?token=\[redacted\]' is invalid/);
+    assert.ok(!err.includes('s3cret') && !err.includes('t0ken'), err);
+  });
+
   it('requests show --raw: the exact bytes to a pipe; to a terminal (a real pseudo-terminal) only with --force', async () => {
     const piped = await run([...db, 'requests', 'show', ids.binary!, '--raw']);
     assert.equal(piped.code, 0);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { isSecretKey, keyTokens, REDACTED, redactHeaders, redactJson, redactQuery, redactUrl, type KeyContext } from '../../src/policy/redact.js';
+import { isSecretKey, keyTokens, REDACTED, redactHeaders, redactJson, redactQuery, redactUrl, redactUrlsIn, type KeyContext } from '../../src/policy/redact.js';
 
 describe('keyTokens: whole tokens split on - _ . [ ] and camelCase', () => {
   const cases: Array<[string, string[]]> = [
@@ -160,4 +160,17 @@ describe('redactUrl: userinfo and secret query values', () => {
     ['http://a:b@host', `http://${REDACTED}@host`],
   ];
   for (const [url, expected] of cases) it(url, () => assert.equal(redactUrl(url), expected));
+});
+
+describe('redactUrlsIn: URLs inside a message (commander echoes a refused --destination)', () => {
+  const cases: Array<[string, string]> = [
+    [
+      "option '--destination <url>' argument 'http://user:s3cret@127.0.0.1/x?token=abc' is invalid.",
+      `option '--destination <url>' argument 'http://${REDACTED}@127.0.0.1/x?token=${REDACTED}' is invalid.`,
+    ],
+    ['two: https://a:b@h/ and http://h/?api_key=k done', `two: https://${REDACTED}@h/ and http://h/?api_key=${REDACTED} done`],
+    ['no url here: author=alice token', 'no url here: author=alice token'],
+    ['http://host/plain', 'http://host/plain'],
+  ];
+  for (const [text, expected] of cases) it(text, () => assert.equal(redactUrlsIn(text), expected));
 });
