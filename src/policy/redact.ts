@@ -125,9 +125,28 @@ export function redactQuery(query: string, context: 'query' | 'form' = 'query'):
     .map((part) => {
       const eq = part.indexOf('=');
       if (eq < 0) return part;
-      return isSecretKey(decodeFormComponent(part.slice(0, eq)), context) ? `${part.slice(0, eq + 1)}${REDACTED}` : part;
+      if (isSecretKey(decodeFormComponent(part.slice(0, eq)), context)) return `${part.slice(0, eq + 1)}${REDACTED}`;
+      return context === 'form' ? redactJsonFormValue(part, eq) : part;
     })
     .join('&');
+}
+
+/**
+ * A form value that holds a JSON object or array (Slack's interactive `payload=…`, which carries a
+ * `token`): its secret leaves are hidden and it is encoded again. Left as sent when nothing in it is
+ * secret.
+ */
+function redactJsonFormValue(part: string, eq: number): string {
+  const raw = part.slice(eq + 1);
+  if (!/^(%7B|%5B|\{|\[)/i.test(raw)) return part;
+  let value: unknown;
+  try {
+    value = JSON.parse(decodeFormComponent(raw));
+  } catch {
+    return part;
+  }
+  const redacted = JSON.stringify(redactJson(value));
+  return redacted === JSON.stringify(value) ? part : `${part.slice(0, eq + 1)}${encodeURIComponent(redacted)}`;
 }
 
 /**

@@ -174,3 +174,19 @@ describe('redactUrlsIn: URLs inside a message (commander echoes a refused --dest
   ];
   for (const [text, expected] of cases) it(text, () => assert.equal(redactUrlsIn(text), expected));
 });
+
+describe('redactQuery (form): a JSON value under a plain key has its secret leaves hidden (Slack payload=)', () => {
+  const enc = (v: unknown) => encodeURIComponent(JSON.stringify(v));
+  const cases: Array<[string, string]> = [
+    [`payload=${enc({ type: 'block_actions', token: 'xoxb-1', user: { id: 'U1' } })}`, `payload=${enc({ type: 'block_actions', token: REDACTED, user: { id: 'U1' } })}`],
+    [`payload=${enc([{ api_key: 'k' }])}&a=1`, `payload=${enc([{ api_key: REDACTED }])}&a=1`],
+    [`payload=${enc({ author: 'alice' })}`, `payload=${enc({ author: 'alice' })}`],
+    ['payload=%7Bnot-json&a=1', 'payload=%7Bnot-json&a=1'],
+    ['payload=plain', 'payload=plain'],
+  ];
+  for (const [form, expected] of cases) it(form.slice(0, 60), () => assert.equal(redactQuery(form, 'form'), expected));
+  it('a query string keeps JSON values as sent', () => {
+    const q = `payload=${enc({ token: 'x' })}`;
+    assert.equal(redactQuery(q, 'query'), q);
+  });
+});
