@@ -5,6 +5,7 @@ import * as replay from './2026-12-02T02-replay.js';
 import * as stats from './2026-12-02T04-stats.js';
 import * as history from './2026-12-02T05-history.js';
 import * as claimOrder from './2026-12-02T06-claim-order.js';
+import * as bucketTombstone from './2026-12-03T00-bucket-tombstone.js';
 
 /** Migrations in code (no directory scan), so they ship inside the build. Names sort by date. */
 export const migrationProvider: MigrationProvider = {
@@ -16,6 +17,7 @@ export const migrationProvider: MigrationProvider = {
       '2026-12-02T04-stats': stats,
       '2026-12-02T05-history': history,
       '2026-12-02T06-claim-order': claimOrder,
+      '2026-12-03T00-bucket-tombstone': bucketTombstone,
     };
   },
 };
