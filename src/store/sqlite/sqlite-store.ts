@@ -34,7 +34,7 @@ import type {
 import { DEFAULT_DRAIN, drainColumns, retentionColumns, toBucket } from './bucket-row.js';
 import { ImmediateSqliteDialect } from './immediate-dialect.js';
 import { openSqlite, storageErrorCode, type SqliteDb } from './open.js';
-import { createPurger, type Purger } from './sqlite-delete.js';
+import { createPurger, PURGE_GAP_MS, type Purger } from './sqlite-delete.js';
 import { countMatching, iterateMatching, queryPage } from './request-query.js';
 import { requestHistory, tail } from './sqlite-history.js';
 import { pruneRequests } from './sqlite-retention.js';
@@ -54,7 +54,18 @@ export interface SqliteStoreOptions {
 /** Pages released per incremental_vacuum step (1 MiB at 4 KiB pages). */
 const VACUUM_PAGES = 256;
 
-const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+/** Waits `ms`, or less when the signal aborts. */
+const pause = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
 
 export class SqliteStore implements Store {
   readonly #raw: SqliteDb;
@@ -236,7 +247,7 @@ export class SqliteStore implements Store {
         const step = this.#purger.purgeBatch(name);
         requests += step.requests;
         if (step.done) break;
-        await yieldToEventLoop();
+        await pause(PURGE_GAP_MS);
       }
     } catch (e) {
       const code = storageErrorCode(e);
@@ -249,7 +260,7 @@ export class SqliteStore implements Store {
         { cause: e },
       );
     }
-    this.#reclaim();
+    await this.#reclaim();
     return { requests };
   }
 
@@ -272,10 +283,10 @@ export class SqliteStore implements Store {
           result.finished.push(t.name);
           break;
         }
-        await yieldToEventLoop();
+        await pause(PURGE_GAP_MS, hooks.signal);
       }
     }
-    if (result.requests > 0) this.#reclaim();
+    if (result.requests > 0) await this.#reclaim(hooks.signal);
     return result;
   }
 
@@ -292,17 +303,19 @@ export class SqliteStore implements Store {
   }
 
   /**
-   * Gives freed pages back to the file system in small steps, each its own short write. Best
-   * effort: the rows are gone already, and pages left free are reused by the next writes.
+   * Gives freed pages back to the file system in small steps, each its own short write with the
+   * purge's gap after it (PURGE_GAP_MS: other writers get in). Best effort: the rows are gone
+   * already, and pages left free are reused by the next writes.
    */
-  #reclaim(): void {
+  async #reclaim(signal?: AbortSignal): Promise<void> {
     try {
-      for (let i = 0; i < 100_000; i++) {
+      for (let i = 0; i < 100_000 && !signal?.aborted; i++) {
         const free = this.#raw.pragma('freelist_count', { simple: true }) as number;
         if (free === 0) return;
         this.#raw.pragma(`incremental_vacuum(${VACUUM_PAGES})`);
         // Another connection may be using the freed pages as fast as they go: stop rather than spin.
         if ((this.#raw.pragma('freelist_count', { simple: true }) as number) >= free) return;
+        await pause(PURGE_GAP_MS, signal);
       }
     } catch (e) {
       if (!storageErrorCode(e)) throw e;
