@@ -156,6 +156,9 @@ describe('bucket delete: tombstone, then a purge in batches', () => {
     assert.notEqual(tomb?.deletingAt, null);
     assert.equal(tomb?.destination, null);
     assert.equal((await store.bucketCounts('ghost')).requests, 10);
+    const window = { sinceMs: 0, untilMs: Date.now() + 1000 };
+    assert.deepEqual((await store.statsSamples(window)).buckets.map((b) => b.bucket), [], 'stats over every bucket leave a deleting one out');
+    assert.equal((await store.statsSamples({ ...window, bucket: 'ghost' })).buckets[0]?.requests, 10, 'named, it is shown');
     assert.deepEqual(await store.deleteBucket('ghost', { force: false }), { requests: 10 });
     assert.equal((await store.createBucket({ name: 'ghost' })).name, 'ghost');
   });
