@@ -383,11 +383,6 @@ Examples:
   return bucket;
 }
 
-/** `bucket_deleting`: the bucket is a tombstone whose purge has not finished. */
-export function bucketDeleting(name: string): AppError {
-  return new AppError('bucket_deleting', `bucket ${name} is being deleted; finish it with: hookbucket bucket delete ${name}`);
-}
-
 export function notFound(name: string): AppError {
   return new AppError('not_found', `bucket ${name} not found`);
 }

@@ -5,13 +5,13 @@ import { Command } from 'commander';
 import { formatSize } from '../../config/units.js';
 import { systemClock } from '../../shared/clock.js';
 import { AppError } from '../../shared/errors.js';
+import { deletingError } from '../../store/sqlite/sqlite-delete.js';
 import { openRequestImporter, type ImportItem } from '../../store/sqlite/sqlite-import.js';
 import { ImportFormatError, detectFormat, fromHarEntry, fromNdjsonRecord, harEntries, type ImportedRequest } from '../../transfer/import-format.js';
 import { CLI_LOCK_WAIT_MS, configFor, withStore } from '../context.js';
 import { print, printJson, type CliIo } from '../io.js';
 import { bucketNameArg } from '../parsers.js';
 import { createProgress } from '../progress.js';
-import { bucketDeleting } from './bucket.js';
 
 /** Rows and body bytes per import transaction: short write locks, so a running serve never waits long. */
 const BATCH_ROWS = 200;
@@ -84,7 +84,7 @@ Examples:
       await withStore(c, io, async (store) => {
         const b = await store.getBucket(bucket);
         if (!b) throw new AppError('not_found', `bucket ${bucket} not found`);
-        if (b.deletingAt !== null) throw bucketDeleting(bucket);
+        if (b.deletingAt !== null) throw deletingError(bucket);
         if (opts.deliver && b.destination === null) {
           throw new AppError('usage', `--deliver: bucket ${bucket} has no destination (bucket update ${bucket} --destination <url> first)`);
         }

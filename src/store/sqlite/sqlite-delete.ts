@@ -47,6 +47,11 @@ export interface DeletingBucket {
 
 export type Purger = ReturnType<typeof createPurger>;
 
+/** `bucket_deleting`: the bucket is a tombstone whose purge has not finished. */
+export function deletingError(name: string): AppError {
+  return new AppError('bucket_deleting', `bucket ${name} is being deleted; finish it with: hookbucket bucket delete ${name}`);
+}
+
 export function createPurger(db: SqliteDb) {
   const s = {
     bucket: db.prepare('select deleting_at from buckets where name = ?'),

@@ -17,6 +17,7 @@ import { newId } from '../../shared/ids.js';
 import type { ReplaysTable } from '../schema.js';
 import type { NewReplay, Replay, ReplayProgress } from '../store.js';
 import type { SqliteDb } from './open.js';
+import { deletingError } from './sqlite-delete.js';
 
 const REPLAY_BATCH = 500;
 
@@ -48,7 +49,7 @@ export function createReplay(db: SqliteDb, r: NewReplay): Replay {
   const mustBeLive = () => {
     const row = live.get(r.bucket) as { deleting_at: number | null } | undefined;
     if (!row) throw new AppError('not_found', `bucket ${r.bucket} not found`);
-    if (row.deleting_at !== null) throw new AppError('bucket_deleting', `bucket ${r.bucket} is being deleted; finish it with: hookbucket bucket delete ${r.bucket}`);
+    if (row.deleting_at !== null) throw deletingError(r.bucket);
   };
 
   db.transaction(() => {

@@ -34,7 +34,7 @@ import type {
 import { DEFAULT_DRAIN, drainColumns, retentionColumns, toBucket } from './bucket-row.js';
 import { ImmediateSqliteDialect } from './immediate-dialect.js';
 import { openSqlite, storageErrorCode, type SqliteDb } from './open.js';
-import { createPurger, PURGE_GAP_MS, type Purger } from './sqlite-delete.js';
+import { createPurger, deletingError, PURGE_GAP_MS, type Purger } from './sqlite-delete.js';
 import { countMatching, iterateMatching, queryPage } from './request-query.js';
 import { requestHistory, tail } from './sqlite-history.js';
 import { pruneRequests } from './sqlite-retention.js';
@@ -463,10 +463,6 @@ function latestStateSql(paused: RawBuilder<unknown>) {
 const pausedLit = (paused: boolean) => sql.lit(paused ? 1 : 0);
 
 type DrainColumns = Omit<BucketsTable, 'name' | 'destination' | 'max_body' | 'ack_status' | 'ack_body' | 'ack_content_type' | 'paused' | 'created_at' | 'updated_at' | 'paused_at' | 'paused_total_ms'>;
-
-function deletingError(name: string): AppError {
-  return new AppError('bucket_deleting', `bucket ${name} is being deleted; finish it with: hookbucket bucket delete ${name}`);
-}
 
 async function bumpEpoch(trx: Kysely<Database>): Promise<void> {
   await trx.updateTable('meta').set((eb) => ({ value: eb('value', '+', 1) })).where('key', '=', 'bucket_epoch').execute();
