@@ -11,13 +11,21 @@ export function configFor(cmd: Command, io: CliIo, flags: Flags = {}): Config {
   return loadConfig(io.env, io.dotenv, { ...flags, ...(globals.db !== undefined ? { db: globals.db } : {}) });
 }
 
+/**
+ * How long a CLI command waits for the write lock: 10 s, against ingest's `--lock-timeout` (2 s).
+ * SQLite's busy handler is not fair (a waiter sleeps and retries; a writer that commits and begins
+ * again often wins), so under ingest and drain load an operator's command can wait several of
+ * ingest's 2 s windows. A person at a terminal can wait where a webhook sender cannot.
+ */
+export const CLI_LOCK_WAIT_MS = 10_000; // 10s
+
 /** Opens the database (creating and migrating it when missing) for one command, and closes it after. */
 export async function withStore<T>(cmd: Command, io: CliIo, fn: (store: Store) => Promise<T>): Promise<T> {
   const config = configFor(cmd, io);
   const store = await SqliteStore.open({
     path: config.db,
     durability: config.durability,
-    busyTimeoutMs: config.lockTimeoutMs,
+    busyTimeoutMs: CLI_LOCK_WAIT_MS,
     clock: systemClock,
   });
   try {

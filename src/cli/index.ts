@@ -1,5 +1,6 @@
 import { Command, CommanderError } from 'commander';
 import { ExitCode, ExitWith, isAppError } from '../shared/errors.js';
+import { storageErrorCode } from '../store/sqlite/open.js';
 import { makeBucketCommand } from './commands/bucket.js';
 import { makeHealthCommand } from './commands/health.js';
 import { makePruneCommand } from './commands/prune.js';
@@ -83,6 +84,13 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     }
     const err = e instanceof Error ? e : new Error(String(e));
     const code = (err as { code?: unknown }).code;
+    // SQLite's own errors (a lock held past the CLI's wait, a full disk) get their stable code.
+    const storage = storageErrorCode(e);
+    if (storage) {
+      const hint = storage === 'store_busy' ? '; another connection held the write lock past the wait: try again' : '';
+      io.stderr.write(`error [${storage}]: ${escapeTerminal(`${err.message}${typeof code === 'string' ? ` (${code})` : ''}`, { newline: true })}${hint}\n`);
+      return ExitCode.failure;
+    }
     io.stderr.write(`error [internal]: ${escapeTerminal(`${err.message}${typeof code === 'string' ? ` (${code})` : ''}`, { newline: true })}\n`);
     return ExitCode.failure;
   }

@@ -6,22 +6,30 @@
  */
 import type { Clock } from '../shared/clock.js';
 import type { Logger } from '../shared/logger.js';
-import type { PruneResult, Store } from '../store/store.js';
+import type { PruneResult, PurgeResult, Store } from '../store/store.js';
 import { pruneCutoff } from './rules.js';
 
 export const RETENTION_INTERVAL_MS = 10 * 60_000; // 10m
 /** The first pass after start: late enough not to compete with start-up, soon enough to be seen working. */
 export const RETENTION_FIRST_DELAY_MS = 30_000; // 30s
+/**
+ * The write-lock wait of one background purge batch. The pass runs on serve's main thread, where a
+ * busy wait blocks the event loop (ingest's HTTP parsing included): 100 ms at most, against group
+ * commits of a few ms.
+ */
+export const PURGE_LOCK_WAIT_MS = 100;
 
 export interface RetentionPass {
   /** Per bucket with a retention: what its pass removed. */
   buckets: Record<string, PruneResult>;
   /** Buckets whose pass failed (the others still ran), with the error message. */
   errors: Record<string, string>;
+  /** Deleting buckets (`bucket delete` not finished) whose purge this pass went on with. */
+  purge?: PurgeResult;
 }
 
 export interface RetentionLoopDeps {
-  store: Pick<Store, 'listBuckets' | 'prune'>;
+  store: Pick<Store, 'listBuckets' | 'prune' | 'purgeDeleting'>;
   clock: Clock;
   logger: Logger;
   intervalMs?: number;
@@ -48,7 +56,19 @@ export class RetentionLoop {
   async #pass(): Promise<RetentionPass> {
     const { store, clock, logger } = this.#d;
     const pass: RetentionPass = { buckets: {}, errors: {} };
-    const buckets = (await store.listBuckets()).filter((b) => b.retainMs !== null);
+    // Deleting buckets first: a `bucket delete` stopped by lock trouble or a crash is finished here,
+    // in the same short batches, with a short lock wait (PURGE_LOCK_WAIT_MS): on lock
+    // trouble it stops and the next pass goes on.
+    try {
+      pass.purge = await store.purgeDeleting({ signal: this.#stopping.signal, lockWaitMs: PURGE_LOCK_WAIT_MS });
+      const p = pass.purge;
+      if (p.requests > 0 || p.finished.length > 0 || p.stopped) {
+        logger.info({ finished: p.finished, requests: p.requests, bytes: p.bytes, stopped: p.stopped }, 'purged deleting buckets');
+      }
+    } catch (e) {
+      logger.warn({ err: e }, 'purge of deleting buckets failed');
+    }
+    const buckets = (await store.listBuckets()).filter((b) => b.retainMs !== null && b.deletingAt === null);
     for (const b of buckets) {
       if (this.#stopping.signal.aborted) break;
       try {

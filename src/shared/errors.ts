@@ -9,6 +9,7 @@ export type ErrorCode =
   | 'not_found'
   | 'bucket_exists'
   | 'bucket_not_empty'
+  | 'bucket_deleting'
   | 'unknown_bucket'
   | 'store_busy'
   | 'storage_full'
@@ -34,6 +35,7 @@ const exitByCode: Partial<Record<ErrorCode, number>> = {
   not_found: ExitCode.notFound,
   bucket_exists: ExitCode.failure,
   bucket_not_empty: ExitCode.failure,
+  bucket_deleting: ExitCode.failure,
 };
 
 export class AppError extends Error {

@@ -38,6 +38,8 @@ export interface BucketsTable {
   retain_ms: number | null;
   /** --retain-state: comma list of the states --retain prunes; null: delivered only. */
   retain_states: string | null;
+  /** Set when `bucket delete` began: a tombstone whose rows are being purged (see sqlite-delete.ts). */
+  deleting_at: number | null;
 }
 
 export interface RequestsTable {

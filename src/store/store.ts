@@ -54,9 +54,14 @@ export interface Bucket {
   retainMs: number | null;
   /** `--retain-state`: the terminal states `--retain` prunes (default delivered only). */
   retainStates: PrunableState[];
+  /**
+   * When `bucket delete` began; null for a live bucket. A deleting bucket is a tombstone: ingest
+   * refuses it, the worker sends nothing of it, and its rows are purged in short batches.
+   */
+  deletingAt: number | null;
 }
 
-type CoreSettings = Omit<Bucket, 'name' | 'createdAt' | 'updatedAt' | 'paused' | 'drain' | 'pausedAt' | 'pausedTotalMs'>;
+type CoreSettings = Omit<Bucket, 'name' | 'createdAt' | 'updatedAt' | 'paused' | 'drain' | 'pausedAt' | 'pausedTotalMs' | 'deletingAt'>;
 export type BucketPatch = Partial<CoreSettings> & { drain?: Partial<DrainSettings> };
 export type NewBucket = Pick<Bucket, 'name'> & BucketPatch;
 
@@ -169,8 +174,15 @@ export interface Store {
   pauseBucket(name: string): Promise<Bucket>;
   /** Lets the worker drain the bucket again from where it stopped; idempotent. */
   resumeBucket(name: string): Promise<Bucket>;
-  /** Deletes the bucket with its requests and deliveries; refuses while undelivered work exists unless forced. */
+  /**
+   * Deletes the bucket with its requests and deliveries; refuses while undelivered work exists
+   * unless forced. First the bucket becomes a `deleting` tombstone (nothing of it is stored or sent
+   * from then on), then its rows go in short batches; if the purge stops (lock trouble, a crash),
+   * the tombstone stands, and calling this again (force not needed) or purgeDeleting finishes it.
+   */
   deleteBucket(name: string, options: { force: boolean }): Promise<{ requests: number }>;
+  /** Finishes every deleting bucket's purge in short batches (serve's background pass); stops on lock trouble. */
+  purgeDeleting(hooks?: PurgeHooks): Promise<PurgeResult>;
   bucketCounts(name: string): Promise<BucketCounts>;
   /** Refusals not attributable to a bucket (unknown bucket, parse errors). */
   unattributedRejections(): Promise<Record<string, number>>;
@@ -276,6 +288,21 @@ export interface PruneResult extends PruneCounts {
   buckets: Record<string, PruneCounts>;
   /** File bytes given back by incremental vacuum (0 in a dry run). */
   reclaimedBytes: number;
+}
+
+export interface PurgeHooks {
+  signal?: AbortSignal;
+  /** The write-lock wait per batch; omitted: the store's own busy timeout. */
+  lockWaitMs?: number;
+}
+
+export interface PurgeResult {
+  /** Deleting buckets purged to the end this time (their names are free). */
+  finished: string[];
+  requests: number;
+  bytes: number;
+  /** Why the pass stopped early (lock trouble), if it did. */
+  stopped?: string;
 }
 
 export type StorageHealth = { ok: true } | { ok: false; reason: string; code: string };

@@ -20,6 +20,7 @@ const bucket = (drain: Partial<Bucket['drain']> = {}): Bucket => ({
   drain: { ...DEFAULT_DRAIN, ...drain },
   pausedAt: null,
   pausedTotalMs: 0,
+  deletingAt: null,
   retainMs: null,
   retainStates: ['delivered'],
 });

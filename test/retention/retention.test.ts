@@ -150,13 +150,15 @@ describe('prune batches', () => {
 });
 
 describe('RetentionLoop', () => {
-  const bucket = (name: string, retainMs: number | null): Bucket => ({ name, retainMs, retainStates: ['delivered'] }) as unknown as Bucket;
+  const bucket = (name: string, retainMs: number | null): Bucket => ({ name, retainMs, retainStates: ['delivered'], deletingAt: null }) as unknown as Bucket;
+  const purgeDeleting = async () => ({ finished: [], requests: 0, bytes: 0 });
   const empty: PruneResult = { requests: 0, bytes: 0, deliveries: 0, attempts: 0, keptLive: 0, buckets: {}, reclaimedBytes: 0 };
 
   it('one bucket failing does not stop the others; the cutoff comes from the clock', async () => {
     const calls: PruneOptions[] = [];
     const loop = new RetentionLoop({
       store: {
+        purgeDeleting,
         listBuckets: async () => [bucket('a', 1000), bucket('b', null), bucket('c', 5000)],
         prune: async (o) => {
           calls.push(o);
@@ -185,6 +187,7 @@ describe('RetentionLoop', () => {
     const seen: string[] = [];
     const loop = new RetentionLoop({
       store: {
+        purgeDeleting,
         listBuckets: async () => [bucket('a', 1), bucket('b', 1)],
         prune: async (o, hooks) => {
           seen.push(o.bucket!);

@@ -49,6 +49,8 @@ export function bucketJson(b: Bucket, counts?: BucketCounts) {
     paused_at: iso(b.pausedAt),
     retain_ms: b.retainMs,
     retain_states: b.retainStates,
+    deleting: b.deletingAt !== null,
+    deleting_at: iso(b.deletingAt),
     created_at: iso(b.createdAt),
     updated_at: iso(b.updatedAt),
     ...(counts
@@ -98,6 +100,12 @@ function destinationText(url: string, reveal: boolean): string {
 function showText(b: Bucket, counts: BucketCounts, baseUrlHint: string, reveal: boolean): string {
   const lines = [
     `name              ${escapeTerminal(b.name)}`,
+    ...(b.deletingAt !== null
+      ? [
+          `deleting          since ${iso(b.deletingAt)}: ${counts.requests} request(s) left to purge; ingest refuses it (404) and nothing is sent; ` +
+            `finish with: hookbucket bucket delete ${escapeTerminal(b.name)} (a running serve also finishes it in the background)`,
+        ]
+      : []),
     `url               ${baseUrlHint}/b/${escapeTerminal(b.name)}`,
     `destination       ${b.destination === null ? '(none: requests are stored only)' : destinationText(b.destination, reveal)}`,
     `max body          ${formatSize(b.maxBody)} (${b.maxBody} bytes)`,
@@ -235,9 +243,19 @@ Examples:
               io,
               table(
                 ['NAME', 'REQUESTS', 'SIZE', 'MAX BODY', 'DESTINATION'],
-                withCounts.map(({ b, c }) => [b.name, c.requests, formatSize(c.bytes), formatSize(b.maxBody), b.destination === null ? null : opts.reveal ? b.destination : redactUrl(b.destination)]),
+                withCounts.map(({ b, c }) => [
+                  b.deletingAt === null ? b.name : `${b.name} (deleting)`,
+                  c.requests,
+                  formatSize(c.bytes),
+                  formatSize(b.maxBody),
+                  b.destination === null ? null : opts.reveal ? b.destination : redactUrl(b.destination),
+                ]),
               ),
             );
+            const deleting = buckets.filter((b) => b.deletingAt !== null);
+            if (deleting.length > 0) {
+              print(io, `\ndeleting: ${deleting.map((b) => b.name).join(', ')}: requests left to purge; finish with: hookbucket bucket delete <name>`);
+            }
           }
           const refused = Object.entries(other);
           if (refused.length > 0) print(io, `\nrefusals naming no bucket: ${refused.map(([r, n]) => `${r} ${n}`).join(', ')}`);
@@ -358,12 +376,25 @@ Examples:
       .argument('<name>', 'bucket name', bucketNameArg)
       .option('--force', 'delete even when deliveries are pending, retrying or in flight')
       .option('--json', 'print JSON')
-      .addHelpText('after', '\nExamples:\n  $ hookbucket bucket delete old-test\n  $ hookbucket bucket delete stripe --force')
+      .addHelpText(
+        'after',
+        `
+The bucket first becomes "deleting" (ingest answers 404 for it, nothing of it is sent, the name
+cannot be created again), then its requests go in short batches. If that stops (the database
+stayed locked, the process was killed), the bucket stays deleting: run the same command again
+(no --force needed) to finish, or let a running serve finish it in the background.
+
+Examples:
+  $ hookbucket bucket delete old-test
+  $ hookbucket bucket delete stripe --force`,
+      )
       .action(async (name: string, opts: BucketOpts, cmd: Command) =>
         withStore(cmd, io, async (store) => {
+          const before = await store.getBucket(name);
           const r = await store.deleteBucket(name, { force: opts.force === true });
+          const finished = before !== undefined && before.deletingAt !== null;
           if (opts.json) printJson(io, { name, deleted: true, requests: r.requests });
-          else print(io, `deleted bucket ${name} and ${r.requests} stored request(s)`);
+          else print(io, `${finished ? 'finished deleting' : 'deleted'} bucket ${name} and ${r.requests} stored request(s)`);
         }),
       ),
   );

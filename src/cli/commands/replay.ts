@@ -6,6 +6,7 @@ import { systemClock } from '../../shared/clock.js';
 import { AppError, ExitCode, ExitWith } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { Rate } from '../../drain/token-bucket.js';
+import { deletingError } from '../../store/sqlite/sqlite-delete.js';
 import type { StoredRequest } from '../../store/store.js';
 import { withStore } from '../context.js';
 import { durationMsArg, rateArg } from '../drain-options.js';
@@ -86,6 +87,7 @@ Examples:
       await withStore(cmd, io, async (store) => {
         const bucket = await store.getBucket(bucketName);
         if (!bucket) throw new AppError('not_found', `bucket ${bucketName} not found`);
+        if (bucket.deletingAt !== null) throw deletingError(bucketName);
         const destination = opts.to ?? null;
         if (destination === null && bucket.destination === null) {
           throw new AppError('invalid_option', `bucket ${bucketName} has no destination: set one (bucket update --destination) or replay --to <url>`);

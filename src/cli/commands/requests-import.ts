@@ -5,10 +5,11 @@ import { formatSize } from '../../config/units.js';
 import { spoolDirFor, spoolErrorCode } from '../../ingest/spool.js';
 import { systemClock } from '../../shared/clock.js';
 import { AppError } from '../../shared/errors.js';
+import { deletingError } from '../../store/sqlite/sqlite-delete.js';
 import { openRequestImporter, type ImportItem } from '../../store/sqlite/sqlite-import.js';
 import { ImportCopy } from '../../transfer/import-copy.js';
 import { ImportFormatError, detectFormat, fromHarEntry, fromNdjsonRecord, harEntries, type ImportedRequest } from '../../transfer/import-format.js';
-import { configFor, withStore } from '../context.js';
+import { CLI_LOCK_WAIT_MS, configFor, withStore } from '../context.js';
 import { print, printJson, type CliIo } from '../io.js';
 import { bucketNameArg } from '../parsers.js';
 import { createProgress } from '../progress.js';
@@ -97,6 +98,7 @@ Examples:
       await withStore(c, io, async (store) => {
         const b = await store.getBucket(bucket);
         if (!b) throw new AppError('not_found', `bucket ${bucket} not found`);
+        if (b.deletingAt !== null) throw deletingError(bucket);
         if (opts.deliver && b.destination === null) {
           throw new AppError('usage', `--deliver: bucket ${bucket} has no destination (bucket update ${bucket} --destination <url> first)`);
         }
@@ -145,7 +147,7 @@ Examples:
           }
 
           // Pass 2: store in short transactions through ingest's batch writer.
-          const importer = openRequestImporter({ path: config.db, busyTimeoutMs: config.lockTimeoutMs, clock: systemClock });
+          const importer = openRequestImporter({ path: config.db, busyTimeoutMs: CLI_LOCK_WAIT_MS, clock: systemClock });
           const progress = createProgress(io);
           let imported = 0;
           let firstId: string | null = null;

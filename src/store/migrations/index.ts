@@ -5,6 +5,7 @@ import * as replay from './2026-12-02T02-replay.js';
 import * as stats from './2026-12-02T04-stats.js';
 import * as history from './2026-12-02T05-history.js';
 import * as claimOrder from './2026-12-02T06-claim-order.js';
+import * as bucketTombstone from './2026-12-03T00-bucket-tombstone.js';
 import * as requestTrailers from './2026-12-03T01-request-trailers.js';
 import * as forwardRawPath from './2026-12-03T02-forward-raw-path.js';
 
@@ -18,6 +19,7 @@ export const migrationProvider: MigrationProvider = {
       '2026-12-02T04-stats': stats,
       '2026-12-02T05-history': history,
       '2026-12-02T06-claim-order': claimOrder,
+      '2026-12-03T00-bucket-tombstone': bucketTombstone,
       '2026-12-03T01-request-trailers': requestTrailers,
       '2026-12-03T02-forward-raw-path': forwardRawPath,
     };

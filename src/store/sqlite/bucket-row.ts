@@ -51,6 +51,7 @@ export function toBucket(r: Selectable<BucketsTable>): Bucket {
     pausedTotalMs: Number(r.paused_total_ms),
     retainMs: r.retain_ms === null ? null : Number(r.retain_ms),
     retainStates: retainStatesFrom(r.retain_states),
+    deletingAt: r.deleting_at === null || r.deleting_at === undefined ? null : Number(r.deleting_at),
     drain: {
       rate: r.rate_count === null || r.rate_per_ms === null ? null : { count: Number(r.rate_count), perMs: Number(r.rate_per_ms) },
       burst: Number(r.burst),

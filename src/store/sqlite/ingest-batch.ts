@@ -19,7 +19,8 @@ export function createBatchWriter(db: SqliteDb) {
        lease_until, trigger, replay_id, deferrals, last_deferral_reason, created_at, updated_at)
      values (?, ?, ?, null, 1, 'pending', 0, ?, null, 'initial', null, 0, null, ?, ?)`,
   );
-  const bucketExists = db.prepare('select 1 from buckets where name = ?').pluck();
+  // A deleting bucket (tombstone, sqlite-delete.ts) is no bucket to store into.
+  const bucketExists = db.prepare('select 1 from buckets where name = ? and deleting_at is null').pluck();
   const upsertRejection = db.prepare(
     `insert into rejections (bucket, reason, count, last_at) values (?, ?, ?, ?)
      on conflict (bucket, reason) do update set count = count + excluded.count, last_at = max(last_at, excluded.last_at)`,
@@ -33,21 +34,27 @@ export function createBatchWriter(db: SqliteDb) {
     trailers: string | null;
   }
   const write = db.transaction((rows: Row[], rejections: RejectionCount[]): number[] => {
-    // A bucket deleted while its requests were in flight must not collect orphan rows: those
-    // requests are answered 404 instead. Checked inside the transaction, once per bucket.
+    // A bucket deleted (or being deleted) while its requests were in flight must not collect rows
+    // its purge may already have passed: those requests are answered 404 instead. Checked inside
+    // the transaction, once per bucket.
     const exists = new Map<string, boolean>();
+    const live = (bucket: string) => {
+      let ok = exists.get(bucket);
+      if (ok === undefined) exists.set(bucket, (ok = bucketExists.get(bucket) !== undefined));
+      return ok;
+    };
     const missing: number[] = [];
     for (const { it, body, sha256, headers, trailers } of rows) {
-      let ok = exists.get(it.bucket);
-      if (ok === undefined) exists.set(it.bucket, (ok = bucketExists.get(it.bucket) !== undefined));
-      if (!ok) {
+      if (!live(it.bucket)) {
         missing.push(it.seq);
         continue;
       }
       insertRequest.run(it.id, it.bucket, it.receivedAt, it.method, it.path, it.query, headers, body, body.byteLength, sha256, it.peer, trailers);
       if (it.createDelivery) insertDelivery.run(newId(), it.id, it.bucket, it.receivedAt, it.receivedAt, it.receivedAt);
     }
-    for (const r of rejections) upsertRejection.run(...r);
+    // A refusal counted for a bucket that is gone or deleting counts as naming no bucket: a new
+    // bucket of that name must not inherit it.
+    for (const [bucket, ...rest] of rejections) upsertRejection.run(bucket === '' || live(bucket) ? bucket : '', ...rest);
     return missing;
   });
 

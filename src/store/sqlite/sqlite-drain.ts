@@ -58,6 +58,11 @@ interface RequestRow {
 
 const WORKER_LEASE = 'drain';
 
+const nothingClaimed = (policy: ClaimPolicyState): ClaimResult => ({
+  claimed: [],
+  verdict: { pacer: policy.pacer, replayTokens: new Map(), deferred: {}, wakeAt: Infinity, skippedAhead: 0 },
+});
+
 type ClaimOptions = Parameters<DrainStore['claim']>[1];
 
 /** The checkpoint thread ingest runs (checkpoint-thread.ts), for a worker running without ingest. */
@@ -79,7 +84,9 @@ export class SqliteDrainStore implements DrainStore {
     this.#db = db;
     const p = (sql: string) => db.prepare(sql);
     this.#s = {
-      buckets: p('select * from buckets order by name'),
+      // A deleting bucket (tombstone) is not drained: nothing of it is sent once a delete began.
+      buckets: p('select * from buckets where deleting_at is null order by name'),
+      bucketNow: p('select created_at, deleting_at from buckets where name = ?'),
       request: p('select method, path, query, headers, body from requests where id = ?'),
       claim: p(`update deliveries set state = 'delivering', attempts = attempts + 1, lease_until = ?, lease_attempt = ?,
                   first_attempt_at = coalesce(first_attempt_at, ?), paused_ms_at_first = coalesce(paused_ms_at_first, ?),
@@ -132,6 +139,11 @@ export class SqliteDrainStore implements DrainStore {
 
     this.#claimTx = db.transaction((bucket: Bucket, o: ClaimOptions, policy: ClaimPolicyState): ClaimResult => {
       if (o.complete && o.complete.length > 0) this.#completeRows(o.complete);
+      // The worker's bucket list may be a moment old: under this transaction's lock, claim nothing
+      // of a bucket that began deleting since, or that was deleted and made anew (whose rows would
+      // otherwise go to the old bucket's destination until the list is read again).
+      const now = this.#s.bucketNow!.get(bucket.name) as { created_at: number; deleting_at: number | null } | undefined;
+      if (!now || now.deleting_at !== null || Number(now.created_at) !== bucket.createdAt) return nothingClaimed(policy);
       const decider = createClaimDecider({
         nowMs: o.nowMs,
         config: pacerConfigOf(bucket),
@@ -306,7 +318,7 @@ export class SqliteDrainStore implements DrainStore {
   async claim(bucket: Bucket, options: ClaimOptions, policy: ClaimPolicyState): Promise<ClaimResult> {
     if (options.limit <= 0) {
       if (options.complete && options.complete.length > 0) this.#completeTx.immediate(options.complete);
-      return { claimed: [], verdict: { pacer: policy.pacer, replayTokens: new Map(), deferred: {}, wakeAt: Infinity, skippedAhead: 0 } };
+      return nothingClaimed(policy);
     }
     return this.#claimTx.immediate(bucket, options, policy);
   }

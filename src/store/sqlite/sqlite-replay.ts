@@ -12,10 +12,12 @@
  *
  * Written in transactions of at most REPLAY_BATCH requests, so ingest never waits long for the lock.
  */
+import { AppError } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { ReplaysTable } from '../schema.js';
 import type { NewReplay, Replay, ReplayProgress } from '../store.js';
 import type { SqliteDb } from './open.js';
+import { deletingError } from './sqlite-delete.js';
 
 const REPLAY_BATCH = 500;
 
@@ -42,11 +44,21 @@ export function createReplay(db: SqliteDb, r: NewReplay): Replay {
   );
   const addCounts = db.prepare('update replays set total = total + ?, superseded = superseded + ? where id = ?');
 
+  const live = db.prepare('select deleting_at from buckets where name = ?');
+  // A replay of a bucket that is gone or being deleted would add deliveries its purge removes.
+  const mustBeLive = () => {
+    const row = live.get(r.bucket) as { deleting_at: number | null } | undefined;
+    if (!row) throw new AppError('not_found', `bucket ${r.bucket} not found`);
+    if (row.deleting_at !== null) throw deletingError(r.bucket);
+  };
+
   db.transaction(() => {
+    mustBeLive();
     insertReplay.run(r.id, r.bucket, JSON.stringify(r.selection), r.destination, r.rate?.count ?? null, r.rate?.perMs ?? null, r.nowMs);
   }).immediate();
 
   const batch = db.transaction((ids: readonly string[]) => {
+    mustBeLive();
     let total = 0;
     let superseded = 0;
     for (const id of ids) {

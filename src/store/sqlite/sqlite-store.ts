@@ -22,6 +22,8 @@ import type {
   PruneHooks,
   PruneOptions,
   PruneResult,
+  PurgeHooks,
+  PurgeResult,
   StatsQuery,
   StatsSample,
   RequestState,
@@ -30,7 +32,9 @@ import type {
   StoredRequest,
 } from '../store.js';
 import { DEFAULT_DRAIN, drainColumns, retentionColumns, toBucket } from './bucket-row.js';
-import { openSqlite, type SqliteDb } from './open.js';
+import { ImmediateSqliteDialect } from './immediate-dialect.js';
+import { openSqlite, storageErrorCode, type SqliteDb } from './open.js';
+import { createPurger, deletingError, PURGE_GAP_MS, type Purger } from './sqlite-delete.js';
 import { countMatching, iterateMatching, queryPage } from './request-query.js';
 import { requestHistory, tail } from './sqlite-history.js';
 import { pruneRequests } from './sqlite-retention.js';
@@ -47,16 +51,27 @@ export interface SqliteStoreOptions {
   clock: Clock;
 }
 
-/** Rows deleted per transaction by bulk deletes: each stays well under ~50 ms so ingest never waits long. */
-const DELETE_BATCH = 500;
-const DELETE_BATCH_BYTES = 8 * 1024 * 1024; // 8 MiB of bodies per delete transaction
 /** Pages released per incremental_vacuum step (1 MiB at 4 KiB pages). */
 const VACUUM_PAGES = 256;
+
+/** Waits `ms`, or less when the signal aborts. */
+const pause = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
 
 export class SqliteStore implements Store {
   readonly #raw: SqliteDb;
   readonly #db: Kysely<Database>;
   readonly #clock: Clock;
+  readonly #purger: Purger;
   // Bucket cache for the ingest hot path. PRAGMA data_version changes when another connection
   // commits; only then is the (tiny) bucket_epoch row read, and only if it moved is the cache dropped.
   readonly #dataVersion;
@@ -69,10 +84,13 @@ export class SqliteStore implements Store {
   private constructor(raw: SqliteDb, clock: Clock) {
     this.#raw = raw;
     this.#clock = clock;
-    this.#db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
+    // Every Kysely transaction here reads, then writes: BEGIN IMMEDIATE (immediate-dialect.ts).
+    this.#db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database: raw }) });
+    this.#purger = createPurger(raw);
     this.#dataVersion = raw.prepare('pragma data_version').pluck();
     this.#bucketEpoch = raw.prepare(`select value from meta where key = 'bucket_epoch'`).pluck();
-    this.#bucketByName = raw.prepare('select * from buckets where name = ?');
+    // A deleting bucket (tombstone) is not found: ingest answers 404 for it.
+    this.#bucketByName = raw.prepare('select * from buckets where name = ? and deleting_at is null');
   }
 
   /** Opens (creating when missing) and migrates the database. */
@@ -123,8 +141,15 @@ export class SqliteStore implements Store {
 
   async createBucket(b: NewBucket): Promise<Bucket> {
     const now = this.#clock.now();
+    let outcome: 'created' | 'deleting' | 'exists' | 'orphans';
     try {
-      await this.#db.transaction().execute(async (trx) => {
+      outcome = await this.#db.transaction().execute(async (trx) => {
+        const existing = await trx.selectFrom('buckets').select('deleting_at').where('name', '=', b.name).executeTakeFirst();
+        if (existing) return existing.deleting_at === null ? 'exists' : 'deleting';
+        // Rows of an earlier bucket of this name without its bucket row (a delete that failed
+        // before tombstones existed) must never reach the new destination: they become a
+        // tombstone, and the name is free once they are purged.
+        if (this.#purger.adoptOrphans(b.name, now, DEFAULT_MAX_BODY)) return 'orphans';
         await trx
           .insertInto('buckets')
           .values({
@@ -145,13 +170,20 @@ export class SqliteStore implements Store {
           })
           .execute();
         await bumpEpoch(trx);
+        return 'created';
       });
     } catch (e) {
-      if ((e as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') {
-        throw new AppError('bucket_exists', `bucket ${b.name} already exists`, { cause: e });
-      }
-      throw e;
+      if ((e as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') outcome = 'exists';
+      else throw e;
     }
+    if (outcome === 'exists') throw new AppError('bucket_exists', `bucket ${b.name} already exists`);
+    if (outcome === 'orphans') {
+      throw new AppError(
+        'bucket_deleting',
+        `bucket ${b.name} still has rows of an earlier bucket of that name (a delete that did not finish): they are now a deleting bucket; finish it with: hookbucket bucket delete ${b.name}`,
+      );
+    }
+    if (outcome === 'deleting') throw deletingError(b.name);
     return (await this.getBucket(b.name))!;
   }
 
@@ -165,12 +197,15 @@ export class SqliteStore implements Store {
     if (patch.drain !== undefined) Object.assign(values, drainColumns(patch.drain));
     Object.assign(values, retentionColumns(patch));
     const found = await this.#db.transaction().execute(async (trx) => {
-      const r = await trx.updateTable('buckets').set(values).where('name', '=', name).executeTakeFirst();
-      if (r.numUpdatedRows === 0n) return false;
+      const row = await trx.selectFrom('buckets').select('deleting_at').where('name', '=', name).executeTakeFirst();
+      if (!row) return 'missing';
+      if (row.deleting_at !== null) return 'deleting';
+      await trx.updateTable('buckets').set(values).where('name', '=', name).execute();
       await bumpEpoch(trx);
-      return true;
+      return 'updated';
     });
-    if (!found) throw new AppError('not_found', `bucket ${name} not found`);
+    if (found === 'missing') throw new AppError('not_found', `bucket ${name} not found`);
+    if (found === 'deleting') throw deletingError(name);
     return (await this.getBucket(name))!;
   }
 
@@ -189,73 +224,101 @@ export class SqliteStore implements Store {
   async #setPaused(name: string, change: (b: Bucket) => Partial<BucketsTable>): Promise<Bucket> {
     const updated = await this.#db.transaction().execute(async (trx) => {
       const row = await trx.selectFrom('buckets').selectAll().where('name', '=', name).executeTakeFirst();
-      if (!row) return false;
+      if (!row) return 'missing';
+      if (row.deleting_at !== null) return 'deleting';
       const values = change(toBucket(row));
-      if (Object.keys(values).length === 0) return true;
+      if (Object.keys(values).length === 0) return 'updated';
       await trx.updateTable('buckets').set(values).where('name', '=', name).execute();
       await bumpEpoch(trx);
-      return true;
+      return 'updated';
     });
-    if (!updated) throw new AppError('not_found', `bucket ${name} not found`);
+    if (updated === 'missing') throw new AppError('not_found', `bucket ${name} not found`);
+    if (updated === 'deleting') throw deletingError(name);
     return (await this.getBucket(name))!;
   }
 
   async deleteBucket(name: string, options: { force: boolean }): Promise<{ requests: number }> {
-    const bucket = await this.getBucket(name);
-    if (!bucket) throw new AppError('not_found', `bucket ${name} not found`);
-    if (!options.force) {
-      const live = await this.#db
-        .selectFrom('deliveries')
-        .select((eb) => eb.fn.countAll<number>().as('n'))
-        .where('bucket', '=', name)
-        .where('state', 'in', ['pending', 'retrying', 'delivering'])
-        .executeTakeFirstOrThrow();
-      if (Number(live.n) > 0) {
-        throw new AppError(
-          'bucket_not_empty',
-          `bucket ${name} has ${live.n} undelivered request(s); use --force to delete them too`,
-        );
-      }
-    }
-    // Remove the bucket first (so ingest stops storing into it), then its rows in short batches.
-    await this.#db.transaction().execute(async (trx) => {
-      await trx.deleteFrom('buckets').where('name', '=', name).execute();
-      await trx.deleteFrom('rejections').where('bucket', '=', name).execute();
-      await trx.deleteFrom('replays').where('bucket', '=', name).execute();
-      await bumpEpoch(trx);
-    });
+    // First the tombstone, in one short transaction: from here on nothing of the bucket is
+    // stored or sent, whatever happens to the purge.
+    this.#purger.markDeleting(name, options.force, this.#clock.now());
     let requests = 0;
-    for (;;) {
-      const n = await this.#db.transaction().execute(async (trx) => {
-        const rows = await trx.selectFrom('requests').select(['id', 'size']).where('bucket', '=', name).limit(DELETE_BATCH).execute();
-        // Bound each transaction by bytes too: a batch of 25 MiB bodies would hold the lock far
-        // longer than ~50 ms.
-        const ids: string[] = [];
-        let bytes = 0;
-        for (const r of rows) {
-          if (ids.length > 0 && bytes + Number(r.size) > DELETE_BATCH_BYTES) break;
-          ids.push(r.id);
-          bytes += Number(r.size);
-        }
-        if (ids.length === 0) return 0;
-        await trx.deleteFrom('attempts').where('request_id', 'in', ids).execute();
-        await trx.deleteFrom('deliveries').where('request_id', 'in', ids).execute();
-        await trx.deleteFrom('requests').where('id', 'in', ids).execute();
-        return ids.length;
-      });
-      requests += n;
-      if (n === 0) break;
+    try {
+      for (;;) {
+        const step = this.#purger.purgeBatch(name);
+        requests += step.requests;
+        if (step.done) break;
+        await pause(PURGE_GAP_MS);
+      }
+    } catch (e) {
+      const code = storageErrorCode(e);
+      if (!code) throw e;
+      const left = await this.bucketCounts(name).then((c) => c.requests).catch(() => undefined);
+      throw new AppError(
+        code,
+        `bucket ${name} is deleting; the purge stopped after ${requests} request(s)${left === undefined ? '' : ` with ${left} left`} (${(e as Error).message}): ` +
+          `nothing of it is stored or sent any more; run hookbucket bucket delete ${name} again to finish (a running serve also finishes it in the background)`,
+        { cause: e },
+      );
     }
     await this.#reclaim();
     return { requests };
   }
 
-  /** Gives freed pages back to the file system in small steps, each its own short transaction. */
-  async #reclaim(): Promise<void> {
-    for (let i = 0; i < 100_000; i++) {
-      const free = this.#raw.pragma('freelist_count', { simple: true }) as number;
-      if (free === 0) return;
-      this.#raw.pragma(`incremental_vacuum(${VACUUM_PAGES})`);
+  async purgeDeleting(hooks: PurgeHooks = {}): Promise<PurgeResult> {
+    const result: PurgeResult = { finished: [], requests: 0, bytes: 0 };
+    for (const t of this.#purger.deleting()) {
+      for (;;) {
+        if (hooks.signal?.aborted) return result;
+        let step;
+        try {
+          step = this.#withLockWait(hooks.lockWaitMs, () => this.#purger.purgeBatch(t.name));
+        } catch (e) {
+          // Lock trouble: the tombstone stands; the next round goes on from here.
+          if (storageErrorCode(e) === 'store_busy') return { ...result, stopped: (e as Error).message };
+          throw e;
+        }
+        result.requests += step.requests;
+        result.bytes += step.bytes;
+        if (step.done) {
+          result.finished.push(t.name);
+          break;
+        }
+        await pause(PURGE_GAP_MS, hooks.signal);
+      }
+    }
+    if (result.requests > 0) await this.#reclaim(hooks.signal);
+    return result;
+  }
+
+  /** Runs a synchronous write with another busy_timeout, restored before anything else can run. */
+  #withLockWait<T>(ms: number | undefined, fn: () => T): T {
+    if (ms === undefined) return fn();
+    const before = this.#raw.pragma('busy_timeout', { simple: true }) as number;
+    this.#raw.pragma(`busy_timeout = ${Math.max(0, Math.floor(ms))}`);
+    try {
+      return fn();
+    } finally {
+      this.#raw.pragma(`busy_timeout = ${before}`);
+    }
+  }
+
+  /**
+   * Gives freed pages back to the file system in small steps, each its own short write with the
+   * purge's gap after it (PURGE_GAP_MS: other writers get in). Best effort: the rows are gone
+   * already, and pages left free are reused by the next writes.
+   */
+  async #reclaim(signal?: AbortSignal): Promise<void> {
+    try {
+      for (let i = 0; i < 100_000 && !signal?.aborted; i++) {
+        const free = this.#raw.pragma('freelist_count', { simple: true }) as number;
+        if (free === 0) return;
+        this.#raw.pragma(`incremental_vacuum(${VACUUM_PAGES})`);
+        // Another connection may be using the freed pages as fast as they go: stop rather than spin.
+        if ((this.#raw.pragma('freelist_count', { simple: true }) as number) >= free) return;
+        await pause(PURGE_GAP_MS, signal);
+      }
+    } catch (e) {
+      if (!storageErrorCode(e)) throw e;
     }
   }
 
@@ -370,7 +433,9 @@ export class SqliteStore implements Store {
   }
 
   async statsSamples(query: StatsQuery): Promise<{ buckets: StatsSample[]; unattributedRejections: Record<string, number> }> {
-    const buckets = query.bucket === undefined ? await this.listBuckets() : [await this.getBucket(query.bucket)];
+    // Every bucket: not the ones being deleted, whose held rows would read as a growing backlog to
+    // `health --fail-on`. Named, a deleting bucket still shows its figures.
+    const buckets = query.bucket === undefined ? (await this.listBuckets()).filter((b) => b.deletingAt === null) : [await this.getBucket(query.bucket)];
     if (buckets[0] === undefined && query.bucket !== undefined) throw new AppError('not_found', `bucket ${query.bucket} not found`);
     return statsSamples(this.#raw, buckets as Bucket[], query);
   }
