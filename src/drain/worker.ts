@@ -450,6 +450,12 @@ export class DrainWorker {
     if (expired.length > 0) this.#d.logger.warn({ count: expired.length }, 'closed attempts whose lease expired (lease_expired); their deliveries are due again');
   }
 
+  /** Whether a bucket was written since the last pass read the buckets (the claim-ahead queue is stale). */
+  #bucketsChanged(): boolean {
+    const { store } = this.#d;
+    return store.changeCounter() !== this.#bucketsCounter && store.bucketsVersion() !== this.#bucketsVersion;
+  }
+
   /** Starts queued attempts of the bucket while it has free slots; returns how many started. */
   #fill(b: Bucket): number {
     const ready = this.#ready.get(b.name)?.items;
@@ -520,8 +526,11 @@ export class DrainWorker {
       .finally(() => {
         this.#inflight.delete(a.attemptId);
         this.#inflightByBucket.set(b.name, (this.#inflightByBucket.get(b.name) ?? 1) - 1);
-        // The freed slot takes the next attempt claimed ahead, without waiting for a pass.
-        const current = this.#buckets.get(b.name);
+        // The freed slot takes the next attempt claimed ahead, without waiting for a pass, unless a
+        // bucket changed since the pass that claimed it (a pause, a delete's tombstone, a new
+        // destination): then the next pass, woken below, re-reads the buckets and decides. The
+        // epoch is read only when another connection committed, as in drainOnce.
+        const current = this.#bucketsChanged() ? undefined : this.#buckets.get(b.name);
         if (current && current.drain.rate !== null) this.#releaseReady(current.name, 'released_on_rate');
         else if (current && !current.paused && !this.#stopping) this.#fill(current);
         this.wake();

@@ -115,6 +115,27 @@ describe('drain worker: claiming ahead in the running loop', () => {
     assert.match(lines, /released unsent: the bucket was paused \(not counted\)/);
   });
 
+  for (const [what, change] of [
+    ['a delete\'s tombstone', `update buckets set deleting_at = 1 where name = 's'`],
+    ['a pause', `update buckets set paused = 1, paused_at = 1 where name = 's'`],
+  ] as const) {
+    it(`${what} committed by another connection stops the queue even before the next pass: a freed slot takes nothing`, async () => {
+      await running(5);
+      // As the CLI commits it: the bucket row and the epoch, in one transaction of another
+      // connection. No wake(): the finished attempts' own refill must notice.
+      b.raw.transaction(() => {
+        b.raw.prepare(change).run();
+        b.raw.prepare(`update meta set value = value + 1 where key = 'bucket_epoch'`).run();
+      }).immediate();
+      answerAll();
+      await until(() => (states().delivered ?? 0) === 2, 'the two sent delivered');
+      await pause(200);
+      answerAll();
+      await pause(100);
+      assert.equal(consumer.received.length, 2, 'nothing claimed ahead was sent after the change');
+    });
+  }
+
   it('a bucket with a rate cap never claims ahead', async () => {
     await running(5, { drain: { rate: { count: 1000, perMs: 1000 }, burst: 10 }, claimedAhead: false });
     // Give the loop time to claim more if it would.
