@@ -78,8 +78,9 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     }
     if (e instanceof ExitWith) return e.exitCode;
     if (isAppError(e)) {
-      // A message can echo a hostile bucket name, path or header: escaped in full, `\` included.
-      io.stderr.write(`error [${e.code}]: ${escapeTerminal(redactUrlsIn(e.message), { newline: true })}\n`);
+      // A message can echo a hostile bucket name, path or header: escaped in full, `\` and LF
+      // included, so an echoed argument cannot forge a second `error [...]` line.
+      io.stderr.write(`error [${e.code}]: ${escapeTerminal(redactUrlsIn(e.message))}\n`);
       return e.exitCode;
     }
     const err = e instanceof Error ? e : new Error(String(e));
@@ -88,10 +89,10 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     const storage = storageErrorCode(e);
     if (storage) {
       const hint = storage === 'store_busy' ? '; another connection held the write lock past the wait: try again' : '';
-      io.stderr.write(`error [${storage}]: ${escapeTerminal(`${err.message}${typeof code === 'string' ? ` (${code})` : ''}`, { newline: true })}${hint}\n`);
+      io.stderr.write(`error [${storage}]: ${escapeTerminal(`${err.message}${typeof code === 'string' ? ` (${code})` : ''}`)}${hint}\n`);
       return ExitCode.failure;
     }
-    io.stderr.write(`error [internal]: ${escapeTerminal(`${err.message}${typeof code === 'string' ? ` (${code})` : ''}`, { newline: true })}\n`);
+    io.stderr.write(`error [internal]: ${escapeTerminal(`${err.message}${typeof code === 'string' ? ` (${code})` : ''}`)}\n`);
     return ExitCode.failure;
   }
 }

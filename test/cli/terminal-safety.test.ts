@@ -311,6 +311,25 @@ describe('nothing hostile reaches the terminal; secrets stay hidden (real binary
     assert.match(notFound.stderr.toString(), /^error \[not_found\]: request id\\x1b\]0;TITLE\\x07\\x1b\[2J\\u009b2J\\u202eevil/);
   });
 
+  it('requests import --deliver names the destination without its secrets', async () => {
+    const made = await run([...db, 'bucket', 'create', 'impdest', '--destination', 'http://127.0.0.1:9/x?token=dest-secret']);
+    assert.equal(made.code, 0, made.stderr.toString());
+    const file = join(s.dir, 'one.ndjson');
+    writeFileSync(file, `${JSON.stringify({ method: 'POST', path: '/one', query: null, headers: [], body: 'x' })}\n`);
+    const r = await run([...db, 'requests', 'import', 'impdest', file, '--deliver']);
+    assert.equal(r.code, 0, r.stderr.toString());
+    assert.match(r.text, /queued for delivery to http:\/\/127\.0\.0\.1:9\/x\?token=\[redacted\]/);
+    assertNoSecret(r.text + r.stderr.toString(), 'requests import --deliver');
+  });
+
+  it('an error echoing an argument with a newline stays one line (no forged second error line)', async () => {
+    const r = await run([...db, 'requests', 'show', 'abc\nerror [ok]: forged line']);
+    assert.equal(r.code, 4);
+    const err = r.stderr.toString();
+    assert.equal(err.trimEnd().split('\n').length, 1, err);
+    assert.match(err, /^error \[not_found\]: request abc\\x0aerror \[ok\]: forged line/);
+  });
+
   it('a usage error echoing a refused --destination does not print its credentials', async () => {
     const r = await run([...db, 'bucket', 'create', 'creds', '--destination', 'http://user:s3cret@127.0.0.1/x?token=t0ken']);
     assert.equal(r.code, 2);

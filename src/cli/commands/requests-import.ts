@@ -9,6 +9,7 @@ import { deletingError } from '../../store/sqlite/sqlite-delete.js';
 import { openRequestImporter, type ImportItem } from '../../store/sqlite/sqlite-import.js';
 import { ImportCopy } from '../../transfer/import-copy.js';
 import { ImportFormatError, detectFormat, fromHarEntry, fromNdjsonRecord, harEntries, type ImportedRequest } from '../../transfer/import-format.js';
+import { redactUrl } from '../../policy/redact.js';
 import { CLI_LOCK_WAIT_MS, configFor, withStore } from '../context.js';
 import { print, printJson, type CliIo } from '../io.js';
 import { bucketNameArg } from '../parsers.js';
@@ -182,7 +183,7 @@ Examples:
           print(
             io,
             `imported ${imported} request${imported === 1 ? '' : 's'} into ${bucket} from ${file} (${format}); ` +
-              (opts.deliver ? `${deliveries} queued for delivery to ${b.destination}` : 'no deliveries created (--deliver creates them)'),
+              (opts.deliver ? `${deliveries} queued for delivery to ${redactUrl(b.destination!)}` : 'no deliveries created (--deliver creates them)'),
           );
         } finally {
           await copy.close();
