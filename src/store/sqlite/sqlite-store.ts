@@ -286,7 +286,7 @@ export class SqliteStore implements Store {
         await pause(PURGE_GAP_MS, hooks.signal);
       }
     }
-    if (result.requests > 0) await this.#reclaim(hooks.signal);
+    if (result.requests > 0) await this.#reclaim(hooks.signal, hooks.lockWaitMs);
     return result;
   }
 
@@ -305,14 +305,15 @@ export class SqliteStore implements Store {
   /**
    * Gives freed pages back to the file system in small steps, each its own short write with the
    * purge's gap after it (PURGE_GAP_MS: other writers get in). Best effort: the rows are gone
-   * already, and pages left free are reused by the next writes.
+   * already, and pages left free are reused by the next writes. `lockWaitMs`: serve's background
+   * purge runs on the main thread, so each step waits as briefly for the lock as its batches do.
    */
-  async #reclaim(signal?: AbortSignal): Promise<void> {
+  async #reclaim(signal?: AbortSignal, lockWaitMs?: number): Promise<void> {
     try {
       for (let i = 0; i < 100_000 && !signal?.aborted; i++) {
         const free = this.#raw.pragma('freelist_count', { simple: true }) as number;
         if (free === 0) return;
-        this.#raw.pragma(`incremental_vacuum(${VACUUM_PAGES})`);
+        this.#withLockWait(lockWaitMs, () => this.#raw.pragma(`incremental_vacuum(${VACUUM_PAGES})`));
         // Another connection may be using the freed pages as fast as they go: stop rather than spin.
         if ((this.#raw.pragma('freelist_count', { simple: true }) as number) >= free) return;
         await pause(PURGE_GAP_MS, signal);
