@@ -3,20 +3,16 @@
  * Human output redacts credentials by default (policy/redact.ts) and escapes every value that came
  * from a sender (policy/terminal-text.ts); --raw, --json and export keep the stored bytes.
  */
-import { isSecretKey, REDACTED, redactJson, redactQuery } from '../policy/redact.js';
+import { REDACTED, redactHeaders, redactJson, redactQuery } from '../policy/redact.js';
 import { escapeJsonText, escapeTerminal } from '../policy/terminal-text.js';
 
 export { REDACTED };
 
 /** Header pairs for display, credentials replaced unless `reveal`. Not escaped: callers format them. */
 export function displayHeaders(rawHeaders: readonly string[], reveal: boolean): Array<[string, string]> {
-  const out: Array<[string, string]> = [];
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    const name = rawHeaders[i]!;
-    const value = rawHeaders[i + 1]!;
-    out.push([name, !reveal && isSecretKey(name, 'header') ? REDACTED : value]);
-  }
-  return out;
+  const pairs: Array<[string, string]> = [];
+  for (let i = 0; i < rawHeaders.length; i += 2) pairs.push([rawHeaders[i]!, rawHeaders[i + 1]!]);
+  return reveal ? pairs : redactHeaders(pairs);
 }
 
 /** `  Name: value` lines for people: redacted unless `reveal`, escaped always. */

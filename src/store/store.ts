@@ -5,6 +5,7 @@ import type { PacerState } from '../drain/pacer.js';
 import type { Schedule } from '../drain/schedule.js';
 import type { Rate, TokenBucketState } from '../drain/token-bucket.js';
 import type { AttemptOutcome, DeliveryState } from './schema.js';
+import { AppError } from '../shared/errors.js';
 
 /**
  * The storage contract. Callers (ingest, CLI, later the drain worker) depend on this interface
@@ -562,3 +563,8 @@ export type TailEvent =
       generation: number;
       attempt: AttemptRecord;
     };
+
+/** `bucket_deleting`: the bucket is a tombstone whose purge has not finished. */
+export function deletingError(name: string): AppError {
+  return new AppError('bucket_deleting', `bucket ${name} is being deleted; finish it with: hookbucket bucket delete ${name}`);
+}

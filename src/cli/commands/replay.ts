@@ -6,7 +6,7 @@ import { systemClock } from '../../shared/clock.js';
 import { AppError, ExitCode, ExitWith } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { Rate } from '../../drain/token-bucket.js';
-import { deletingError } from '../../store/sqlite/sqlite-delete.js';
+import { deletingError } from '../../store/store.js';
 import type { StoredRequest } from '../../store/store.js';
 import { withStore } from '../context.js';
 import { durationMsArg, rateArg } from '../drain-options.js';

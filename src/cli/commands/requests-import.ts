@@ -5,7 +5,7 @@ import { formatSize } from '../../config/units.js';
 import { spoolDirFor, spoolErrorCode } from '../../ingest/spool.js';
 import { systemClock } from '../../shared/clock.js';
 import { AppError } from '../../shared/errors.js';
-import { deletingError } from '../../store/sqlite/sqlite-delete.js';
+import { deletingError } from '../../store/store.js';
 import { openRequestImporter, type ImportItem } from '../../store/sqlite/sqlite-import.js';
 import { ImportCopy } from '../../transfer/import-copy.js';
 import { ImportFormatError, detectFormat, fromHarEntry, fromNdjsonRecord, harEntries, type ImportedRequest } from '../../transfer/import-format.js';

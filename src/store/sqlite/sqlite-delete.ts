@@ -47,10 +47,7 @@ export interface DeletingBucket {
 
 export type Purger = ReturnType<typeof createPurger>;
 
-/** `bucket_deleting`: the bucket is a tombstone whose purge has not finished. */
-export function deletingError(name: string): AppError {
-  return new AppError('bucket_deleting', `bucket ${name} is being deleted; finish it with: hookbucket bucket delete ${name}`);
-}
+export { deletingError } from '../store.js';
 
 export function createPurger(db: SqliteDb) {
   const s = {
