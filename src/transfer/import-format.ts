@@ -4,7 +4,7 @@
  * come back exactly; a HAR from another tool works too (path and query from its URL, a leading
  * `/b/<bucket>` dropped, HTTP/2 pseudo-headers skipped).
  */
-import { headerBytes, isFieldValue, MAX_HEADER_BYTES, MAX_HEADER_COUNT, REFUSED_METHODS, repeatedHost, unsupportedTransferEncoding } from '../ingest/limits.js';
+import { headerBytes, isFieldValue, MAX_HEADER_BYTES, MAX_HEADER_COUNT, PARSED_METHODS, REFUSED_METHODS, repeatedHost, unsupportedTransferEncoding } from '../ingest/limits.js';
 
 export interface ImportedRequest {
   method: string;
@@ -79,7 +79,9 @@ function checkFraming(rawHeaders: readonly string[], bodyLength: number): void {
  */
 function check(method: string, path: string, query: string | null, rawHeaders: string[], body: Buffer): void {
   if (!TOKEN.test(method)) throw new ImportFormatError(`method ${JSON.stringify(method)} is not an HTTP token`);
-  if (REFUSED_METHODS.has(method.toUpperCase())) throw new ImportFormatError(`method ${method} is refused at ingest (405) and never forwarded`);
+  // Node's parser answers 400 to a method it does not know, and it is case-sensitive (`get` is not GET).
+  if (!PARSED_METHODS.has(method)) throw new ImportFormatError(`method ${JSON.stringify(method)} is not one Node's HTTP parser accepts (ingest answers 400; methods are case-sensitive)`);
+  if (REFUSED_METHODS.has(method)) throw new ImportFormatError(`method ${method} is refused at ingest (405) and never forwarded`);
   if (path !== '' && !path.startsWith('/')) throw new ImportFormatError(`path ${JSON.stringify(path)} must be empty or start with /`);
   if (!TARGET_PART.test(path) || path.includes('?')) throw new ImportFormatError(`path ${JSON.stringify(path)} has characters a request target cannot carry`);
   if (query !== null && !TARGET_PART.test(query)) throw new ImportFormatError(`query ${JSON.stringify(query)} has characters a request target cannot carry`);

@@ -5,7 +5,7 @@ import { newPacer } from '../../src/drain/pacer.js';
 import { RetentionLoop } from '../../src/retention/retention-loop.js';
 import { newId } from '../../src/shared/ids.js';
 import { silentLogger } from '../../src/shared/logger.js';
-import { systemClock } from '../../src/shared/clock.js';
+import { ManualClock, systemClock } from '../../src/shared/clock.js';
 import { createBatchWriter } from '../../src/store/sqlite/ingest-batch.js';
 import { openSqlite } from '../../src/store/sqlite/open.js';
 import { SqliteDrainStore } from '../../src/store/sqlite/sqlite-drain.js';
@@ -17,11 +17,18 @@ import { tempDir } from '../helpers/temp-dir.js';
 /** More than two purge batches, so a purge can be stopped after its first. */
 const ROWS = 2 * PURGE_BATCH + 200;
 
+const items = (n: number, tag = 'old') =>
+  Array.from({ length: n }, (_, i) => ({ method: 'POST', path: '', query: null, rawHeaders: ['X-N', String(i)], body: Buffer.from(`${tag} ${i}`) }));
+
+/** The bucket as `requests import` checks it before storing. */
+function targetOf(db: string, name: string): { name: string; createdAt: number } {
+  return { name, createdAt: count(db, 'select created_at from buckets where name = ?', name) };
+}
+
 function importRows(db: string, bucket: string, n: number): string[] {
   const importer = openRequestImporter({ path: db, busyTimeoutMs: 2000, clock: systemClock });
   try {
-    const items = Array.from({ length: n }, (_, i) => ({ method: 'POST', path: '', query: null, rawHeaders: ['X-N', String(i)], body: Buffer.from(`old ${i}`) }));
-    return importer.write(bucket, items, { createDelivery: true });
+    return importer.write(targetOf(db, bucket), items(n), { createDelivery: true });
   } finally {
     importer.close();
   }
@@ -35,6 +42,65 @@ const count = (db: string, sql: string, ...args: unknown[]) => {
     c.close();
   }
 };
+
+describe('requests import stores only into the bucket it checked', () => {
+  let t: ReturnType<typeof tempDir>;
+  let store: SqliteStore;
+  let clock: ManualClock;
+  beforeEach(async () => {
+    t = tempDir();
+    // A manual clock: the re-created bucket gets a created_at later than the first one's.
+    clock = new ManualClock(Date.UTC(2026, 11, 3));
+    store = await SqliteStore.open({ path: t.db, durability: 'full', busyTimeoutMs: 2000, clock });
+  });
+  afterEach(async () => {
+    await store.close();
+    t.remove();
+  });
+
+  const stored = (tag: string) => count(t.db, `select count(*) from requests where cast(body as text) like ?`, `${tag} %`);
+  const deliveriesOf = (tag: string) =>
+    count(t.db, `select count(*) from deliveries d join requests r on r.id = d.request_id where cast(r.body as text) like ?`, `${tag} %`);
+
+  it('a bucket deleted and created again between two batches refuses the next batch, storing nothing of it', async () => {
+    await store.createBucket({ name: 'imp', destination: 'http://127.0.0.1:9/old' });
+    const target = targetOf(t.db, 'imp');
+    const importer = openRequestImporter({ path: t.db, busyTimeoutMs: 2000, clock: systemClock });
+    try {
+      assert.equal(importer.write(target, items(3, 'first'), { createDelivery: true }).length, 3, 'control: the first batch goes in');
+      assert.deepEqual(await store.deleteBucket('imp', { force: true }), { requests: 3 });
+      clock.advance(1000);
+      await store.createBucket({ name: 'imp', destination: 'http://127.0.0.1:9/new' });
+      assert.throws(
+        () => importer.write(target, items(4, 'second'), { createDelivery: true }),
+        (e: Error & { code?: string }) => e.code === 'not_found' && /deleted and created again during the import/.test(e.message),
+      );
+    } finally {
+      importer.close();
+    }
+    assert.equal(stored('second'), 0, 'nothing of the refused batch is stored');
+    assert.equal(deliveriesOf('second'), 0, 'and nothing of it is queued for the new destination');
+    assert.equal((await store.bucketCounts('imp')).requests, 0, 'the new bucket is empty');
+  });
+
+  it('a tombstone set between two batches refuses the next with bucket_deleting, storing nothing of it', async () => {
+    await store.createBucket({ name: 'imp', destination: 'http://127.0.0.1:9/old' });
+    const target = targetOf(t.db, 'imp');
+    const importer = openRequestImporter({ path: t.db, busyTimeoutMs: 2000, clock: systemClock });
+    try {
+      importer.write(target, items(3, 'first'), { createDelivery: true });
+      // What deleteBucket's first transaction does; its purge has not run yet.
+      const raw = new BetterSqlite3(t.db);
+      raw.prepare(`update buckets set deleting_at = 1 where name = 'imp'`).run();
+      raw.close();
+      assert.throws(() => importer.write(target, items(4, 'second'), { createDelivery: true }), { code: 'bucket_deleting', message: /bucket imp is being deleted/ });
+    } finally {
+      importer.close();
+    }
+    assert.equal(stored('first'), 3);
+    assert.equal(stored('second'), 0, 'nothing of the refused batch is stored');
+  });
+});
 
 describe('bucket delete: tombstone, then a purge in batches', () => {
   let t: ReturnType<typeof tempDir>;

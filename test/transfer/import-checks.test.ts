@@ -79,7 +79,10 @@ describe('import refuses records that could never be forwarded, in NDJSON and in
   const cases: Array<[string, Record<string, unknown>, RegExp]> = [
     ['CONNECT', { method: 'CONNECT' }, /method CONNECT is refused at ingest/],
     ['TRACE', { method: 'TRACE' }, /method TRACE is refused at ingest/],
-    ['trace in lower case', { method: 'trace' }, /method trace is refused/],
+    ['trace in lower case', { method: 'trace' }, /method "trace" is not one Node's HTTP parser accepts \(ingest answers 400; methods are case-sensitive\)/],
+    ['get in lower case', { method: 'get' }, /method "get" is not one Node's HTTP parser accepts/],
+    ['a token Node does not parse', { method: 'FOO' }, /method "FOO" is not one Node's HTTP parser accepts \(ingest answers 400/],
+    ['a mixed-case known method', { method: 'Post' }, /method "Post" is not one Node's HTTP parser accepts/],
     ['a method that is not a token', { method: 'P O' }, /not an HTTP token/],
     ['a control byte in a header value', { headers: [['X-A', 'a\x01b']] }, /header X-A has a value with a control byte/],
     ['ESC in a header value', { headers: [['X-A', '\x1b]0;title\x07']] }, /header X-A has a value with a control byte/],
@@ -119,7 +122,9 @@ describe('import refuses records that could never be forwarded, in NDJSON and in
     ['chunked without Content-Length', { headers: [['Transfer-Encoding', 'chunked']] }],
     ['an empty body with Content-Length 0', { body: '', headers: [['Content-Length', '0']] }],
     ['a base64 body whose Content-Length counts the bytes', { body: 'AP8=', body_encoding: 'base64', headers: [['Content-Length', '2']] }],
-    ['a method that is only a token', { method: 'PROPFIND' }],
+    ['a method Node parses that is not GET or POST', { method: 'PROPFIND' }],
+    ['PURGE', { method: 'PURGE' }],
+    ['DELETE', { method: 'DELETE' }],
   ];
   for (const [what, over] of accepted) {
     it(`accepts ${what}`, () => {

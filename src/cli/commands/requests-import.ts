@@ -157,7 +157,7 @@ Examples:
           let batchBytes = 0;
           const flush = () => {
             if (batch.length === 0) return;
-            const ids = importer.write(bucket, batch, { createDelivery: opts.deliver === true });
+            const ids = importer.write({ name: bucket, createdAt: b.createdAt }, batch, { createDelivery: opts.deliver === true });
             firstId ??= ids[0]!;
             lastId = ids[ids.length - 1]!;
             imported += ids.length;

@@ -33,7 +33,10 @@ export function createBatchWriter(db: SqliteDb) {
     headers: string;
     trailers: string | null;
   }
-  const write = db.transaction((rows: Row[], rejections: RejectionCount[]): number[] => {
+  const write = db.transaction((rows: Row[], rejections: RejectionCount[], guard?: () => void): number[] => {
+    // A caller's own precondition (import: still the bucket it checked), inside the write lock;
+    // throwing rolls the batch back. Ingest passes none.
+    guard?.();
     // A bucket deleted (or being deleted) while its requests were in flight must not collect rows
     // its purge may already have passed: those requests are answered 404 instead. Checked inside
     // the transaction, once per bucket.
@@ -58,8 +61,11 @@ export function createBatchWriter(db: SqliteDb) {
     return missing;
   });
 
-  /** Commits the batch; returns the seqs not stored because their bucket no longer exists. */
-  return (items: IngestItem[], rejections: RejectionCount[]): number[] => {
+  /**
+   * Commits the batch; returns the seqs not stored because their bucket no longer exists. `guard`
+   * runs first inside the transaction; if it throws, nothing of the batch is stored.
+   */
+  return (items: IngestItem[], rejections: RejectionCount[], guard?: () => void): number[] => {
     // Hash and encode before taking the lock, so a large body never holds it against other processes.
     const rows = items.map((it) => {
       const body = Buffer.from(it.body.buffer, it.body.byteOffset, it.body.byteLength);
@@ -67,6 +73,6 @@ export function createBatchWriter(db: SqliteDb) {
       return { it, body, sha256: createHash('sha256').update(body).digest('hex'), headers: JSON.stringify(it.rawHeaders), trailers };
     });
     // BEGIN IMMEDIATE takes the write lock up front, so a busy lock fails before any work is done.
-    return write.immediate(rows, rejections);
+    return write.immediate(rows, rejections, guard);
   };
 }

@@ -2,6 +2,7 @@ import type { Clock } from '../../shared/clock.js';
 import { AppError } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import { createBatchWriter } from './ingest-batch.js';
+import { deletingError } from './sqlite-delete.js';
 import { openSqlite, storageErrorCode } from './open.js';
 import type { IngestItem } from './writer-protocol.js';
 
@@ -16,9 +17,19 @@ export interface ImportItem {
   rawTrailers?: string[];
 }
 
+/** The bucket `requests import` checked: its name and creation time, which tells it from a later bucket of the same name. */
+export interface ImportTarget {
+  name: string;
+  createdAt: number;
+}
+
 export interface RequestImporter {
-  /** Stores the items as new requests (new ids, received now) in one transaction; returns their ids in order. */
-  write(bucket: string, items: readonly ImportItem[], options: { createDelivery: boolean }): string[];
+  /**
+   * Stores the items as new requests (new ids, received now) in one transaction; returns their ids
+   * in order. Refused, storing nothing of the batch, unless the bucket is still the one checked:
+   * `bucket_deleting` while a tombstone stands, `not_found` once it is gone or created anew.
+   */
+  write(bucket: ImportTarget, items: readonly ImportItem[], options: { createDelivery: boolean }): string[];
   close(): void;
 }
 
@@ -30,9 +41,27 @@ export interface RequestImporter {
 export function openRequestImporter(options: { path: string; busyTimeoutMs: number; clock: Clock }): RequestImporter {
   const db = openSqlite(options.path, { durability: 'full', busyTimeoutMs: options.busyTimeoutMs });
   const write = createBatchWriter(db);
+  // An import stores in many short transactions; between two of them the bucket may be deleted, or
+  // deleted and created again with another destination. The name alone would let the rest of the
+  // file (and its --deliver deliveries) flow into the new bucket, so each batch checks, under the
+  // write lock, that the bucket is still the one checked at the start: same name and created_at,
+  // no tombstone. One primary-key lookup per batch of up to 200 rows; ingest's own check is unchanged.
+  const sameBucket = db.prepare('select deleting_at as deletingAt, created_at as createdAt from buckets where name = ?');
+  const guardFor = (target: ImportTarget) => () => {
+    const row = sameBucket.get(target.name) as { deletingAt: number | null; createdAt: number } | undefined;
+    if (row !== undefined && row.createdAt === target.createdAt && row.deletingAt === null) return;
+    if (row !== undefined && row.deletingAt !== null) throw deletingError(target.name);
+    throw new AppError(
+      'not_found',
+      row === undefined
+        ? `bucket ${target.name} was deleted during the import; the rest was not stored`
+        : `bucket ${target.name} was deleted and created again during the import; the rest was not stored in the new bucket`,
+    );
+  };
   let seq = 0;
   return {
-    write(bucket, items, { createDelivery }) {
+    write(target, items, { createDelivery }) {
+      const bucket = target.name;
       const now = options.clock.now();
       const batch: IngestItem[] = items.map((it) => ({
         seq: ++seq,
@@ -52,8 +81,9 @@ export function openRequestImporter(options: { path: string; busyTimeoutMs: numb
       }));
       let missing: number[];
       try {
-        missing = write(batch, []);
+        missing = write(batch, [], guardFor(target));
       } catch (e) {
+        if (e instanceof AppError) throw e;
         const code = storageErrorCode(e);
         if (code) throw new AppError(code, `import could not write: ${(e as Error).message}`, { cause: e });
         throw e;
