@@ -78,9 +78,8 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     }
     if (e instanceof ExitWith) return e.exitCode;
     if (isAppError(e)) {
-      // A message can echo a hostile bucket name, path or header: escaped in full, `\` and LF
-      // included, so an echoed argument cannot forge a second `error [...]` line.
-      io.stderr.write(`error [${e.code}]: ${escapeTerminal(redactUrlsIn(e.message))}\n`);
+      // A message can echo a hostile bucket name, path or header: escaped in full (errorText).
+      io.stderr.write(`error [${e.code}]: ${errorText(redactUrlsIn(e.message))}\n`);
       return e.exitCode;
     }
     const err = e instanceof Error ? e : new Error(String(e));
@@ -89,11 +88,20 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     const storage = storageErrorCode(e);
     if (storage) {
       const hint = storage === 'store_busy' ? '; another connection held the write lock past the wait: try again' : '';
-      io.stderr.write(`error [${storage}]: ${escapeTerminal(`${err.message}${typeof code === 'string' ? ` (${code})` : ''}`)}${hint}\n`);
+      io.stderr.write(`error [${storage}]: ${errorText(`${err.message}${typeof code === 'string' ? ` (${code})` : ''}`)}${hint}\n`);
       return ExitCode.failure;
     }
-    io.stderr.write(`error [internal]: ${escapeTerminal(`${err.message}${typeof code === 'string' ? ` (${code})` : ''}`)}\n`);
+    io.stderr.write(`error [internal]: ${errorText(`${err.message}${typeof code === 'string' ? ` (${code})` : ''}`)}\n`);
     return ExitCode.failure;
   }
 }
 
+/**
+ * An error message for the terminal: every control character escaped, `\` included. LF stays only
+ * before an indented line (a message's own detail, such as health's expression with a caret under
+ * it); any other LF shows as `\x0a`, so an echoed argument cannot forge a line of its own, such as a
+ * second `error [...]`.
+ */
+export function errorText(message: string): string {
+  return escapeTerminal(message, { newline: true }).replace(/\n(?! {2})/g, '\\x0a');
+}
