@@ -3,9 +3,12 @@
  * the next thing can happen. The policy lives in pure modules (pacer, outcome, schedule, classify);
  * this file is the I/O around them.
  *
- * - `drainOnce()` is one pass: recover expired leases, then for each bucket that is not paused
- *   claim what its concurrency, Retry-After block, retry budget and rate allow, and start those
- *   attempts. Tests drive it directly with a manual clock; `settle()` waits for the attempts.
+ * - `drainOnce()` is one pass: recover expired leases, ask the store which unpaused buckets have
+ *   work due (one indexed query, src/store/sqlite/bucket-due.ts), then for each of those (in the
+ *   rotating order of src/policy/pass-order.ts) claim what its concurrency, Retry-After block,
+ *   retry budget and rate allow, and start those attempts. A bucket with nothing due costs a pass
+ *   nothing: no claim transaction, no due query. Tests drive it directly with a manual clock;
+ *   `settle()` waits for the attempts.
  * - `start()` runs passes until `stop()`, under the single-worker lease (one active worker per
  *   database, or every rate limit would double), waking early for new requests (`wake()`, or a
  *   change another process committed, seen through SQLite's data_version).
@@ -33,6 +36,7 @@ import { DEFAULT_SCHEDULE } from './schedule.js';
 import { pacerConfigOf, type ClaimVerdict } from './admission.js';
 import { block, newPacer, type DeferReason, type PacerState } from './pacer.js';
 import { takeToken, type TokenBucketState } from './token-bucket.js';
+import { passOrder } from '../policy/pass-order.js';
 
 export const DEFAULT_LEASE_MS = 60_000; // 60s: longer than any bucket's attempt timeout (default 10s)
 /** The single-worker lease: renewed every third of this; a dead worker's lease is taken after it. */
@@ -116,6 +120,8 @@ export class DrainWorker {
   /** The change counter when the bucket epoch was last read. */
   #bucketsCounter: number | undefined;
   #passes = 0;
+  /** Where the next pass starts when the last one left due buckets for it (pass-order.ts). */
+  #resumeAfter: string | undefined;
   #dueCache: { at: number | null; counter: number; readAt: number } | undefined;
   /** Per bucket, the Retry-After block whose deferral has been recorded. */
   readonly #blockRecorded = new Map<string, number>();
@@ -154,7 +160,7 @@ export class DrainWorker {
     return this.#inflight.size;
   }
 
-  /** One pass: recover expired leases, claim and start what every bucket allows now. */
+  /** One pass: recover expired leases, claim and start what every bucket with work due allows now. */
   async drainOnce(): Promise<PassResult> {
     const { store, clock } = this.#d;
     const now = clock.now();
@@ -172,7 +178,6 @@ export class DrainWorker {
       }
       this.#bucketsCounter = counter;
     }
-    const buckets = this.#bucketList;
     // A deleted (or deleted and made again) bucket's queue goes with its rows.
     for (const [name, q] of this.#ready) if (this.#buckets.get(name)?.createdAt !== q.createdAt) this.#ready.delete(name);
     if (now - this.#lastRecoverAt >= RECOVER_EVERY_MS) {
@@ -185,14 +190,19 @@ export class DrainWorker {
     let finished = this.#flushing ? [] : this.#results.splice(0);
     let wakeAt = Infinity;
     let flowing = false;
-    const active: Bucket[] = [];
-    for (const b of buckets) {
+    // Only buckets with work due, and those holding attempts claimed ahead (a paused one gives
+    // them back here): idle buckets cost nothing, however many there are.
+    const pass = passOrder([...(await store.dueBuckets(now)), ...this.#ready.keys()], this.#resumeAfter);
+    this.#resumeAfter = pass.resumeAfter;
+    if (pass.more) wakeAt = now;
+    for (const name of pass.order) {
       if (this.#stopping) break;
+      const b = this.#buckets.get(name);
+      if (b === undefined) continue;
       if (b.paused) {
         this.#releaseReady(b.name, 'released_on_pause');
         continue;
       }
-      active.push(b);
       if (!this.#timeoutFits(b)) continue;
       // A bucket with a rate is never claimed ahead: a queue here was claimed before its rate was
       // set, and goes back, to be claimed again under its tokens.
@@ -278,7 +288,7 @@ export class DrainWorker {
         throw e;
       }
     }
-    const due = await this.#nextDue(active, now, counter);
+    const due = await this.#nextDue(now, counter);
     if (due !== null && due < wakeAt) wakeAt = due;
     result.wakeAt = Number.isFinite(wakeAt) ? wakeAt : null;
     return result;
@@ -289,10 +299,10 @@ export class DrainWorker {
    * connection committed (new requests, a replay) or the known time has passed. This worker's own
    * retries lower the cached time as they are recorded (#record), so none is missed in between.
    */
-  async #nextDue(active: readonly Bucket[], now: number, counter: number): Promise<number | null> {
+  async #nextDue(now: number, counter: number): Promise<number | null> {
     const c = this.#dueCache;
     if (c !== undefined && c.counter === counter && now - c.readAt < NEXT_DUE_FRESH_MS && (c.at === null || c.at > now)) return c.at;
-    const at = await this.#d.store.nextDueAt(active, now);
+    const at = await this.#d.store.nextDueAt(now);
     this.#dueCache = { at, counter, readAt: now };
     return at;
   }

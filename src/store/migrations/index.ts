@@ -6,6 +6,7 @@ import * as stats from './2026-12-02T04-stats.js';
 import * as history from './2026-12-02T05-history.js';
 import * as claimOrder from './2026-12-02T06-claim-order.js';
 import * as forwardRawPath from './2026-12-03T02-forward-raw-path.js';
+import * as bucketDue from './2026-12-03T03-bucket-due.js';
 
 /** Migrations in code (no directory scan), so they ship inside the build. Names sort by date. */
 export const migrationProvider: MigrationProvider = {
@@ -18,6 +19,7 @@ export const migrationProvider: MigrationProvider = {
       '2026-12-02T05-history': history,
       '2026-12-02T06-claim-order': claimOrder,
       '2026-12-03T02-forward-raw-path': forwardRawPath,
+      '2026-12-03T03-bucket-due': bucketDue,
     };
   },
 };

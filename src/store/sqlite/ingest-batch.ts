@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { newId } from '../../shared/ids.js';
+import { lowerDueStatement } from './bucket-due.js';
 import type { SqliteDb } from './open.js';
 import type { IngestItem, RejectionCount } from './writer-protocol.js';
 
@@ -20,6 +21,7 @@ export function createBatchWriter(db: SqliteDb) {
      values (?, ?, ?, null, 1, 'pending', 0, ?, null, 'initial', null, 0, null, ?, ?)`,
   );
   const bucketExists = db.prepare('select 1 from buckets where name = ?').pluck();
+  const lowerDue = lowerDueStatement(db);
   const upsertRejection = db.prepare(
     `insert into rejections (bucket, reason, count, last_at) values (?, ?, ?, ?)
      on conflict (bucket, reason) do update set count = count + excluded.count, last_at = max(last_at, excluded.last_at)`,
@@ -36,6 +38,9 @@ export function createBatchWriter(db: SqliteDb) {
     // requests are answered 404 instead. Checked inside the transaction, once per bucket.
     const exists = new Map<string, boolean>();
     const missing: number[] = [];
+    // The earliest first attempt per bucket: the bucket is due from then (bucket-due.ts). Once per
+    // bucket per batch, and no write at all when the bucket is already due.
+    const dueAt = new Map<string, number>();
     for (const { it, body, sha256, headers } of rows) {
       let ok = exists.get(it.bucket);
       if (ok === undefined) exists.set(it.bucket, (ok = bucketExists.get(it.bucket) !== undefined));
@@ -44,8 +49,13 @@ export function createBatchWriter(db: SqliteDb) {
         continue;
       }
       insertRequest.run(it.id, it.bucket, it.receivedAt, it.method, it.path, it.query, headers, body, body.byteLength, sha256, it.peer);
-      if (it.createDelivery) insertDelivery.run(newId(), it.id, it.bucket, it.receivedAt, it.receivedAt, it.receivedAt);
+      if (it.createDelivery) {
+        insertDelivery.run(newId(), it.id, it.bucket, it.receivedAt, it.receivedAt, it.receivedAt);
+        const at = dueAt.get(it.bucket);
+        if (at === undefined || it.receivedAt < at) dueAt.set(it.bucket, it.receivedAt);
+      }
     }
+    for (const [bucket, at] of dueAt) lowerDue.run(bucket, at);
     for (const r of rejections) upsertRejection.run(...r);
     return missing;
   });

@@ -15,6 +15,7 @@
 import { newId } from '../../shared/ids.js';
 import type { ReplaysTable } from '../schema.js';
 import type { NewReplay, Replay, ReplayProgress } from '../store.js';
+import { lowerDueStatement } from './bucket-due.js';
 import type { SqliteDb } from './open.js';
 
 const REPLAY_BATCH = 500;
@@ -41,6 +42,7 @@ export function createReplay(db: SqliteDb, r: NewReplay): Replay {
      values (?, ?, ?, ?, ?, ?, 0, 0, ?)`,
   );
   const addCounts = db.prepare('update replays set total = total + ?, superseded = superseded + ? where id = ?');
+  const lowerDue = lowerDueStatement(db);
 
   db.transaction(() => {
     insertReplay.run(r.id, r.bucket, JSON.stringify(r.selection), r.destination, r.rate?.count ?? null, r.rate?.perMs ?? null, r.nowMs);
@@ -61,6 +63,8 @@ export function createReplay(db: SqliteDb, r: NewReplay): Replay {
       total++;
     }
     addCounts.run(total, superseded, r.id);
+    // The new generations are due now (--to rows of a bucket without a destination too).
+    if (total > 0) lowerDue.run(r.bucket, r.nowMs);
   });
   for (let i = 0; i < r.requestIds.length; i += REPLAY_BATCH) batch.immediate(r.requestIds.slice(i, i + REPLAY_BATCH));
   return getReplay(db, r.id)!;

@@ -30,6 +30,7 @@ import type {
   StoredRequest,
 } from '../store.js';
 import { DEFAULT_DRAIN, drainColumns, retentionColumns, toBucket } from './bucket-row.js';
+import { lowerDue } from './bucket-due.js';
 import { openSqlite, type SqliteDb } from './open.js';
 import { countMatching, iterateMatching, queryPage } from './request-query.js';
 import { requestHistory, tail } from './sqlite-history.js';
@@ -168,6 +169,9 @@ export class SqliteStore implements Store {
       const r = await trx.updateTable('buckets').set(values).where('name', '=', name).executeTakeFirst();
       if (r.numUpdatedRows === 0n) return false;
       await bumpEpoch(trx);
+      // Its waiting rows are looked at again from the next pass: a destination set on a bucket
+      // without one makes them deliverable (bucket-due.ts).
+      await lowerDue(trx, name, values.updated_at!);
       return true;
     });
     if (!found) throw new AppError('not_found', `bucket ${name} not found`);
