@@ -192,7 +192,9 @@ export class DrainWorker {
     let flowing = false;
     // Only buckets with work due, and those holding attempts claimed ahead (a paused one gives
     // them back here): idle buckets cost nothing, however many there are.
-    const pass = passOrder([...(await store.dueBuckets(now)), ...this.#ready.keys()], this.#resumeAfter);
+    const queued: string[] = [];
+    for (const [name, q] of this.#ready) if (q.items.length > 0) queued.push(name);
+    const pass = passOrder([...(await store.dueBuckets(now)), ...queued], this.#resumeAfter);
     this.#resumeAfter = pass.resumeAfter;
     if (pass.more) wakeAt = now;
     for (const name of pass.order) {
