@@ -168,6 +168,8 @@ export interface Store {
   /** Deletes the bucket with its requests and deliveries; refuses while undelivered work exists unless forced. */
   deleteBucket(name: string, options: { force: boolean }): Promise<{ requests: number }>;
   bucketCounts(name: string): Promise<BucketCounts>;
+  /** Every bucket's counts, by name, in a fixed number of queries (`bucket list`). */
+  allBucketCounts(): Promise<Map<string, BucketCounts>>;
   /** Refusals not attributable to a bucket (unknown bucket, parse errors). */
   unattributedRejections(): Promise<Record<string, number>>;
   /** One page of a bucket's requests matching the filter, newest first (id order). */

@@ -36,6 +36,7 @@ import { countMatching, iterateMatching, queryPage } from './request-query.js';
 import { requestHistory, tail } from './sqlite-history.js';
 import { pruneRequests } from './sqlite-retention.js';
 import { statsSamples } from './sqlite-stats.js';
+import { allBucketCounts } from './sqlite-bucket-counts.js';
 import { createReplay, getReplay, listReplays, replayProgress } from './sqlite-replay.js';
 
 export const DEFAULT_MAX_BODY = 25 * 1024 * 1024; // 25 MiB, GitHub's payload cap
@@ -283,6 +284,10 @@ export class SqliteStore implements Store {
       states: Object.fromEntries(states.map((s) => [s.state, Number(s.n)])),
       rejections: Object.fromEntries(rejections.map((r) => [r.reason, Number(r.count)])),
     };
+  }
+
+  async allBucketCounts(): Promise<Map<string, BucketCounts>> {
+    return allBucketCounts(this.#raw);
   }
 
   async unattributedRejections(): Promise<Record<string, number>> {
