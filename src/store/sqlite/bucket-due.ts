@@ -57,16 +57,18 @@ export interface BucketDue {
   settle(bucket: string, ownDestination: boolean): void;
 }
 
+// INDEXED BY and CROSS JOIN keep the next_due_at range of bucket_due as the outer loop: with
+// statistics from ANALYZE (mostly null rows), SQLite otherwise chose to scan every row of
+// bucket_due, or of buckets, which is exactly the per-bucket cost this table exists to avoid
+// (test/store/due-plan.test.ts). A PostgreSQL dialect writes the same query without the hint.
+export const DUE_BUCKETS_SQL = `select d.bucket from bucket_due d indexed by bucket_due_next cross join buckets b on b.name = d.bucket
+  where d.next_due_at <= ? and b.paused = 0`;
+export const NEXT_DUE_SQL = `select d.next_due_at from bucket_due d indexed by bucket_due_next cross join buckets b on b.name = d.bucket
+  where d.next_due_at > ? and b.paused = 0 order by d.next_due_at limit 1`;
+
 export function createBucketDue(db: SqliteDb): BucketDue {
-  const due = db
-    .prepare(`select d.bucket from bucket_due d join buckets b on b.name = d.bucket where d.next_due_at <= ? and b.paused = 0`)
-    .pluck();
-  const next = db
-    .prepare(
-      `select d.next_due_at from bucket_due d join buckets b on b.name = d.bucket
-       where d.next_due_at > ? and b.paused = 0 order by d.next_due_at limit 1`,
-    )
-    .pluck();
+  const due = db.prepare(DUE_BUCKETS_SQL).pluck();
+  const next = db.prepare(NEXT_DUE_SQL).pluck();
   // States written into the SQL: better-sqlite3's SQLite has STAT4, which re-prepares a statement
   // whose bound value meets an indexed column. Each is one descent of deliveries_bucket_due_id.
   const earliest = (state: string, own: boolean) =>
