@@ -180,9 +180,12 @@ export class DrainWorker {
     }
     // A deleted (or deleted and made again) bucket's queue goes with its rows.
     for (const [name, q] of this.#ready) if (this.#buckets.get(name)?.createdAt !== q.createdAt) this.#ready.delete(name);
+    // A claim (or lease recovery) moves due times this connection wrote itself, which the change
+    // counter does not show: a bucket due now can become due later, at a time no cache holds.
+    let movedDue = false;
     if (now - this.#lastRecoverAt >= RECOVER_EVERY_MS) {
       this.#lastRecoverAt = now;
-      await this.#recover(now);
+      movedDue = (await this.#recover(now)) > 0;
     }
     const result: PassResult = { started: 0, deferred: {}, wakeAt: null };
     // Attempts finished since the last pass are recorded in the first claim transaction: one
@@ -250,6 +253,7 @@ export class DrainWorker {
       if (complete.length > 0) this.#heldSince = undefined;
       let claimed: ClaimedAttempt[];
       let verdict: ClaimVerdict;
+      movedDue = true;
       try {
         ({ claimed, verdict } = await store.claim(
           b,
@@ -290,7 +294,7 @@ export class DrainWorker {
         throw e;
       }
     }
-    const due = await this.#nextDue(now, counter);
+    const due = await this.#nextDue(now, counter, movedDue);
     if (due !== null && due < wakeAt) wakeAt = due;
     result.wakeAt = Number.isFinite(wakeAt) ? wakeAt : null;
     return result;
@@ -298,12 +302,14 @@ export class DrainWorker {
 
   /**
    * When something next falls due, from the database at most once a second, or sooner when another
-   * connection committed (new requests, a replay) or the known time has passed. This worker's own
-   * retries lower the cached time as they are recorded (#record), so none is missed in between.
+   * connection committed (new requests, a replay), the known time has passed, or this pass claimed
+   * or recovered (a claim sets its bucket's next due time, perhaps to a retry the due bucket hid).
+   * This worker's own retries lower the cached time as they are recorded (#record), so none is
+   * missed in between.
    */
-  async #nextDue(now: number, counter: number): Promise<number | null> {
+  async #nextDue(now: number, counter: number, moved: boolean): Promise<number | null> {
     const c = this.#dueCache;
-    if (c !== undefined && c.counter === counter && now - c.readAt < NEXT_DUE_FRESH_MS && (c.at === null || c.at > now)) return c.at;
+    if (!moved && c !== undefined && c.counter === counter && now - c.readAt < NEXT_DUE_FRESH_MS && (c.at === null || c.at > now)) return c.at;
     const at = await this.#d.store.nextDueAt(now);
     this.#dueCache = { at, counter, readAt: now };
     return at;
@@ -457,9 +463,10 @@ export class DrainWorker {
     return false;
   }
 
-  async #recover(now: number): Promise<void> {
+  async #recover(now: number): Promise<number> {
     const expired = await this.#d.store.recoverExpired(now, this.#bucketList);
     if (expired.length > 0) this.#d.logger.warn({ count: expired.length }, 'closed attempts whose lease expired (lease_expired); their deliveries are due again');
+    return expired.length;
   }
 
   /** Starts queued attempts of the bucket while it has free slots; returns how many started. */

@@ -208,6 +208,23 @@ describe('drain cost follows due work, not the number of buckets', () => {
     for (const res of held) res.end();
   });
 
+  it('a pass that claims the last due delivery wakes for the retry the bucket still holds', async () => {
+    await b.store.createBucket({ name: 's', destination: `${consumer.url}/s`, drain: { concurrency: 1 } });
+    consumer.script({ status: 500 });
+    b.ingest('s', {});
+    const w = b.worker();
+    await w.runOnce();
+    const retryAt = Number(b.raw.prepare(`select next_attempt_at from deliveries where bucket = 's' and state = 'retrying'`).pluck().get());
+    assert.ok(retryAt > b.clock.now());
+    b.ingest('s', {}, {});
+    // Concurrency 1: the first pass takes one of the two (the other keeps the bucket due now)...
+    assert.equal((await w.runOnce()).started, 1);
+    // ...the next takes the other; nothing else committed, yet the retry must be its wake-up time.
+    const last = await w.runOnce();
+    assert.equal(last.started, 1);
+    assert.equal(last.wakeAt, retryAt);
+  });
+
   it('the migration backfills each bucket from the deliveries waiting now', async () => {
     await b.store.createBucket({ name: 'p', destination: `${consumer.url}/p` });
     const failing = await startConsumer({ status: 503 });
