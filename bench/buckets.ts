@@ -9,7 +9,8 @@
  * Two databases are made once, through the store directly (10,000 `bucket create` runs would take
  * minutes): each holds `load` (no destination: ingest stores the request only), `busy` (destination:
  * the consumer) and the idle buckets, half with a destination (the consumer, never sent anything)
- * and half without. Idle means nothing is due in them.
+ * and half without, each with its bucket_due row saying nothing is due (as after the upgrade
+ * migration, or once a backlog was delivered).
  *
  * Each round starts `serve` (the real CLI binary, its drain worker inside, durability full) on one
  * database, in alternating order 10, 10000, 10, 10000, …, and measures:
@@ -255,6 +256,8 @@ export async function makeDb(path: string, idle: number, consumerUrl: string): P
     const copy = raw.prepare(`insert into buckets (name, ${cols.join(', ')}) select ?, ${cols.join(', ')} from buckets where name = ?`);
     raw.transaction(() => {
       for (let i = 2; i < idle; i++) copy.run(`idle-${String(i).padStart(5, '0')}`, i % 2 === 0 ? 'idle-00000' : 'idle-00001');
+      // As after the upgrade migration or a delivered backlog: a bucket_due row, nothing due.
+      raw.prepare(`insert or ignore into bucket_due (bucket, next_due_at) select name, null from buckets where name like 'idle-%'`).run();
       raw.prepare(`update meta set value = value + 1 where key = 'bucket_epoch'`).run();
     })();
     const n = Number(raw.prepare(`select count(*) from buckets where name like 'idle-%'`).pluck().get());
