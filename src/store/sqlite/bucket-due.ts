@@ -19,6 +19,11 @@
  * … WHERE), and the index on next_due_at is a plain B-tree range there too (no skip scan needed,
  * unlike one query over every bucket's deliveries).
  *
+ * Races: on SQLite a claim is one IMMEDIATE transaction, so no commit lands between its reading
+ * what is left and its writing next_due_at. A PostgreSQL claim must lock the bucket's bucket_due
+ * row first (SELECT … FOR UPDATE), or an ingest committing in between could be overwritten by a
+ * later time and its delivery left unseen until the bucket's next lowering.
+ *
  * Paused buckets keep their row as it is; the due query leaves them out by joining buckets, so a
  * resume makes them due again at once. A deleted bucket's row is ignored the same way.
  */
