@@ -27,7 +27,7 @@ const ID_SLACK_MS = 60_000; // 1m
 
 export function statsSamples(
   db: SqliteDb,
-  buckets: readonly Bucket[],
+  buckets: ReadonlyArray<Pick<Bucket, 'name' | 'paused'>>,
   q: StatsQuery,
 ): { buckets: StatsSample[]; unattributedRejections: Record<string, number> } {
   // Five statements whatever the number of buckets, not nine per bucket (10,000 buckets took

@@ -378,9 +378,16 @@ export class SqliteStore implements Store {
   }
 
   async statsSamples(query: StatsQuery): Promise<{ buckets: StatsSample[]; unattributedRejections: Record<string, number> }> {
-    const buckets = query.bucket === undefined ? await this.listBuckets() : [await this.getBucket(query.bucket)];
+    // Every bucket: only the names and pause flags (10,000 full bucket rows cost more than the figures).
+    const buckets =
+      query.bucket === undefined
+        ? (this.#raw.prepare('select name, paused from buckets order by name').all() as Array<{ name: string; paused: number }>).map((r) => ({
+            name: r.name,
+            paused: Number(r.paused) === 1,
+          }))
+        : [await this.getBucket(query.bucket)];
     if (buckets[0] === undefined && query.bucket !== undefined) throw new AppError('not_found', `bucket ${query.bucket} not found`);
-    return statsSamples(this.#raw, buckets as Bucket[], query);
+    return statsSamples(this.#raw, buckets as Array<Pick<Bucket, 'name' | 'paused'>>, query);
   }
 
   async prune(options: PruneOptions, hooks: PruneHooks = {}): Promise<PruneResult> {
