@@ -147,8 +147,8 @@ export class SqliteDrainStore implements DrainStore {
         aheadFrom: policy.aheadFrom,
       });
       const own = bucket.destination !== null;
-      const pending = this.#dueQuery('pending', own, o.limit).all(bucket.name, o.nowMs) as DueRow[];
-      const retrying = this.#dueQuery('retrying', own, o.limit).all(bucket.name, o.nowMs) as DueRow[];
+      const pending = this.#due('pending', own, o.limit).all(bucket.name, o.nowMs) as DueRow[];
+      const retrying = this.#due('retrying', own, o.limit).all(bucket.name, o.nowMs) as DueRow[];
       // Merge in due order; a retry held back by the budget does not block first attempts behind it.
       const rows = retrying.length === 0 ? pending : [...pending, ...retrying].sort((a, b) => a.next_attempt_at - b.next_attempt_at || (a.id < b.id ? -1 : 1));
       const claimed: ClaimedAttempt[] = [];
@@ -220,8 +220,7 @@ export class SqliteDrainStore implements DrainStore {
         if (n.kind === 'retry') {
           this.#s.expireRetry!.run(nowMs, n.atMs, nowMs, r.id);
           this.#lowerDue.run(r.bucket, n.atMs);
-        }
-        else this.#s.expireExhaust!.run(nowMs, nowMs, r.id);
+        } else this.#s.expireExhaust!.run(nowMs, nowMs, r.id);
         out.push(d);
       }
       return out;
@@ -260,7 +259,7 @@ export class SqliteDrainStore implements DrainStore {
    * (13 µs against 3.4 µs for an empty result, measured on this machine). Limits are small
    * (a bucket's free slots), so one statement per limit is cached.
    */
-  #dueQuery(state: 'pending' | 'retrying', ownDestination: boolean, limit: number): Statement {
+  #due(state: 'pending' | 'retrying', ownDestination: boolean, limit: number): Statement {
     const n = Math.max(1, Math.floor(limit));
     const key = `${state}:${ownDestination}:${n}`;
     let stmt = this.#dueStatements.get(key);
