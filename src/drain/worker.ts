@@ -36,7 +36,7 @@ import { DEFAULT_SCHEDULE } from './schedule.js';
 import { pacerConfigOf, type ClaimVerdict } from './admission.js';
 import { block, newPacer, type DeferReason, type PacerState } from './pacer.js';
 import { takeToken, type TokenBucketState } from './token-bucket.js';
-import { passOrder } from '../policy/pass-order.js';
+import { MAX_BUCKETS_PER_PASS, passOrder } from '../policy/pass-order.js';
 
 export const DEFAULT_LEASE_MS = 60_000; // 60s: longer than any bucket's attempt timeout (default 10s)
 /** The single-worker lease: renewed every third of this; a dead worker's lease is taken after it. */
@@ -70,6 +70,8 @@ export interface DrainWorkerDeps {
   workerLeaseTtlMs?: number;
   /** Identifies this worker in the lease row and in messages. */
   holder?: string;
+  /** Due buckets one pass visits at most (src/policy/pass-order.ts); the rest go to the next pass, at once. */
+  bucketsPerPass?: number;
   /**
    * Fault injection for the reliability suite: called after a response arrived and before its
    * outcome is recorded (a crash here must cost at most a duplicate, never a loss).
@@ -143,6 +145,7 @@ export class DrainWorker {
       leaseMs: deps.leaseMs ?? DEFAULT_LEASE_MS,
       workerLeaseTtlMs: deps.workerLeaseTtlMs ?? WORKER_LEASE_TTL_MS,
       holder: deps.holder ?? `${hostname()}:${process.pid}:${newId().slice(-8)}`,
+      bucketsPerPass: deps.bucketsPerPass ?? MAX_BUCKETS_PER_PASS,
     };
   }
 
@@ -197,7 +200,7 @@ export class DrainWorker {
     // them back here): idle buckets cost nothing, however many there are.
     const queued: string[] = [];
     for (const [name, q] of this.#ready) if (q.items.length > 0) queued.push(name);
-    const pass = passOrder([...(await store.dueBuckets(now)), ...queued], this.#resumeAfter);
+    const pass = passOrder([...(await store.dueBuckets(now)), ...queued], this.#resumeAfter, this.#d.bucketsPerPass);
     this.#resumeAfter = pass.resumeAfter;
     if (pass.more) wakeAt = now;
     for (const name of pass.order) {

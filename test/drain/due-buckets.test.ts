@@ -158,6 +158,24 @@ describe('drain cost follows due work, not the number of buckets', () => {
     }
   });
 
+  it('with more buckets due than a pass takes, passes take them in turn and the next pass is at once', async () => {
+    const names = ['a', 'b', 'c', 'd', 'e'];
+    for (const name of names) await b.store.createBucket({ name, destination: `${consumer.url}/${name}` });
+    for (const name of names) b.ingest(name, {});
+    const { store, take } = counting(b.drain);
+    const w = b.worker({ store, bucketsPerPass: 2 });
+    const urls: string[][] = [];
+    for (let pass = 0; pass < 3; pass++) {
+      const seen = consumer.received.length;
+      const r = await w.runOnce();
+      urls.push(consumer.received.slice(seen).map((x) => x.url).sort());
+      assert.equal(take().claims, r.started);
+      // Passes that left due buckets behind ask for the next one at once.
+      if (pass < 2) assert.equal(r.wakeAt, b.clock.now());
+    }
+    assert.deepEqual(urls, [['/a', '/b'], ['/c', '/d'], ['/e']]);
+  });
+
   it('a bucket is due again after a retry, a release, lease recovery, a replay or a destination set; not while paused', async () => {
     await b.store.createBucket({ name: 's', destination: null });
     const [id] = b.ingest('s', {});
