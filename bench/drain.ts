@@ -470,14 +470,14 @@ const here = dirname(fileURLToPath(import.meta.url)); // dist/bench
 const CONSUMER = resolve(here, 'drain-consumer.js');
 const epochMs = () => performance.timeOrigin + performance.now();
 
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const t = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: no result within ${ms} ms`)), ms)));
   return Promise.race([p, t]).finally(() => clearTimeout(timer));
 }
 
 /** The consumer child: reset a phase, wait for its n-th arrival, read its timestamps. */
-class ConsumerProcess {
+export class ConsumerProcess {
   readonly #child: ChildProcess;
   readonly url: string;
   #nextId = 0;

@@ -74,7 +74,7 @@ interface AutocannonOptions {
   duration: number;
 }
 
-interface AutocannonResult {
+export interface AutocannonResult {
   /** Completed requests per 1 s sample; `total` completed and `sent` started over the run. */
   requests: { average: number; total: number; sent: number };
   /** In ms, recorded with a 1 ms resolution. */
@@ -336,7 +336,7 @@ const NOOP_SERVER = resolve(here, 'noop-server.js');
  * Children run in the temp dir with HOOKBUCKET_* removed from their environment, so neither a
  * developer's .env (bin.js reads ./.env) nor exported settings change what is measured.
  */
-function childEnv(): NodeJS.ProcessEnv {
+export function childEnv(): NodeJS.ProcessEnv {
   return Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('HOOKBUCKET_')));
 }
 
@@ -345,7 +345,7 @@ interface Exit {
   signal: NodeJS.Signals | null;
 }
 
-interface Managed {
+export interface Managed {
   readonly name: string;
   readonly child: ChildProcess;
   readonly exited: Promise<Exit>;
@@ -356,7 +356,7 @@ interface Managed {
 }
 
 /** Starts `node <args>`, forwarding its output to our stderr with a prefix and keeping a tail for error messages. */
-function startChild(name: string, args: string[], cwd: string): Managed {
+export function startChild(name: string, args: string[], cwd: string): Managed {
   const child = spawn(process.execPath, args, { cwd, env: childEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
   const tail: string[] = [];
   let exit: Exit | undefined;
@@ -413,7 +413,7 @@ function getStatus(url: string): Promise<{ status: number; body: string }> {
 }
 
 /** Polls GET /healthz until it answers 200, the child exits, or READY_TIMEOUT_MS passes. */
-async function waitReady(m: Managed, baseUrl: string): Promise<void> {
+export async function waitReady(m: Managed, baseUrl: string): Promise<void> {
   const deadline = Date.now() + READY_TIMEOUT_MS;
   let last = 'no answer yet';
   while (Date.now() < deadline) {
@@ -431,7 +431,7 @@ async function waitReady(m: Managed, baseUrl: string): Promise<void> {
 }
 
 /** SIGTERM, then wait for exit; SIGKILL after STOP_TIMEOUT_MS. Throws unless the child exited 0. */
-async function stopChild(m: Managed): Promise<void> {
+export async function stopChild(m: Managed): Promise<void> {
   if (!m.exit) {
     m.child.kill('SIGTERM');
     const exited = await Promise.race([m.exited, sleep(STOP_TIMEOUT_MS, undefined, { ref: false })]);
@@ -445,7 +445,7 @@ async function stopChild(m: Managed): Promise<void> {
 }
 
 /** A free loopback port. Another process could take it before the child binds; the child then fails to start and we say so. */
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((ok, fail) => {
     server.once('error', fail);
@@ -459,7 +459,7 @@ async function freePort(): Promise<number> {
 const execFileAsync = promisify(execFile);
 
 /** Runs the hookbucket CLI against the bench database and returns its stdout. */
-async function cli(dbPath: string, cwd: string, args: string[]): Promise<string> {
+export async function cli(dbPath: string, cwd: string, args: string[]): Promise<string> {
   const { stdout } = await execFileAsync(process.execPath, [CLI_BIN, '--db', dbPath, ...args], {
     cwd,
     env: childEnv(),
@@ -475,7 +475,7 @@ async function storedCount(dbPath: string, cwd: string): Promise<number> {
 }
 
 /** One autocannon run; SIGINT on the bench (signal) stops it early, and its partial result is discarded by the caller. */
-async function load(url: string, connections: number, durationS: number, body: string, signal: AbortSignal): Promise<AutocannonResult> {
+export async function load(url: string, connections: number, durationS: number, body: string, signal: AbortSignal): Promise<AutocannonResult> {
   const instance = autocannon({
     url,
     method: 'POST',

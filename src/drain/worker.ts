@@ -3,9 +3,12 @@
  * the next thing can happen. The policy lives in pure modules (pacer, outcome, schedule, classify);
  * this file is the I/O around them.
  *
- * - `drainOnce()` is one pass: recover expired leases, then for each bucket that is not paused
- *   claim what its concurrency, Retry-After block, retry budget and rate allow, and start those
- *   attempts. Tests drive it directly with a manual clock; `settle()` waits for the attempts.
+ * - `drainOnce()` is one pass: recover expired leases, ask the store which unpaused buckets have
+ *   work due (one indexed query, src/store/sqlite/bucket-due.ts), then for each of those (in the
+ *   rotating order of src/policy/pass-order.ts) claim what its concurrency, Retry-After block,
+ *   retry budget and rate allow, and start those attempts. A bucket with nothing due costs a pass
+ *   nothing: no claim transaction, no due query. Tests drive it directly with a manual clock;
+ *   `settle()` waits for the attempts.
  * - `start()` runs passes until `stop()`, under the single-worker lease (one active worker per
  *   database, or every rate limit would double), waking early for new requests (`wake()`, or a
  *   change another process committed, seen through SQLite's data_version).
@@ -33,6 +36,7 @@ import { DEFAULT_SCHEDULE } from './schedule.js';
 import { pacerConfigOf, type ClaimVerdict } from './admission.js';
 import { block, newPacer, type DeferReason, type PacerState } from './pacer.js';
 import { takeToken, type TokenBucketState } from './token-bucket.js';
+import { MAX_BUCKETS_PER_PASS, passOrder } from '../policy/pass-order.js';
 
 export const DEFAULT_LEASE_MS = 60_000; // 60s: longer than any bucket's attempt timeout (default 10s)
 /** The single-worker lease: renewed every third of this; a dead worker's lease is taken after it. */
@@ -66,6 +70,8 @@ export interface DrainWorkerDeps {
   workerLeaseTtlMs?: number;
   /** Identifies this worker in the lease row and in messages. */
   holder?: string;
+  /** Due buckets one pass visits at most (src/policy/pass-order.ts); the rest go to the next pass, at once. */
+  bucketsPerPass?: number;
   /**
    * Fault injection for the reliability suite: called after a response arrived and before its
    * outcome is recorded (a crash here must cost at most a duplicate, never a loss).
@@ -116,6 +122,8 @@ export class DrainWorker {
   /** The change counter when the bucket epoch was last read. */
   #bucketsCounter: number | undefined;
   #passes = 0;
+  /** Where the next pass starts when the last one left due buckets for it (pass-order.ts). */
+  #resumeAfter: string | undefined;
   #dueCache: { at: number | null; counter: number; readAt: number } | undefined;
   /** Per bucket, the Retry-After block whose deferral has been recorded. */
   readonly #blockRecorded = new Map<string, number>();
@@ -137,6 +145,7 @@ export class DrainWorker {
       leaseMs: deps.leaseMs ?? DEFAULT_LEASE_MS,
       workerLeaseTtlMs: deps.workerLeaseTtlMs ?? WORKER_LEASE_TTL_MS,
       holder: deps.holder ?? `${hostname()}:${process.pid}:${newId().slice(-8)}`,
+      bucketsPerPass: deps.bucketsPerPass ?? MAX_BUCKETS_PER_PASS,
     };
   }
 
@@ -154,7 +163,7 @@ export class DrainWorker {
     return this.#inflight.size;
   }
 
-  /** One pass: recover expired leases, claim and start what every bucket allows now. */
+  /** One pass: recover expired leases, claim and start what every bucket with work due allows now. */
   async drainOnce(): Promise<PassResult> {
     const { store, clock } = this.#d;
     const now = clock.now();
@@ -172,12 +181,14 @@ export class DrainWorker {
       }
       this.#bucketsCounter = counter;
     }
-    const buckets = this.#bucketList;
     // A deleted (or deleted and made again) bucket's queue goes with its rows.
     for (const [name, q] of this.#ready) if (this.#buckets.get(name)?.createdAt !== q.createdAt) this.#ready.delete(name);
+    // A claim (or lease recovery) moves due times this connection wrote itself, which the change
+    // counter does not show: a bucket due now can become due later, at a time no cache holds.
+    let movedDue = false;
     if (now - this.#lastRecoverAt >= RECOVER_EVERY_MS) {
       this.#lastRecoverAt = now;
-      await this.#recover(now);
+      movedDue = (await this.#recover(now)) > 0;
     }
     const result: PassResult = { started: 0, deferred: {}, wakeAt: null };
     // Attempts finished since the last pass are recorded in the first claim transaction: one
@@ -185,14 +196,21 @@ export class DrainWorker {
     let finished = this.#flushing ? [] : this.#results.splice(0);
     let wakeAt = Infinity;
     let flowing = false;
-    const active: Bucket[] = [];
-    for (const b of buckets) {
+    // Only buckets with work due, and those holding attempts claimed ahead (a paused one gives
+    // them back here): idle buckets cost nothing, however many there are.
+    const queued: string[] = [];
+    for (const [name, q] of this.#ready) if (q.items.length > 0) queued.push(name);
+    const pass = passOrder([...(await store.dueBuckets(now)), ...queued], this.#resumeAfter, this.#d.bucketsPerPass);
+    this.#resumeAfter = pass.resumeAfter;
+    if (pass.more) wakeAt = now;
+    for (const name of pass.order) {
       if (this.#stopping) break;
+      const b = this.#buckets.get(name);
+      if (b === undefined) continue;
       if (b.paused) {
         this.#releaseReady(b.name, 'released_on_pause');
         continue;
       }
-      active.push(b);
       if (!this.#timeoutFits(b)) continue;
       // A bucket with a rate is never claimed ahead: a queue here was claimed before its rate was
       // set, and goes back, to be claimed again under its tokens.
@@ -238,6 +256,7 @@ export class DrainWorker {
       if (complete.length > 0) this.#heldSince = undefined;
       let claimed: ClaimedAttempt[];
       let verdict: ClaimVerdict;
+      movedDue = true;
       try {
         ({ claimed, verdict } = await store.claim(
           b,
@@ -278,7 +297,7 @@ export class DrainWorker {
         throw e;
       }
     }
-    const due = await this.#nextDue(active, now, counter);
+    const due = await this.#nextDue(now, counter, movedDue);
     if (due !== null && due < wakeAt) wakeAt = due;
     result.wakeAt = Number.isFinite(wakeAt) ? wakeAt : null;
     return result;
@@ -286,13 +305,15 @@ export class DrainWorker {
 
   /**
    * When something next falls due, from the database at most once a second, or sooner when another
-   * connection committed (new requests, a replay) or the known time has passed. This worker's own
-   * retries lower the cached time as they are recorded (#record), so none is missed in between.
+   * connection committed (new requests, a replay), the known time has passed, or this pass claimed
+   * or recovered (a claim sets its bucket's next due time, perhaps to a retry the due bucket hid).
+   * This worker's own retries lower the cached time as they are recorded (#record), so none is
+   * missed in between.
    */
-  async #nextDue(active: readonly Bucket[], now: number, counter: number): Promise<number | null> {
+  async #nextDue(now: number, counter: number, moved: boolean): Promise<number | null> {
     const c = this.#dueCache;
-    if (c !== undefined && c.counter === counter && now - c.readAt < NEXT_DUE_FRESH_MS && (c.at === null || c.at > now)) return c.at;
-    const at = await this.#d.store.nextDueAt(active, now);
+    if (!moved && c !== undefined && c.counter === counter && now - c.readAt < NEXT_DUE_FRESH_MS && (c.at === null || c.at > now)) return c.at;
+    const at = await this.#d.store.nextDueAt(now);
     this.#dueCache = { at, counter, readAt: now };
     return at;
   }
@@ -445,9 +466,10 @@ export class DrainWorker {
     return false;
   }
 
-  async #recover(now: number): Promise<void> {
+  async #recover(now: number): Promise<number> {
     const expired = await this.#d.store.recoverExpired(now, this.#bucketList);
     if (expired.length > 0) this.#d.logger.warn({ count: expired.length }, 'closed attempts whose lease expired (lease_expired); their deliveries are due again');
+    return expired.length;
   }
 
   /** Whether a bucket was written since the last pass read the buckets (the claim-ahead queue is stale). */

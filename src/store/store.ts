@@ -185,6 +185,8 @@ export interface Store {
   /** Finishes every deleting bucket's purge in short batches (serve's background pass); stops on lock trouble. */
   purgeDeleting(hooks?: PurgeHooks): Promise<PurgeResult>;
   bucketCounts(name: string): Promise<BucketCounts>;
+  /** Every bucket's counts, by name, in a fixed number of queries (`bucket list`). */
+  allBucketCounts(): Promise<Map<string, BucketCounts>>;
   /** Refusals not attributable to a bucket (unknown bucket, parse errors). */
   unattributedRejections(): Promise<Record<string, number>>;
   /** One page of a bucket's requests matching the filter, newest first (id order). */
@@ -454,8 +456,15 @@ export interface DrainStore {
    * once, or exhausted when that was its bucket's last attempt (drain/admission.ts afterLeaseExpiry).
    */
   recoverExpired(nowMs: number, buckets: readonly Bucket[]): Promise<ExpiredDelivery[]>;
-  /** The earliest time after `nowMs` a delivery of these buckets falls due or a lease expires; null when none. */
-  nextDueAt(buckets: readonly Bucket[], nowMs: number): Promise<number | null>;
+  /**
+   * The unpaused buckets with work due at `nowMs` (first attempts, retries, replays, `--to` rows,
+   * released and lease-recovered deliveries): the worker claims from these only. One indexed
+   * query, however many buckets exist; a bucket may be listed with nothing claimable (a lower
+   * bound), and its next claim moves it on.
+   */
+  dueBuckets(nowMs: number): Promise<string[]>;
+  /** The earliest time after `nowMs` an unpaused bucket falls due or a lease expires; null when none. */
+  nextDueAt(nowMs: number): Promise<number | null>;
   /** Takes or renews the single-worker lease; a live lease held by another holder is refused. */
   acquireWorkerLease(holder: string, info: string, nowMs: number, ttlMs: number): Promise<WorkerLeaseResult>;
   releaseWorkerLease(holder: string): Promise<void>;

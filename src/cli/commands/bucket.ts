@@ -232,7 +232,10 @@ Examples:
       .action(async (opts: BucketOpts, cmd: Command) =>
         withStore(cmd, io, async (store) => {
           const buckets = await store.listBuckets();
-          const withCounts = await Promise.all(buckets.map(async (b) => ({ b, c: await store.bucketCounts(b.name) })));
+          // One set of aggregate queries for every bucket, not one per bucket (10,000 buckets).
+          const counts = await store.allBucketCounts();
+          const empty: BucketCounts = { requests: 0, bytes: 0, states: {}, rejections: {} };
+          const withCounts = buckets.map((b) => ({ b, c: counts.get(b.name) ?? empty }));
           const other = await store.unattributedRejections();
           if (opts.json) {
             return printJson(io, { buckets: withCounts.map(({ b, c }) => bucketJson(b, c)), unattributed_rejections: other });

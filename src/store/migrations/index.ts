@@ -8,6 +8,7 @@ import * as claimOrder from './2026-12-02T06-claim-order.js';
 import * as bucketTombstone from './2026-12-03T00-bucket-tombstone.js';
 import * as requestTrailers from './2026-12-03T01-request-trailers.js';
 import * as forwardRawPath from './2026-12-03T02-forward-raw-path.js';
+import * as bucketDue from './2026-12-03T03-bucket-due.js';
 import * as orphanDeliveries from './2026-12-03T04-orphan-deliveries.js';
 
 /** Migrations in code (no directory scan), so they ship inside the build. Names sort by date. */
@@ -23,6 +24,7 @@ export const migrationProvider: MigrationProvider = {
       '2026-12-03T00-bucket-tombstone': bucketTombstone,
       '2026-12-03T01-request-trailers': requestTrailers,
       '2026-12-03T02-forward-raw-path': forwardRawPath,
+      '2026-12-03T03-bucket-due': bucketDue,
       '2026-12-03T04-orphan-deliveries': orphanDeliveries,
     };
   },

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { newId } from '../../shared/ids.js';
+import { lowerDueStatement } from './bucket-due.js';
 import type { SqliteDb } from './open.js';
 import type { IngestItem, RejectionCount } from './writer-protocol.js';
 
@@ -21,6 +22,7 @@ export function createBatchWriter(db: SqliteDb) {
   );
   // A deleting bucket (tombstone, sqlite-delete.ts) is no bucket to store into.
   const bucketExists = db.prepare('select 1 from buckets where name = ? and deleting_at is null').pluck();
+  const lowerDue = lowerDueStatement(db);
   const upsertRejection = db.prepare(
     `insert into rejections (bucket, reason, count, last_at) values (?, ?, ?, ?)
      on conflict (bucket, reason) do update set count = count + excluded.count, last_at = max(last_at, excluded.last_at)`,
@@ -47,14 +49,22 @@ export function createBatchWriter(db: SqliteDb) {
       return ok;
     };
     const missing: number[] = [];
+    // The earliest first attempt per bucket: the bucket is due from then (bucket-due.ts). Once per
+    // bucket per batch, and no write at all when the bucket is already due.
+    const dueAt = new Map<string, number>();
     for (const { it, body, sha256, headers, trailers } of rows) {
       if (!live(it.bucket)) {
         missing.push(it.seq);
         continue;
       }
       insertRequest.run(it.id, it.bucket, it.receivedAt, it.method, it.path, it.query, headers, body, body.byteLength, sha256, it.peer, trailers);
-      if (it.createDelivery) insertDelivery.run(newId(), it.id, it.bucket, it.receivedAt, it.receivedAt, it.receivedAt);
+      if (it.createDelivery) {
+        insertDelivery.run(newId(), it.id, it.bucket, it.receivedAt, it.receivedAt, it.receivedAt);
+        const at = dueAt.get(it.bucket);
+        if (at === undefined || it.receivedAt < at) dueAt.set(it.bucket, it.receivedAt);
+      }
     }
+    for (const [bucket, at] of dueAt) lowerDue.run(bucket, at);
     // A refusal counted for a bucket that is gone or deleting counts as naming no bucket: a new
     // bucket of that name must not inherit it.
     for (const [bucket, ...rest] of rejections) upsertRejection.run(bucket === '' || live(bucket) ? bucket : '', ...rest);

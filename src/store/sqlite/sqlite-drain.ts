@@ -30,6 +30,7 @@ import {
   type WorkerLeaseResult,
 } from '../store.js';
 import { toBucket } from './bucket-row.js';
+import { createBucketDue, lowerDueForDeliveryStatement, lowerDueStatement, type BucketDue } from './bucket-due.js';
 import { openSqlite, type SqliteDb } from './open.js';
 import { migrate } from './sqlite-store.js';
 import { closeThread, readyOf } from './threads.js';
@@ -79,9 +80,15 @@ export class SqliteDrainStore implements DrainStore {
   readonly #claimTx;
   readonly #completeTx;
   readonly #recoverTx;
+  readonly #bucketDue: BucketDue;
+  readonly #lowerDue;
+  readonly #lowerDueFor;
 
   private constructor(db: SqliteDb) {
     this.#db = db;
+    this.#bucketDue = createBucketDue(db);
+    this.#lowerDue = lowerDueStatement(db);
+    this.#lowerDueFor = lowerDueForDeliveryStatement(db);
     const p = (sql: string) => db.prepare(sql);
     this.#s = {
       // A deleting bucket (tombstone) is not drained: nothing of it is sent once a delete began.
@@ -123,7 +130,6 @@ export class SqliteDrainStore implements DrainStore {
       expireExhaust: p(`update deliveries set state = case when supersede_requested = 1 then 'superseded' else 'exhausted' end,
                           settled_at = ?, lease_until = null, lease_attempt = null, last_error = 'lease_expired', updated_at = ?
                         where id = ? and state = 'delivering'`),
-      nextDue: p(`select min(next_attempt_at) from deliveries where bucket = ? and state = ? and next_attempt_at > ?`).pluck(),
       nextLease: p(`select min(lease_until) from deliveries where state = 'delivering'`).pluck(),
       takeLease: p(`insert into worker_lease (name, holder, info, acquired_at, heartbeat_at, expires_at) values (?, ?, ?, ?, ?, ?)
                     on conflict (name) do update set holder = excluded.holder, info = excluded.info,
@@ -207,6 +213,8 @@ export class SqliteDrainStore implements DrainStore {
           body: req.body,
         });
       }
+      // What is left decides when the bucket is next due (still now when the claim stopped at its limit).
+      this.#bucketDue.settle(bucket.name, own);
       return { claimed, verdict: decider.verdict() };
     });
 
@@ -215,12 +223,16 @@ export class SqliteDrainStore implements DrainStore {
     this.#recoverTx = db.transaction((nowMs: number, buckets: readonly Bucket[]): ExpiredDelivery[] => {
       const rows = this.#s.expired!.all(nowMs) as Array<{ id: string; bucket: string; attempts: number; lease_attempt: string | null }>;
       const out: ExpiredDelivery[] = [];
+      if (rows.length === 0) return out;
+      const byName = new Map(buckets.map((b) => [b.name, b]));
       for (const r of rows) {
         const d: ExpiredDelivery = { deliveryId: r.id, bucket: r.bucket, attempts: Number(r.attempts) };
-        const n = afterLeaseExpiry(buckets.find((b) => b.name === r.bucket), d.attempts, nowMs);
+        const n = afterLeaseExpiry(byName.get(r.bucket), d.attempts, nowMs);
         if (r.lease_attempt !== null) this.#s.closeExpiredAttempt!.run(n.kind === 'retry' ? n.atMs : null, r.lease_attempt);
-        if (n.kind === 'retry') this.#s.expireRetry!.run(nowMs, n.atMs, nowMs, r.id);
-        else this.#s.expireExhaust!.run(nowMs, nowMs, r.id);
+        if (n.kind === 'retry') {
+          this.#s.expireRetry!.run(nowMs, n.atMs, nowMs, r.id);
+          this.#lowerDue.run(r.bucket, n.atMs);
+        } else this.#s.expireExhaust!.run(nowMs, nowMs, r.id);
         out.push(d);
       }
       return out;
@@ -301,10 +313,13 @@ export class SqliteDrainStore implements DrainStore {
         r.attemptId,
       );
       const lastError = r.errorClass ?? (r.status !== null && (r.status < 200 || r.status > 299) ? r.reason : null);
+      // A retry or a release makes the delivery due again: its bucket is due by then (bucket-due.ts).
       if (r.outcome === 'retry') {
         this.#s.retry!.run(r.finishedAt, r.nextAttemptAt, r.status, lastError, r.finishedAt, r.deliveryId, r.attemptId);
+        if (r.nextAttemptAt !== null) this.#lowerDueFor.run(r.nextAttemptAt, r.deliveryId);
       } else if (r.outcome === 'released') {
         this.#s.release!.run(r.finishedAt, r.nextAttemptAt ?? r.finishedAt, r.finishedAt, r.deliveryId, r.attemptId);
+        this.#lowerDueFor.run(r.nextAttemptAt ?? r.finishedAt, r.deliveryId);
       } else {
         this.#s.settle!.run(r.outcome, r.status, lastError, r.finishedAt, r.finishedAt, r.deliveryId, r.attemptId);
       }
@@ -346,15 +361,15 @@ export class SqliteDrainStore implements DrainStore {
     return this.#recoverTx.immediate(nowMs, buckets);
   }
 
-  async nextDueAt(buckets: readonly Bucket[], nowMs: number): Promise<number | null> {
-    let min = (this.#s.nextLease!.get() as number | null) ?? Infinity;
-    for (const b of buckets) {
-      for (const state of ['pending', 'retrying']) {
-        const t = this.#s.nextDue!.get(b.name, state, nowMs) as number | null;
-        if (t !== null && t < min) min = Number(t);
-      }
-    }
-    return Number.isFinite(min) ? min : null;
+  async dueBuckets(nowMs: number): Promise<string[]> {
+    return this.#bucketDue.dueBuckets(nowMs);
+  }
+
+  async nextDueAt(nowMs: number): Promise<number | null> {
+    const lease = this.#s.nextLease!.get() as number | null;
+    const due = this.#bucketDue.nextAfter(nowMs);
+    if (lease === null) return due;
+    return due === null ? Number(lease) : Math.min(Number(lease), due);
   }
 
   async acquireWorkerLease(holder: string, info: string, nowMs: number, ttlMs: number): Promise<WorkerLeaseResult> {

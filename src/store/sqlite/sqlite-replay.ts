@@ -16,6 +16,7 @@ import { AppError } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { ReplaysTable } from '../schema.js';
 import type { NewReplay, Replay, ReplayProgress } from '../store.js';
+import { lowerDueStatement } from './bucket-due.js';
 import type { SqliteDb } from './open.js';
 import { deletingError } from './sqlite-delete.js';
 
@@ -43,6 +44,7 @@ export function createReplay(db: SqliteDb, r: NewReplay): Replay {
      values (?, ?, ?, ?, ?, ?, 0, 0, ?)`,
   );
   const addCounts = db.prepare('update replays set total = total + ?, superseded = superseded + ? where id = ?');
+  const lowerDue = lowerDueStatement(db);
 
   const live = db.prepare('select deleting_at from buckets where name = ?');
   // A replay of a bucket that is gone or being deleted would add deliveries its purge removes.
@@ -73,6 +75,8 @@ export function createReplay(db: SqliteDb, r: NewReplay): Replay {
       total++;
     }
     addCounts.run(total, superseded, r.id);
+    // The new generations are due now (--to rows of a bucket without a destination too).
+    if (total > 0) lowerDue.run(r.bucket, r.nowMs);
   });
   for (let i = 0; i < r.requestIds.length; i += REPLAY_BATCH) batch.immediate(r.requestIds.slice(i, i + REPLAY_BATCH));
   return getReplay(db, r.id)!;

@@ -32,6 +32,7 @@ import type {
   StoredRequest,
 } from '../store.js';
 import { DEFAULT_DRAIN, drainColumns, retentionColumns, toBucket } from './bucket-row.js';
+import { lowerDue } from './bucket-due.js';
 import { ImmediateSqliteDialect } from './immediate-dialect.js';
 import { openSqlite, storageErrorCode, type SqliteDb } from './open.js';
 import { createPurger, deletingError, PURGE_GAP_MS, type Purger } from './sqlite-delete.js';
@@ -39,6 +40,7 @@ import { countMatching, iterateMatching, queryPage } from './request-query.js';
 import { requestHistory, tail } from './sqlite-history.js';
 import { pruneRequests } from './sqlite-retention.js';
 import { statsSamples } from './sqlite-stats.js';
+import { allBucketCounts } from './sqlite-bucket-counts.js';
 import { createReplay, getReplay, listReplays, replayProgress } from './sqlite-replay.js';
 
 export const DEFAULT_MAX_BODY = 25 * 1024 * 1024; // 25 MiB, GitHub's payload cap
@@ -202,6 +204,9 @@ export class SqliteStore implements Store {
       if (row.deleting_at !== null) return 'deleting';
       await trx.updateTable('buckets').set(values).where('name', '=', name).execute();
       await bumpEpoch(trx);
+      // Its waiting rows are looked at again from the next pass: a destination set on a bucket
+      // without one makes them deliverable (bucket-due.ts).
+      await lowerDue(trx, name, values.updated_at!);
       return 'updated';
     });
     if (found === 'missing') throw new AppError('not_found', `bucket ${name} not found`);
@@ -345,6 +350,10 @@ export class SqliteStore implements Store {
     };
   }
 
+  async allBucketCounts(): Promise<Map<string, BucketCounts>> {
+    return allBucketCounts(this.#raw);
+  }
+
   async unattributedRejections(): Promise<Record<string, number>> {
     const rows = await this.#db.selectFrom('rejections').select(['reason', 'count']).where('bucket', '=', '').execute();
     return Object.fromEntries(rows.map((r) => [r.reason, Number(r.count)]));
@@ -434,11 +443,17 @@ export class SqliteStore implements Store {
   }
 
   async statsSamples(query: StatsQuery): Promise<{ buckets: StatsSample[]; unattributedRejections: Record<string, number> }> {
-    // Every bucket: not the ones being deleted, whose held rows would read as a growing backlog to
-    // `health --fail-on`. Named, a deleting bucket still shows its figures.
-    const buckets = query.bucket === undefined ? (await this.listBuckets()).filter((b) => b.deletingAt === null) : [await this.getBucket(query.bucket)];
+    // Every bucket but the ones being deleted, whose held rows would read as a growing backlog to
+    // `health --fail-on` (named, a deleting bucket still shows its figures); only the names and
+    // pause flags (10,000 full bucket rows cost more than the figures).
+    const buckets =
+      query.bucket === undefined
+        ? (this.#raw.prepare('select name, paused from buckets where deleting_at is null order by name').all() as Array<{ name: string; paused: number }>).map(
+            (r) => ({ name: r.name, paused: Number(r.paused) === 1 }),
+          )
+        : [await this.getBucket(query.bucket)];
     if (buckets[0] === undefined && query.bucket !== undefined) throw new AppError('not_found', `bucket ${query.bucket} not found`);
-    return statsSamples(this.#raw, buckets as Bucket[], query);
+    return statsSamples(this.#raw, buckets as Array<Pick<Bucket, 'name' | 'paused'>>, query);
   }
 
   async prune(options: PruneOptions, hooks: PruneHooks = {}): Promise<PruneResult> {
