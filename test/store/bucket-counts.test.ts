@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { newId } from '../../src/shared/ids.js';
+import { BUCKET_TOTALS_SQL } from '../../src/store/sqlite/sqlite-bucket-counts.js';
 import { startConsumer, type Consumer } from '../helpers/consumer.js';
 import { drainBench, type DrainBench } from '../helpers/drain.js';
 
@@ -46,5 +47,12 @@ describe('allBucketCounts', () => {
     assert.equal(all.get('a')!.bytes, 6);
     assert.deepEqual(all.get('a')!.rejections, { too_large: 2 });
     assert.deepEqual(all.get('empty'), { requests: 0, bytes: 0, states: {}, rejections: {} });
+  });
+
+  it('reads requests and bytes from the covering index, not the rows that hold the bodies', () => {
+    const plan = (b.raw.prepare(`explain query plan ${BUCKET_TOTALS_SQL}`).all() as Array<{ detail: string }>).map((r) => r.detail);
+    const searches = plan.filter((d) => d.startsWith('SEARCH r'));
+    assert.equal(searches.length, 2, plan.join('\n'));
+    for (const d of searches) assert.match(d, /^SEARCH r USING COVERING INDEX requests_bucket_id \(bucket=\?\)$/, plan.join('\n'));
   });
 });

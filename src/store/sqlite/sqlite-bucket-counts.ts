@@ -2,7 +2,8 @@
  * Every bucket's request counts at once, for `bucket list`: three statements whatever the number
  * of buckets (it was four queries per bucket; 10,000 buckets took two minutes).
  *
- * - requests and bytes: one correlated count and sum per bucket over requests_bucket_id;
+ * - requests and bytes: one correlated count and sum per bucket, read from requests_bucket_id
+ *   alone (it ends with size since migration 2026-12-03T05; test/store/bucket-counts.test.ts);
  * - by state: a count over the partial index deliveries_latest_state (latest = 1: the delivery
  *   that gives a request its state), grouped by bucket and state; requests without one are `none`,
  *   and pending or retrying in a paused bucket are `held`: the same states as bucketCounts() gives;
@@ -11,15 +12,16 @@
 import type { BucketCounts, RequestState } from '../store.js';
 import type { SqliteDb } from './open.js';
 
+/** Requests and bytes per bucket; both subqueries are answered by the covering index. */
+export const BUCKET_TOTALS_SQL = `select b.name, b.paused, (select count(*) from requests r where r.bucket = b.name) as n,
+    (select coalesce(sum(r.size), 0) from requests r where r.bucket = b.name) as bytes
+  from buckets b`;
+
 export function allBucketCounts(db: SqliteDb): Map<string, BucketCounts> {
   return db.transaction(() => {
     const out = new Map<string, BucketCounts>();
     const paused = new Map<string, boolean>();
-    const totals = db.prepare(
-      `select b.name, b.paused, (select count(*) from requests r where r.bucket = b.name) as n,
-         (select coalesce(sum(r.size), 0) from requests r where r.bucket = b.name) as bytes
-       from buckets b`,
-    );
+    const totals = db.prepare(BUCKET_TOTALS_SQL);
     for (const r of totals.all() as Array<{ name: string; paused: number; n: number; bytes: number }>) {
       out.set(r.name, { requests: Number(r.n), bytes: Number(r.bytes), states: {}, rejections: {} });
       paused.set(r.name, Number(r.paused) === 1);
