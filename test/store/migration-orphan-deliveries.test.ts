@@ -1,13 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { Kysely, Migrator, SqliteDialect } from 'kysely';
 import { newPacer } from '../../src/drain/pacer.js';
 import { systemClock } from '../../src/shared/clock.js';
-import { migrationProvider } from '../../src/store/migrations/index.js';
-import { openSqlite } from '../../src/store/sqlite/open.js';
 import { SqliteDrainStore } from '../../src/store/sqlite/sqlite-drain.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { databaseAt } from '../helpers/database-at.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 const PREVIOUS = '2026-12-03T02-forward-raw-path';
@@ -20,12 +18,7 @@ describe('migration 2026-12-03T04-orphan-deliveries', () => {
 
   it("settles an earlier bucket's live deliveries under a re-created name as failed, and the worker claims none of them", async () => {
     // A database as the previous release left it: the name was re-created over old pending rows.
-    const raw = openSqlite(t.db, { durability: 'full', busyTimeoutMs: 2000 });
-    const db = new Kysely<unknown>({ dialect: new SqliteDialect({ database: raw }) });
-    const migrator = new Migrator({ db, provider: migrationProvider, migrationTableName: 'hookbucket_migration', migrationLockTableName: 'hookbucket_migration_lock' });
-    const to = await migrator.migrateTo(PREVIOUS);
-    assert.equal(to.error, undefined);
-    assert.equal(to.results?.at(-1)?.migrationName, PREVIOUS);
+    const { raw, close } = await databaseAt(t.db, PREVIOUS);
     const ins = (sql: string, ...args: unknown[]) => raw.prepare(sql).run(...args);
     ins(`insert into buckets (name, destination, max_body, created_at, updated_at) values ('shop', 'http://127.0.0.1:9/new', 1024, ?, ?)`, RECREATED, RECREATED);
     ins(`insert into buckets (name, destination, max_body, created_at, updated_at) values ('other', 'http://127.0.0.1:9/', 1024, 1, 1)`);
@@ -69,7 +62,7 @@ describe('migration 2026-12-03T04-orphan-deliveries', () => {
     delivery('d-other', 'r-other', 'other', 'pending', 5);
     request('r-gone', 'gone', 10);
     delivery('d-gone', 'r-gone', 'gone', 'pending', 10);
-    await db.destroy();
+    await close();
 
     const store = await SqliteStore.open({ path: t.db, durability: 'full', busyTimeoutMs: 2000, clock: systemClock });
     await store.close();

@@ -1,11 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { Kysely, Migrator, SqliteDialect } from 'kysely';
 import { systemClock } from '../../src/shared/clock.js';
-import { migrationProvider } from '../../src/store/migrations/index.js';
-import { openSqlite } from '../../src/store/sqlite/open.js';
 import { SqliteDrainStore } from '../../src/store/sqlite/sqlite-drain.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { databaseAt } from '../helpers/database-at.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 const PREVIOUS = '2026-12-02T06-claim-order';
@@ -16,12 +14,7 @@ describe('migration 2026-12-03T00-bucket-tombstone', () => {
 
   it('turns every bucket name with rows but no bucket into a deleting tombstone, which the purge finishes', async () => {
     // A database as the previous release left it, with the orphans a failed delete left behind.
-    const raw = openSqlite(t.db, { durability: 'full', busyTimeoutMs: 2000 });
-    const db = new Kysely<unknown>({ dialect: new SqliteDialect({ database: raw }) });
-    const migrator = new Migrator({ db, provider: migrationProvider, migrationTableName: 'hookbucket_migration', migrationLockTableName: 'hookbucket_migration_lock' });
-    const to = await migrator.migrateTo(PREVIOUS);
-    assert.equal(to.error, undefined);
-    assert.equal(to.results?.at(-1)?.migrationName, PREVIOUS);
+    const { raw, close } = await databaseAt(t.db, PREVIOUS);
     const ins = (sql: string, ...args: unknown[]) => raw.prepare(sql).run(...args);
     ins(`insert into buckets (name, destination, max_body, created_at, updated_at) values ('live', 'http://127.0.0.1:9/', 1024, 1, 1)`);
     const request = (id: string, bucket: string) =>
@@ -43,7 +36,7 @@ describe('migration 2026-12-03T00-bucket-tombstone', () => {
     delivery('d-stray', 'r-gone', 'stray');
     ins(`insert into replays (id, bucket, selection, total, created_at) values ('rp', 'replayed', '{}', 0, 1)`);
     ins(`insert into rejections (bucket, reason, count, last_at) values ('refused', 'too_large', 2, 1), ('', 'unknown_bucket', 5, 1)`);
-    await db.destroy();
+    await close();
 
     const store = await SqliteStore.open({ path: t.db, durability: 'full', busyTimeoutMs: 2000, clock: systemClock });
     try {
