@@ -161,6 +161,7 @@ export class PgIngest implements IngestSink {
   }
 
   health(): StorageHealth {
+    if (this.#closed) return { ok: false, code: 'storage_error', reason: 'ingest is closed' };
     if (this.#lowDisk) {
       return { ok: false, code: 'storage_full', reason: `free disk ${this.#lowDisk.free} bytes in the spool folder is under the floor of ${this.#opts.config.minFreeDisk}` };
     }
@@ -173,7 +174,7 @@ export class PgIngest implements IngestSink {
    * the probe that notices the database is back); a full spool disk does.
    */
   accepting(): StorageHealth {
-    if (this.#lowDisk) return this.health();
+    if (this.#closed || this.#lowDisk) return this.health();
     return { ok: true };
   }
 
@@ -390,8 +391,30 @@ export class PgIngest implements IngestSink {
   async #probe(): Promise<void> {
     if (this.#probing || !this.#lastFailure?.connectionLost) return;
     this.#probing = true;
+    const waitMs = this.#opts.config.lockTimeoutMs;
+    let timer: NodeJS.Timeout | undefined;
     try {
-      await this.#pool.query('select 1');
+      const client = await this.#checkout(Date.now() + waitMs);
+      const ignore = () => undefined;
+      client.on('error', ignore);
+      // A connection into a black hole never answers: destroyed after the wait, so the probe
+      // cannot hang and stop every later probe.
+      const hung = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          client.connection.stream.destroy();
+          reject(new Error('probe not answered'));
+        }, waitMs);
+      });
+      try {
+        const answered = client.query('select 1');
+        answered.catch(() => undefined);
+        await Promise.race([answered, hung]);
+        client.off('error', ignore);
+        client.release();
+      } catch (e) {
+        client.release(e as Error);
+        throw e;
+      }
       if (this.#lastFailure?.connectionLost) {
         this.#lastFailure = undefined;
         this.#log.info('database reachable again');
@@ -399,6 +422,7 @@ export class PgIngest implements IngestSink {
     } catch {
       // still unreachable; the next tick tries again
     } finally {
+      clearTimeout(timer);
       this.#probing = false;
     }
   }

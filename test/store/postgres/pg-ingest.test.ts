@@ -288,6 +288,75 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
     assert.deepEqual(sink.health(), { ok: true });
   });
 
+  test('a row lock held past the lock timeout: store_busy, nothing stored, health stays ok', async () => {
+    const a = await bucket(`busy_${randomBytes(3).toString('hex')}`);
+    const lockTimeoutMs = 500;
+    const sink = await start({}, { lockTimeoutMs });
+    await sink.submit(request(a), { createDelivery: true });
+    // A claim in progress holds the bucket's due row (pg-ingest-batch.ts lowers it in every batch).
+    const holder = await admin.connect();
+    try {
+      await holder.query('begin');
+      await holder.query('select 1 from bucket_due where bucket = $1 for update', [a]);
+      const waiting = request(a);
+      const t0 = Date.now();
+      await assert.rejects(sink.submit(waiting, { createDelivery: true }), (e: unknown) => e instanceof AppError && e.code === 'store_busy');
+      assert.ok(Date.now() - t0 <= lockTimeoutMs + 500, `answered in ${Date.now() - t0} ms`);
+      const { rows } = await admin.query('select 1 from requests where id = $1', [waiting.id]);
+      assert.equal(rows.length, 0, 'rolled back');
+      // Busy is not broken: /healthz stays ok, as on SQLite.
+      assert.deepEqual(sink.health(), { ok: true });
+    } finally {
+      await holder.query('rollback');
+      holder.release();
+    }
+    await sink.submit(request(a), { createDelivery: true });
+  });
+
+  test('a tombstone committed while the batch waits for the bucket row refuses the batch', async () => {
+    const d = await bucket(`tomb_${randomBytes(3).toString('hex')}`);
+    const sink = await start({}, { lockTimeoutMs: 10_000 });
+    const holder = await admin.connect();
+    let release = true;
+    try {
+      await holder.query('begin');
+      await holder.query('update buckets set deleting_at = $2 where name = $1', [d, Date.now()]);
+      const req = request(d);
+      const submitted = sink.submit(req, { createDelivery: true });
+      submitted.catch(() => undefined);
+      // The batch's FOR SHARE waits behind the uncommitted tombstone.
+      await until(async () => {
+        const { rows } = await admin.query(`select 1 from pg_stat_activity where application_name = 'hookbucket-ingest' and wait_event_type = 'Lock'`);
+        return rows.length > 0;
+      }, 'the batch waiting for the bucket row');
+      await holder.query('commit');
+      release = false;
+      holder.release();
+      await assert.rejects(submitted, (e: unknown) => e instanceof AppError && e.code === 'unknown_bucket');
+      const { rows } = await admin.query('select 1 from requests where bucket = $1', [d]);
+      assert.equal(rows.length, 0);
+    } finally {
+      if (release) {
+        await holder.query('rollback');
+        holder.release();
+      }
+    }
+  });
+
+  test('free disk under the floor in the spool folder refuses new requests; a closed sink refuses too', async () => {
+    const a = await bucket(`disk_${randomBytes(3).toString('hex')}`);
+    const low = await start({}, { minFreeDisk: Number.MAX_SAFE_INTEGER });
+    const h = low.accepting();
+    assert.equal(h.ok, false);
+    assert.equal(!h.ok && h.code, 'storage_full');
+    assert.equal(low.health().ok, false);
+
+    const sink = await start();
+    await sink.close();
+    await assert.rejects(sink.submit(request(a), { createDelivery: true }), (e: unknown) => e instanceof AppError && e.code === 'storage_error');
+    assert.equal(sink.accepting().ok, false);
+  });
+
   test('backends terminated under load: every submit resolves with its row stored or rejects 503; the sink recovers', async (t) => {
     const a = await bucket(`kill_${randomBytes(3).toString('hex')}`);
     const sink = await start({ diskCheckEveryMs: 100 });
