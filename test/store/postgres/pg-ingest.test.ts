@@ -6,6 +6,10 @@ import pg from 'pg';
 import { AppError } from '../../../src/shared/errors.js';
 import { newId } from '../../../src/shared/ids.js';
 import { silentLogger } from '../../../src/shared/logger.js';
+import { createApp } from '../../../src/app.js';
+import { createHttpServer } from '../../../src/server.js';
+import { systemClock } from '../../../src/shared/clock.js';
+import { toBucket } from '../../../src/store/sqlite/bucket-row.js';
 import { PgIngest, type PgIngestOptions } from '../../../src/store/postgres/pg-ingest.js';
 import { MAX_BIND_PARAMS, planStatements } from '../../../src/store/postgres/pg-ingest-batch.js';
 import { parseNoticePayload, REQUESTS_CHANNEL } from '../../../src/store/postgres/pg-notify.js';
@@ -443,6 +447,55 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
       const { rows } = await admin.query<{ id: string }>('select id from requests where id = $1', [later.id]);
       assert.equal(rows.length, 1);
     } finally {
+      await relay.stop();
+    }
+  });
+
+  test('over HTTP: 2xx only after the commit, 503 with /healthz degraded while the server is gone, then back', async () => {
+    const a = await bucket(`http_${randomBytes(3).toString('hex')}`);
+    const u = new URL(tdb.url);
+    const relay = new Relay({ host: u.hostname, port: Number(u.port || 5432) });
+    await relay.start();
+    const via = new URL(tdb.url);
+    via.port = String(relay.port);
+    const sink = await start({ diskCheckEveryMs: 100 }, { db: via.toString(), lockTimeoutMs: 800 });
+    const app = createApp({
+      store: {
+        resolveBucket: async (name) => {
+          const { rows } = await admin.query('select * from buckets where name = $1', [name]);
+          return rows[0] === undefined ? undefined : toBucket(rows[0]);
+        },
+      },
+      sink,
+      clock: systemClock,
+      logger: silentLogger,
+      config: { trustProxy: false, maxInflightBytes: 64 * 1024 * 1024, spoolDir: spool.dir },
+    });
+    const http = createHttpServer(app, { headersTimeoutMs: 5000, requestTimeoutMs: 10_000, logger: silentLogger, countRejection: (b, r) => sink.countRejection(b, r) });
+    await new Promise<void>((r) => http.listen(0, '127.0.0.1', () => r()));
+    const base = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
+    const post = (body: string) => fetch(`${base}/b/${a}/hook`, { method: 'POST', body, headers: { 'content-type': 'text/plain' } });
+    try {
+      const ok = await post('one');
+      assert.equal(ok.status, 200);
+      const { id } = (await ok.json()) as { id: string };
+      assert.equal((await admin.query('select 1 from requests where id = $1', [id])).rows.length, 1);
+
+      await relay.stop();
+      const refused = await post('two');
+      assert.equal(refused.status, 503);
+      assert.equal(((await refused.json()) as { code: string }).code, 'storage_error');
+      assert.equal(refused.headers.get('retry-after'), '5');
+      const health = await fetch(`${base}/healthz`);
+      assert.equal(health.status, 503);
+      assert.equal(((await health.json()) as { status: string }).status, 'degraded');
+
+      await relay.start();
+      await until(async () => (await fetch(`${base}/healthz`)).status === 200, '/healthz ok again', 10_000);
+      assert.equal((await post('three')).status, 200);
+    } finally {
+      http.closeAllConnections();
+      await new Promise<void>((r) => http.close(() => r()));
       await relay.stop();
     }
   });
