@@ -325,7 +325,9 @@ export class PgIngest implements IngestSink {
     const watchdog = new Promise<never>((_, reject) => {
       const ms = Math.max(0, deadline - Date.now()) + WATCHDOG_GRACE_MS + bytes / MIN_SEND_BYTES_PER_MS;
       timer = setTimeout(() => {
-        reject(new BatchFailure('storage_error', `database did not answer within ${Math.round(ms)} ms (${at.phase}); outcome unknown`, true));
+        // Before COMMIT was sent nothing can have been stored; after it, the outcome is unknown.
+        const outcome = at.phase === 'commit' ? 'commit outcome unknown' : 'nothing committed';
+        reject(new BatchFailure('storage_error', `database did not answer within ${Math.round(ms)} ms; ${outcome}`, true));
         release(new Error('ingest batch watchdog'));
       }, ms);
     });

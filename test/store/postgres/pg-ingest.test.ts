@@ -58,6 +58,8 @@ class Relay {
   #server: Server | undefined;
   #sockets = new Set<Socket>();
   blackhole = false;
+  /** Once a client sends these bytes, that connection gets no more answers (once). */
+  muteAfter: Buffer | undefined;
   port = 0;
   constructor(readonly target: { host: string; port: number }) {}
 
@@ -72,8 +74,17 @@ class Relay {
           this.#sockets.delete(s);
         }
       };
-      inbound.on('data', (d) => void (this.blackhole || outbound.write(d)));
-      outbound.on('data', (d) => void (this.blackhole || inbound.write(d)));
+      let mute = false;
+      inbound.on('data', (d: Buffer) => {
+        if (this.blackhole) return;
+        // The statement passes; its answer and everything after it are dropped.
+        if (this.muteAfter && d.includes(this.muteAfter)) {
+          mute = true;
+          this.muteAfter = undefined;
+        }
+        outbound.write(d);
+      });
+      outbound.on('data', (d) => void (this.blackhole || mute || inbound.write(d)));
       for (const s of pair) {
         s.on('error', drop);
         s.on('close', drop);
@@ -446,6 +457,33 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
       await sink.submit(later, { createDelivery: true });
       const { rows } = await admin.query<{ id: string }>('select id from requests where id = $1', [later.id]);
       assert.equal(rows.length, 1);
+    } finally {
+      await relay.stop();
+    }
+  });
+
+  test('a COMMIT whose answer never comes is a 503, though the row may be stored (a retry can duplicate)', async () => {
+    const a = await bucket(`unk_${randomBytes(3).toString('hex')}`);
+    const u = new URL(tdb.url);
+    const relay = new Relay({ host: u.hostname, port: Number(u.port || 5432) });
+    await relay.start();
+    try {
+      const via = new URL(tdb.url);
+      via.port = String(relay.port);
+      const lockTimeoutMs = 500;
+      const sink = await start({ diskCheckEveryMs: 100 }, { db: via.toString(), lockTimeoutMs });
+      await sink.submit(request(a), { createDelivery: true });
+      // The simple-query message of COMMIT ('Q', length, "commit\0") reaches the server; its answer does not.
+      relay.muteAfter = Buffer.from('commit\0');
+      const req = request(a, 'unknown outcome');
+      const t0 = Date.now();
+      await assert.rejects(sink.submit(req, { createDelivery: true }), (e: unknown) => e instanceof AppError && e.code === 'storage_error');
+      assert.ok(Date.now() - t0 <= lockTimeoutMs + 1000 + 1000, `answered in ${Date.now() - t0} ms`);
+      // The server committed it: a sender retrying after that 503 stores the request a second time.
+      await until(async () => (await admin.query('select 1 from requests where id = $1', [req.id])).rows.length === 1, 'the committed row');
+      assert.equal(sink.health().ok, false);
+      await until(() => sink.health().ok, 'health ok again', 10_000);
+      await sink.submit(request(a), { createDelivery: true });
     } finally {
       await relay.stop();
     }
