@@ -113,6 +113,7 @@ export class PgIngest implements IngestSink {
   #flushScheduled = false;
   #diskTimer: NodeJS.Timeout | undefined;
   #rejectionTimer: NodeJS.Timeout | undefined;
+  #expiryTimer: NodeJS.Timeout | undefined;
   #lowDisk: { free: number } | undefined;
   #lastFailure: { code: string; message: string; connectionLost: boolean } | undefined;
   #probing = false;
@@ -209,6 +210,7 @@ export class PgIngest implements IngestSink {
       this.#flush(true);
       await this.#idle();
     }
+    clearTimeout(this.#expiryTimer);
     if (this.#ownPool) await this.#pool.end();
   }
 
@@ -223,7 +225,10 @@ export class PgIngest implements IngestSink {
 
   /** Starts a transaction for what is queued if a slot is free; `withLoneRejections`: even with no request queued. */
   #flush(withLoneRejections: boolean): void {
-    if (this.#inflight >= this.#maxBatches) return;
+    if (this.#inflight >= this.#maxBatches) {
+      this.#armExpiry();
+      return;
+    }
     if (this.#outbox.length === 0 && (!withLoneRejections || this.#rejections.size === 0)) return;
     const items = this.#outbox;
     const rejections = [...this.#rejections.values()];
@@ -235,6 +240,30 @@ export class PgIngest implements IngestSink {
       if (this.#outbox.length > 0) this.#schedule();
       else if (this.#inflight === 0) for (const f of this.#idleWaiters.splice(0)) f();
     });
+  }
+
+  /**
+   * While every slot is busy (a slow or unreachable database), queued requests are answered 503 at
+   * their own deadline rather than when a slot frees, which can be a watchdog period later.
+   */
+  #armExpiry(): void {
+    if (this.#expiryTimer !== undefined || this.#outbox.length === 0) return;
+    // The outbox is in arrival order, so its first item has the earliest deadline.
+    this.#expiryTimer = setTimeout(() => {
+      this.#expiryTimer = undefined;
+      const now = Date.now();
+      const expired = this.#outbox.filter((i) => i.deadline <= now);
+      if (expired.length > 0) {
+        this.#outbox = this.#outbox.filter((i) => i.deadline > now);
+        const code = this.#lastFailure?.connectionLost ? 'storage_error' : 'store_busy';
+        this.#fail(
+          expired.map((i) => i.seq),
+          new BatchFailure(code, 'no transaction slot within the lock timeout', false),
+        );
+        if (this.#outbox.length === 0 && this.#inflight === 0) for (const f of this.#idleWaiters.splice(0)) f();
+      }
+      this.#armExpiry();
+    }, Math.max(0, this.#outbox[0]!.deadline - Date.now()));
   }
 
   #idle(): Promise<void> {

@@ -489,6 +489,34 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
     }
   });
 
+  test('requests queued behind a hung transaction are answered 503 at their own deadline', async () => {
+    const a = await bucket(`queue_${randomBytes(3).toString('hex')}`);
+    const u = new URL(tdb.url);
+    const relay = new Relay({ host: u.hostname, port: Number(u.port || 5432) });
+    await relay.start();
+    try {
+      const via = new URL(tdb.url);
+      via.port = String(relay.port);
+      const lockTimeoutMs = 600;
+      const sink = await start({ maxBatches: 1, diskCheckEveryMs: 100 }, { db: via.toString(), lockTimeoutMs });
+      await sink.submit(request(a), { createDelivery: true });
+      relay.blackhole = true;
+      const first = sink.submit(request(a), { createDelivery: true });
+      first.catch(() => undefined);
+      await new Promise((r) => setTimeout(r, 100));
+      const t0 = Date.now();
+      // The one slot is held by the hung batch until its watchdog (lock timeout + 1 s); this one waits in the queue.
+      await assert.rejects(sink.submit(request(a), { createDelivery: true }), (e: unknown) => e instanceof AppError && STORAGE_CODES.has(e.code));
+      assert.ok(Date.now() - t0 <= lockTimeoutMs + 300, `answered in ${Date.now() - t0} ms`);
+      await assert.rejects(first, (e: unknown) => e instanceof AppError && e.code === 'storage_error');
+      relay.blackhole = false;
+      await until(() => sink.health().ok, 'health ok again', 10_000);
+      await sink.submit(request(a), { createDelivery: true });
+    } finally {
+      await relay.stop();
+    }
+  });
+
   test('over HTTP: 2xx only after the commit, 503 with /healthz degraded while the server is gone, then back', async () => {
     const a = await bucket(`http_${randomBytes(3).toString('hex')}`);
     const u = new URL(tdb.url);
