@@ -303,6 +303,28 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
     assert.deepEqual(sink.health(), { ok: true });
   });
 
+  test('durability full commits with synchronous_commit on, normal with it off', async () => {
+    const a = await bucket(`sync_${randomBytes(3).toString('hex')}`);
+    // A statement trigger records the setting the sink's transaction runs with (test database only).
+    await admin.query(`create table if not exists sync_seen (n serial, bucket text, setting text)`);
+    await admin.query(`create or replace function record_sync() returns trigger language plpgsql as $$
+      begin insert into sync_seen (bucket, setting) select distinct bucket, current_setting('synchronous_commit') from new_rows; return null; end $$`);
+    await admin.query(`create or replace trigger requests_sync after insert on requests referencing new table as new_rows
+      for each statement execute function record_sync()`);
+    try {
+      const full = await start();
+      await full.submit(request(a), { createDelivery: false });
+      await full.close();
+      const normal = await start({}, { durability: 'normal' });
+      await normal.submit(request(a), { createDelivery: false });
+      await normal.close();
+      const { rows } = await admin.query<{ setting: string }>('select setting from sync_seen where bucket = $1 order by n', [a]);
+      assert.deepEqual(rows.map((r) => r.setting), ['on', 'off']);
+    } finally {
+      await admin.query('drop trigger requests_sync on requests');
+    }
+  });
+
   test('a row lock held past the lock timeout: store_busy, nothing stored, health stays ok', async () => {
     const a = await bucket(`busy_${randomBytes(3).toString('hex')}`);
     const lockTimeoutMs = 500;
