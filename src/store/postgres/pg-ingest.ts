@@ -93,10 +93,12 @@ class BatchFailure extends Error {
  * buffered rejection counts, and one NOTIFY. Each `submit()` resolves after its COMMIT succeeded,
  * and rejects with a storage code (the ingest route answers 503) when it did not or may not have.
  *
- * Duplicates: when the connection drops during COMMIT, or the watchdog gives a batch up, the
- * server may have committed it anyway; its requests are answered 503 all the same (never a 2xx for
- * a commit not seen), so a sender that retries after that 503 can store the request twice, under
- * two ids. Senders that need exactly-once must de-duplicate on their own delivery id header.
+ * Duplicates: when the connection drops after COMMIT was sent (or the watchdog gives up such a
+ * batch), the server may have committed it anyway; its requests are answered 503 all the same
+ * (never a 2xx for a commit not seen), so a sender that retries after that 503 can have the request
+ * stored twice, under two ids, and delivered twice. A consumer that needs exactly-once
+ * de-duplicates on the sender's own delivery id header (X-GitHub-Delivery, webhook-id, …), which
+ * both copies carry byte for byte.
  */
 export class PgIngest implements IngestSink {
   readonly #opts: PgIngestOptions;
