@@ -14,11 +14,11 @@ export interface PgIngestOptions {
    * `spoolDir` (`--spool-dir`): the folder large chunked bodies spool to, the one --min-free-disk
    * watches here, since PostgreSQL's own disk is not ours to measure.
    */
-  config: Pick<Config, 'db' | 'durability' | 'lockTimeoutMs' | 'minFreeDisk'> & { spoolDir: string };
+  config: Pick<Config, 'db' | 'durability' | 'lockTimeoutMs' | 'minFreeDisk'> & { spoolDir: string; dbPool?: number };
   logger: Logger;
   /** Write through this pool (close() leaves it open); without it the sink makes its own. */
   pool?: pg.Pool;
-  /** Transactions in flight at most (and the own pool's size). */
+  /** Transactions in flight at most (and the own pool's size); default 4, or --db-pool if smaller. */
   maxBatches?: number;
   /** How often free disk space is measured (statfs), and an unreachable database probed. */
   diskCheckEveryMs?: number;
@@ -125,7 +125,7 @@ export class PgIngest implements IngestSink {
   private constructor(opts: PgIngestOptions) {
     this.#opts = opts;
     this.#log = opts.logger;
-    this.#maxBatches = opts.maxBatches ?? DEFAULT_MAX_BATCHES;
+    this.#maxBatches = opts.maxBatches ?? Math.min(DEFAULT_MAX_BATCHES, opts.config.dbPool ?? DEFAULT_MAX_BATCHES);
     this.#limits = { maxStatementBytes: opts.limits?.maxStatementBytes ?? MAX_STATEMENT_BYTES, maxParams: opts.limits?.maxParams ?? MAX_BIND_PARAMS };
     this.#ownPool = opts.pool === undefined;
     this.#pool =
