@@ -363,7 +363,7 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
       submitted.catch(() => undefined);
       // The batch's FOR SHARE waits behind the uncommitted tombstone.
       await until(async () => {
-        const { rows } = await admin.query(`select 1 from pg_stat_activity where application_name = 'hookbucket-ingest' and wait_event_type = 'Lock'`);
+        const { rows } = await admin.query(`select 1 from pg_stat_activity where datname = current_database() and application_name = 'hookbucket-ingest' and wait_event_type = 'Lock'`);
         return rows.length > 0;
       }, 'the batch waiting for the bucket row');
       await holder.query('commit');
