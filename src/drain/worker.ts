@@ -29,13 +29,13 @@ import {
   type DrainStore,
   type WorkerHolder,
 } from '../store/store.js';
-import type { Outcome } from './classify.js';
+import type { Outcome } from '../policy/classify.js';
 import { Aborter, forward, forwardHeaders, type ForwardResult } from './forward.js';
-import { decideAttempt, RETRY_AFTER_STATUSES } from './outcome.js';
-import { DEFAULT_SCHEDULE } from './schedule.js';
-import { pacerConfigOf, type ClaimVerdict } from './admission.js';
-import { block, newPacer, type DeferReason, type PacerState } from './pacer.js';
-import { takeToken, type TokenBucketState } from './token-bucket.js';
+import { decideAttempt, RETRY_AFTER_STATUSES } from '../policy/outcome.js';
+import { DEFAULT_SCHEDULE } from '../policy/schedule.js';
+import { pacerConfigOf, type ClaimVerdict } from '../policy/admission.js';
+import { block, newPacer, type DeferReason, type PacerState } from '../policy/pacer.js';
+import { takeToken, type TokenBucketState } from '../policy/token-bucket.js';
 import { MAX_BUCKETS_PER_PASS, passOrder } from '../policy/pass-order.js';
 
 export const DEFAULT_LEASE_MS = 60_000; // 60s: longer than any bucket's attempt timeout (default 10s)

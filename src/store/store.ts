@@ -1,11 +1,13 @@
-import type { RetryOn } from '../drain/classify.js';
-import type { RetryBudgetConfig } from '../drain/retry-budget.js';
-import type { ClaimVerdict } from '../drain/admission.js';
-import type { PacerState } from '../drain/pacer.js';
-import type { Schedule } from '../drain/schedule.js';
-import type { Rate, TokenBucketState } from '../drain/token-bucket.js';
+import type { RetryOn } from '../policy/classify.js';
+import type { RetryBudgetConfig } from '../policy/retry-budget.js';
+import type { ClaimCandidate, ClaimDecision, ClaimVerdict, LeaseExpiry } from '../policy/admission.js';
+import type { PacerState } from '../policy/pacer.js';
+import type { Schedule } from '../policy/schedule.js';
+import type { Rate, TokenBucketState } from '../policy/token-bucket.js';
 import type { AttemptOutcome, DeliveryState } from './schema.js';
 import { AppError } from '../shared/errors.js';
+
+export type { ClaimCandidate, ClaimDecision, LeaseExpiry };
 
 /**
  * The storage contract. Callers (ingest, CLI, later the drain worker) depend on this interface
@@ -322,27 +324,6 @@ export interface IngestSink {
   close(): Promise<void>;
 }
 
-/** A due delivery the claim query is about to take, for the worker's rate, budget and Retry-After decision. */
-export interface ClaimCandidate {
-  deliveryId: string;
-  requestId: string;
-  /** Attempts made so far (0: this would be the first). */
-  attempts: number;
-  state: 'pending' | 'retrying';
-  trigger: 'initial' | 'replay';
-  replayId: string | null;
-  nextAttemptAt: number;
-}
-
-export type ClaimDecision =
-  | { kind: 'claim' }
-  /** Held back (rate, budget, bucket-wide Retry-After): not an attempt, counted on the delivery with the reason. */
-  | { kind: 'defer'; reason: string }
-  /** Leave it for a later pass, untouched. */
-  | { kind: 'skip' }
-  /** Stop walking this bucket's due deliveries for this pass. */
-  | { kind: 'stop' };
-
 /** The worker's pacer state for one bucket's claim (plain data, so it can cross to a store thread). */
 export interface ClaimPolicyState {
   pacer: PacerState;
@@ -402,9 +383,6 @@ export interface AttemptResult {
   nextWhy: string | null;
 }
 
-/** What happens to a delivery whose worker died mid-attempt (its lease expired). */
-export type LeaseExpiry = { kind: 'retry'; atMs: number } | { kind: 'exhausted' };
-
 export interface ExpiredDelivery {
   deliveryId: string;
   bucket: string;
@@ -434,7 +412,7 @@ export interface DrainStore {
   bucketsVersion(): number;
   /**
    * In one transaction: record `complete` first, then walk the bucket's due deliveries in due order
-   * (at most `limit`), decide about each with the pure admission policy (drain/admission.ts) from
+   * (at most `limit`), decide about each with the pure admission policy (policy/admission.ts) from
    * the pacer state given and the replays' own rates, and claim (state delivering, lease, attempt
    * row started) or defer them. The verdict carries the pacer state to keep once this committed.
    */
@@ -453,7 +431,7 @@ export interface DrainStore {
   complete(results: AttemptResult[]): Promise<void>;
   /**
    * Closes attempts whose lease expired (`lease_expired`, counted); each delivery is due again at
-   * once, or exhausted when that was its bucket's last attempt (drain/admission.ts afterLeaseExpiry).
+   * once, or exhausted when that was its bucket's last attempt (policy/admission.ts afterLeaseExpiry).
    */
   recoverExpired(nowMs: number, buckets: readonly Bucket[]): Promise<ExpiredDelivery[]>;
   /**

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { newPacer } from '../../src/drain/pacer.js';
+import { newPacer } from '../../src/policy/pacer.js';
 import { RetentionLoop } from '../../src/retention/retention-loop.js';
 import { newId } from '../../src/shared/ids.js';
 import { silentLogger } from '../../src/shared/logger.js';

@@ -1,8 +1,8 @@
 import type { Selectable } from 'kysely';
-import { DEFAULT_RETRY_ON, formatRetryOn, parseRetryOn } from '../../drain/classify.js';
-import { DEFAULT_RETRY_BUDGET } from '../../drain/retry-budget.js';
-import { DEFAULT_SCHEDULE, type Jitter, type Schedule } from '../../drain/schedule.js';
-import { DEFAULT_BURST } from '../../drain/token-bucket.js';
+import { DEFAULT_RETRY_ON, formatRetryOn, parseRetryOn } from '../../policy/classify.js';
+import { DEFAULT_RETRY_BUDGET } from '../../policy/retry-budget.js';
+import { DEFAULT_SCHEDULE, type Jitter, type Schedule } from '../../policy/schedule.js';
+import { DEFAULT_BURST } from '../../policy/token-bucket.js';
 import type { BucketsTable } from '../schema.js';
 import { DEFAULT_PRUNE_STATES, parsePruneStates } from '../../retention/rules.js';
 import type { Bucket, DrainSettings, PrunableState } from '../store.js';

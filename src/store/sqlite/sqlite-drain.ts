@@ -13,11 +13,11 @@
  */
 import { Worker } from 'node:worker_threads';
 import type { Statement } from 'better-sqlite3';
-import type { Rate } from '../../drain/token-bucket.js';
+import type { Rate } from '../../policy/token-bucket.js';
 import { newId } from '../../shared/ids.js';
 import type { BucketsTable } from '../schema.js';
-import { afterLeaseExpiry, createClaimDecider, pacerConfigOf } from '../../drain/admission.js';
-import { forwardTarget } from '../../drain/forward.js';
+import { afterLeaseExpiry, createClaimDecider, pacerConfigOf } from '../../policy/admission.js';
+import { forwardTarget } from '../../policy/forward-target.js';
 import {
   pausedMsAt,
   type AttemptResult,
