@@ -11,7 +11,7 @@ import { DEFAULT_RETRY_BUDGET, type RetryBudgetConfig } from '../policy/retry-bu
 import { DEFAULT_SCHEDULE, JITTERS, MAX_ATTEMPTS, scheduleProblem, type Jitter, type Schedule } from '../policy/schedule.js';
 import { DEFAULT_BURST, parseRate, type Rate, type TokenBucketConfig } from '../policy/token-bucket.js';
 import { AppError } from '../shared/errors.js';
-import { DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT_MS } from '../store/sqlite/bucket-row.js';
+import { DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT_MS } from '../store/bucket-defaults.js';
 import type { DrainSettings } from '../store/store.js';
 import { forwardHeaderArg, integerArg } from './parsers.js';
 

@@ -1,6 +1,6 @@
 import { Command, CommanderError } from 'commander';
 import { ExitCode, ExitWith, isAppError } from '../shared/errors.js';
-import { storageErrorCode } from '../store/sqlite/open.js';
+import { storageErrorCode } from '../store/storage-error.js';
 import { makeBucketCommand } from './commands/bucket.js';
 import { makeHealthCommand } from './commands/health.js';
 import { makePruneCommand } from './commands/prune.js';

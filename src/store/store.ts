@@ -220,6 +220,39 @@ export interface Store {
   activeWorker(nowMs: number): Promise<WorkerHolder | undefined>;
   /** Requests stored and attempts finished since the cursor, for `requests tail`. */
   tail(bucket: string, cursor: TailCursor): Promise<{ events: TailEvent[]; cursor: TailCursor }>;
+  /**
+   * A writer for `requests import`: stores requests as new, as an acknowledged ingest would (fully
+   * durable), in short transactions on a connection of its own. Close it when done.
+   */
+  openImporter(): Promise<RequestImporter>;
+  close(): Promise<void>;
+}
+
+/** A request read from an export file, to be stored as new. */
+export interface ImportItem {
+  method: string;
+  path: string;
+  query: string | null;
+  rawHeaders: string[];
+  body: Buffer;
+  /** Chunked trailers, flat [name, value, …]; absent or empty: none. */
+  rawTrailers?: string[];
+}
+
+/** The bucket `requests import` checked: its name and creation time, which tells it from a later bucket of the same name. */
+export interface ImportTarget {
+  name: string;
+  createdAt: number;
+}
+
+export interface RequestImporter {
+  /**
+   * Stores the items as new requests (new ids, received now) in one transaction; returns their ids
+   * in order. Refused, storing nothing of the batch, unless the bucket is still the one checked
+   * (same name and created_at, checked inside the batch's transaction): `bucket_deleting` while a
+   * tombstone stands, `not_found` once it is gone or created anew.
+   */
+  write(bucket: ImportTarget, items: readonly ImportItem[], options: { createDelivery: boolean }): Promise<string[]>;
   close(): Promise<void>;
 }
 

@@ -29,7 +29,7 @@ import {
   type ExpiredDelivery,
   type WorkerLeaseResult,
 } from '../store.js';
-import { toBucket } from './bucket-row.js';
+import { toBucket } from '../bucket-row.js';
 import { createBucketDue, lowerDueForDeliveryStatement, lowerDueStatement, type BucketDue } from './bucket-due.js';
 import { openSqlite, type SqliteDb } from './open.js';
 import { migrate } from './sqlite-store.js';
