@@ -2,7 +2,7 @@ import { isUtf8 } from 'node:buffer';
 import { stat } from 'node:fs/promises';
 import { Command } from 'commander';
 import { formatSize } from '../../config/units.js';
-import { spoolDirFor, spoolErrorCode } from '../../ingest/spool.js';
+import { spoolErrorCode } from '../../ingest/spool.js';
 import { AppError } from '../../shared/errors.js';
 import { deletingError, type ImportItem } from '../../store/store.js';
 import { ImportCopy } from '../../transfer/import-copy.js';
@@ -46,7 +46,7 @@ async function firstLine(copy: ImportCopy): Promise<string | undefined> {
   return undefined;
 }
 
-/** The private copy of the source, or the error to show: storage trouble beside the database, or the source unreadable. */
+/** The private copy of the source in the spool folder, or the error to show: storage trouble there, or the source unreadable. */
 async function copyOf(file: string, dir: string): Promise<ImportCopy> {
   try {
     return await ImportCopy.from(file, dir);
@@ -101,7 +101,7 @@ Examples:
           throw new AppError('usage', `--deliver: bucket ${bucket} has no destination (bucket update ${bucket} --destination <url> first)`);
         }
         // The source is read once, here; everything below reads the copy.
-        const copy = await copyOf(file, spoolDirFor(config.db));
+        const copy = await copyOf(file, config.spoolDir);
         try {
           const first = await firstLine(copy);
           if (first === undefined) throw new AppError('usage', `${file} is empty`);
