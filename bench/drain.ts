@@ -700,8 +700,8 @@ function preclaimedStore(inner: DrainStore, n: number): DrainStore {
   });
 }
 
-/** Called by the sleeping worker every 100 ms, or on shutdown: not part of a pass. */
-const UNTIMED = new Set(['changeCounter', 'close', 'releaseWorkerLease']);
+/** The change feed (read at the start of every pass and by each refill, cheap), the sleeping worker's subscription, and shutdown: not timed. */
+const UNTIMED = new Set(['takeChanges', 'onChange', 'close', 'releaseWorkerLease']);
 
 /** Every attempt's start time in the bucket, sorted (epoch ms). */
 async function attemptStarts(db: string, bucket: string): Promise<number[]> {

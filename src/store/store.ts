@@ -433,16 +433,16 @@ export interface WorkerHolder {
 
 export type WorkerLeaseResult = { ok: true } | { ok: false; current: WorkerHolder };
 
-/** The drain worker's view of the store: claim, record, recover, and the single-worker lease. */
+/** What the change feed reports since its last call (DrainStore.takeChanges). */
+export interface StoreChanges {
+  changed: boolean;
+  bucketsChanged: boolean;
+}
+
+/** The drain worker's view of the store: claim, record, recover, the single-worker lease, and the change feed. */
 export interface DrainStore {
   /** Buckets as they are now (settings changed from the CLI apply from the next claim). */
   listBuckets(): Promise<Bucket[]>;
-  /**
-   * Changes whenever a bucket is created, changed, paused, resumed or deleted (cheap to read). The
-   * worker reads it only after changeCounter() moved, so bucket writes must come from another
-   * connection than this store's (the CLI's, serve's SqliteStore), never through the drain store.
-   */
-  bucketsVersion(): number;
   /**
    * In one transaction: record `complete` first, then walk the bucket's due deliveries in due order
    * (at most `limit`), decide about each with the pure admission policy (policy/admission.ts) from
@@ -480,10 +480,24 @@ export interface DrainStore {
   acquireWorkerLease(holder: string, info: string, nowMs: number, ttlMs: number): Promise<WorkerLeaseResult>;
   releaseWorkerLease(holder: string): Promise<void>;
   /**
-   * A cheap counter that changes when another connection commits (new requests, bucket changes);
-   * this store's own commits do not move it.
+   * The change feed, part 1: what other connections committed since the last call (the first call
+   * reports both as changed). `changed`: anything at all (new requests, a replay, bucket writes);
+   * `bucketsChanged`: a bucket was created, changed, paused, resumed or deleted, so the worker
+   * re-reads listBuckets(). This store's own commits are not reported, so bucket writes must come
+   * from another connection (the CLI's, serve's Store), never through the drain store. Cheap enough
+   * to call at the start of every pass and whenever a finished attempt frees a slot. SQLite reads
+   * PRAGMA data_version and the bucket epoch row (src/store/sqlite/); PostgreSQL reports the
+   * LISTEN/NOTIFY notices received since the last call.
    */
-  changeCounter(): number;
+  takeChanges(): Promise<StoreChanges>;
+  /**
+   * The change feed, part 2: calls `listener` (with no arguments, possibly more than once per
+   * commit) when another connection commits, while subscribed; the worker uses it to end a sleep
+   * early. Returns the unsubscribe function. Independent of takeChanges(): a notice does not
+   * consume the changes takeChanges() will report. SQLite polls data_version every 100 ms while at
+   * least one listener is subscribed; PostgreSQL listens for NOTIFY.
+   */
+  onChange(listener: () => void): () => void;
   close(): Promise<void>;
 }
 
