@@ -11,9 +11,6 @@ import { redactDbUrl } from '../policy/redact.js';
 import type { Clock } from '../shared/clock.js';
 import { AppError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
-import { SqliteDrainStore } from './sqlite/sqlite-drain.js';
-import { SqliteIngest } from './sqlite/sqlite-ingest.js';
-import { SqliteStore } from './sqlite/sqlite-store.js';
 import type { DrainStore, IngestSink, Store } from './store.js';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -49,9 +46,19 @@ export function openStore(config: Config, deps: { clock: Clock }): StoreOpeners 
   return {
     dialect: 'sqlite',
     location,
-    store: (options = {}) =>
-      SqliteStore.open({ path: config.db, durability: config.durability, busyTimeoutMs: options.lockWaitMs ?? config.lockTimeoutMs, clock: deps.clock }),
-    drainStore: (options = {}) => SqliteDrainStore.open({ path: config.db, checkpoints: options.checkpoints ?? true }),
-    ingestSink: (options) => SqliteIngest.start({ config, logger: options.logger, ...(options.onCommitted ? { onCommitted: options.onCommitted } : {}) }),
+    // Each part's module is loaded when it is opened: a CLI command loads neither the drain store
+    // nor the ingest writer (a process start per command, so module loading counts).
+    store: async (options = {}) => {
+      const { SqliteStore } = await import('./sqlite/sqlite-store.js');
+      return SqliteStore.open({ path: config.db, durability: config.durability, busyTimeoutMs: options.lockWaitMs ?? config.lockTimeoutMs, clock: deps.clock });
+    },
+    drainStore: async (options = {}) => {
+      const { SqliteDrainStore } = await import('./sqlite/sqlite-drain.js');
+      return SqliteDrainStore.open({ path: config.db, checkpoints: options.checkpoints ?? true });
+    },
+    ingestSink: async (options) => {
+      const { SqliteIngest } = await import('./sqlite/sqlite-ingest.js');
+      return SqliteIngest.start({ config, logger: options.logger, ...(options.onCommitted ? { onCommitted: options.onCommitted } : {}) });
+    },
   };
 }
