@@ -6,7 +6,8 @@ import { AppError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { CapturedRequest, IngestSink, StorageHealth } from '../store.js';
 import { MAX_BIND_PARAMS, MAX_STATEMENT_BYTES, writeIngestBatch, type BatchLimits, type BatchOutcome, type PgIngestRow, type PgRejectionCount } from './pg-ingest-batch.js';
-import { createPgPool, pgStorageErrorCode } from './pg-pool.js';
+import { pgStorageErrorCode } from './pg-error.js';
+import { createPgPool } from './pg-pool.js';
 
 export interface PgIngestOptions {
   /**
@@ -14,7 +15,7 @@ export interface PgIngestOptions {
    * `spoolDir` (`--spool-dir`): the folder large chunked bodies spool to, the one --min-free-disk
    * watches here, since PostgreSQL's own disk is not ours to measure.
    */
-  config: Pick<Config, 'db' | 'durability' | 'lockTimeoutMs' | 'minFreeDisk'> & { spoolDir: string; dbPool?: number };
+  config: Pick<Config, 'db' | 'durability' | 'lockTimeoutMs' | 'minFreeDisk' | 'spoolDir'> & Partial<Pick<Config, 'dbPool'>>;
   logger: Logger;
   /** Write through this pool (close() leaves it open); without it the sink makes its own. */
   pool?: pg.Pool;

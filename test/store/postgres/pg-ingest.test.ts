@@ -9,7 +9,7 @@ import { silentLogger } from '../../../src/shared/logger.js';
 import { createApp } from '../../../src/app.js';
 import { createHttpServer } from '../../../src/server.js';
 import { systemClock } from '../../../src/shared/clock.js';
-import { toBucket } from '../../../src/store/sqlite/bucket-row.js';
+import { toBucket } from '../../../src/store/bucket-row.js';
 import { PgIngest, type PgIngestOptions } from '../../../src/store/postgres/pg-ingest.js';
 import { MAX_BIND_PARAMS, planStatements } from '../../../src/store/postgres/pg-ingest-batch.js';
 import { parseNoticePayload, REQUESTS_CHANNEL } from '../../../src/store/postgres/pg-notify.js';
