@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { Kysely, Migrator, SqliteDialect } from 'kysely';
-import { migrationProvider } from '../../src/store/migrations/index.js';
+import { migrationProvider } from '../../src/store/migrations/sqlite/index.js';
 import { openSqlite, type SqliteDb } from '../../src/store/sqlite/open.js';
 
 /**

@@ -2,7 +2,7 @@ import { Kysely, Migrator, SqliteDialect, sql, type RawBuilder, type Selectable 
 import type { Durability } from '../../config/config.js';
 import { AppError } from '../../shared/errors.js';
 import type { Clock } from '../../shared/clock.js';
-import { migrationProvider } from '../migrations/index.js';
+import { migrationProvider } from '../migrations/sqlite/index.js';
 import type { BucketsTable, Database } from '../schema.js';
 import type {
   DeliveryHistory,
