@@ -1,5 +1,5 @@
 import { copyFileSync } from 'node:fs';
-import type { Config } from '../../../src/config/config.js';
+import { loadConfig, type Config } from '../../../src/config/config.js';
 import type { Clock } from '../../../src/shared/clock.js';
 import { silentLogger } from '../../../src/shared/logger.js';
 import { SqliteDrainStore } from '../../../src/store/sqlite/sqlite-drain.js';
@@ -39,24 +39,12 @@ export interface Dialect {
   tearDown?(): Promise<void>;
 }
 
-/** Settings the stores read: small waits, no disk floor (tests run on whatever /tmp has). */
+/**
+ * Settings the stores read, through the same loader as the CLI (settings added later get their
+ * defaults): short waits, durability normal (a test needs no fsync per commit), no disk floor.
+ */
 function testConfig(db: string): Config {
-  return {
-    db,
-    port: 0,
-    host: '127.0.0.1',
-    durability: 'normal',
-    trustProxy: false,
-    maxInflightBytes: 64 * 1024 * 1024,
-    minFreeDisk: 0,
-    lockTimeoutMs: 5000,
-    headersTimeoutMs: 10_000,
-    requestTimeoutMs: 60_000,
-    logLevel: 'silent',
-    worker: false,
-    leaseMs: 60_000,
-    shutdownGraceMs: 1000,
-  };
+  return loadConfig({}, {}, { db, port: 0, host: '127.0.0.1', durability: 'normal', minFreeDisk: '0', lockTimeoutMs: '5s', logLevel: 'silent', worker: false });
 }
 
 /** Closes every part, even when one fails, and reports the first failure. */
@@ -120,19 +108,54 @@ const sqlite: Dialect = {
   },
 };
 
+/** What src/store/open-store.ts gives (it arrives with the seam; this file must compile before it does). */
+interface StoreOpeners {
+  store(): Promise<Store>;
+  drainStore(options?: { checkpoints?: boolean }): Promise<DrainStore>;
+  ingestSink(options: { logger: typeof silentLogger }): Promise<IngestSink>;
+}
+
 /**
- * THE ONE PLACE TO FILL IN once src/store/open-store.ts exists: open the store set on a PostgreSQL
- * database URL, e.g.
- *
- *   const set = await openStore({ ...testConfig(url), db: url }, { clock, logger: silentLogger });
- *   return { store: set.store, drain: set.drain, sink: set.sink, another: () => openStore(…same…).store, close: … };
- *
- * Until then the PostgreSQL half fails loudly when HOOKBUCKET_TEST_PG is set (it is skipped when not).
+ * THE ONE PLACE TO ADJUST for the PostgreSQL half: opens the store set on a database URL through
+ * openStore(), imported at run time so that this file builds before src/store/open-store.ts exists.
+ * Until openStore() opens PostgreSQL, the PostgreSQL half fails here with that reason (it runs only
+ * when HOOKBUCKET_TEST_PG is set).
  */
-async function openPostgresSet(url: string, deps: { clock: Clock; config: Config }): Promise<Omit<StoreSet, 'close'> & { close(): Promise<void> }> {
-  void url;
-  void deps;
-  throw new Error('the PostgreSQL store does not exist yet: fill in openPostgresSet() in test/store/contract/dialects.ts with openStore()');
+async function openPostgresSet(url: string, deps: { clock: Clock; config: Config }): Promise<StoreSet> {
+  const modulePath = '../../../src/store/open-store.js';
+  let openStore: ((config: Config, deps: { clock: Clock }) => StoreOpeners) | undefined;
+  try {
+    ({ openStore } = (await import(modulePath)) as { openStore?: typeof openStore });
+  } catch (e) {
+    throw new Error(`src/store/open-store.ts is not in this build yet (${(e as Error).message})`, { cause: e });
+  }
+  if (!openStore) throw new Error('src/store/open-store.ts exports no openStore()');
+  const openers = openStore({ ...deps.config, db: url }, { clock: deps.clock });
+  const opened: Array<{ close(): Promise<void> }> = [];
+  const track = async <T extends { close(): Promise<void> }>(p: Promise<T>): Promise<T> => {
+    const part = await p;
+    opened.push(part);
+    return part;
+  };
+  try {
+    const store = await track(openers.store());
+    const drain = await track(openers.drainStore({ checkpoints: false }));
+    const sink = await openers.ingestSink({ logger: silentLogger });
+    return {
+      store,
+      drain,
+      sink,
+      another: () => track(openers.store()),
+      async close() {
+        // The sink first: it flushes what it holds.
+        await sink.close();
+        await closeAll(opened.map((part) => () => part.close()));
+      },
+    };
+  } catch (e) {
+    await closeAll(opened.map((part) => () => part.close())).catch(() => undefined);
+    throw e;
+  }
 }
 
 function postgres(server: string): Dialect {
