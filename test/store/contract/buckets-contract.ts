@@ -110,6 +110,7 @@ export function bucketsContract(ctx: Ctx): void {
       assert.equal(u.destination, DEST);
       assert.deepEqual([u.drain.concurrency, u.drain.rate], [2, { count: 5, perMs: 1000 }]);
       assert.deepEqual([u.createdAt, u.updatedAt], [T0, T0 + 1000]);
+      assert.deepEqual(await drainBucket(ctx.set, 'b'), u, 'the drain store reads the change at once');
       const cleared = await store.updateBucket('b', { destination: null, drain: { rate: null }, retainMs: 60_000 });
       assert.deepEqual([cleared.destination, cleared.drain.rate, cleared.retainMs, cleared.ackStatus], [null, null, 60_000, 204]);
       await assert.rejects(store.updateBucket('missing', { ackStatus: 201 }), { code: 'not_found' });
@@ -255,18 +256,22 @@ export function bucketsContract(ctx: Ctx): void {
         other.updateBucket('big', { ackStatus: 204 }),
         other.pauseBucket('big'),
         other.resumeBucket('big'),
+        other.statsSamples({ sinceMs: T0, untilMs: T0 + 10_000 }),
+        other.statsSamples({ sinceMs: T0, untilMs: T0 + 10_000, bucket: 'big' }),
         other.createReplay({ id: newId(), bucket: 'big', requestIds: ids.slice(-3), selection: {}, destination: null, rate: null, nowMs: T0 + 10_000 }),
       ]);
       const stillDeleting = (await other.getBucket('big'))?.deletingAt != null;
       assert.ok(stillDeleting, 'every check ran while the tombstone stood (more rows would widen the window)');
-      const [resolved, submitted, claimed, drainList, list, ...refused] = checks;
+      const [resolved, submitted, claimed, drainList, list, create, update, pause, resume, allStats, namedStats, replayed] = checks;
       assert.deepEqual(resolved, { status: 'fulfilled', value: undefined }, 'ingest does not find it');
       assert.equal(submitted!.status, 'rejected');
       assert.equal((submitted as PromiseRejectedResult).reason.code, 'unknown_bucket');
       assert.equal(claimed!.status === 'fulfilled' && claimed.value.claimed.length, 0, 'nothing claimed');
       assert.deepEqual(drainList!.status === 'fulfilled' && drainList.value.map((b) => b.name), [], 'the worker does not see it');
       assert.deepEqual(list!.status === 'fulfilled' && list.value.map((b) => [b.name, b.deletingAt]), [['big', T0]], 'listed as deleting');
-      for (const r of refused) assert.equal(r.status === 'rejected' && r.reason.code, 'bucket_deleting');
+      for (const r of [create, update, pause, resume, replayed]) assert.equal(r!.status === 'rejected' && r!.reason.code, 'bucket_deleting');
+      assert.deepEqual(allStats!.status === 'fulfilled' && allStats.value.buckets.map((b) => b.bucket), [], 'stats over every bucket leave it out');
+      assert.deepEqual(namedStats!.status === 'fulfilled' && namedStats.value.buckets.map((b) => b.bucket), ['big'], 'named, it is shown');
 
       assert.deepEqual(await deleting, { requests: n });
       assert.equal(await other.getBucket('big'), undefined);

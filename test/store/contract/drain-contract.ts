@@ -229,6 +229,10 @@ export function drainContract(ctx: Ctx): void {
       assert.deepEqual([h!.state, h!.attempts], ['retrying', 1], 'a released retry is a retry again');
       const a4 = (await claim(ctx.set, 'b', T0 + 5 * SECOND)).claimed[0]!;
       assert.deepEqual([a4.number, a4.firstAttemptAt], [2, T0 + 2 * SECOND]);
+      // A claim with no free slot still records what it was given.
+      const none = await claim(ctx.set, 'b', T0 + 6 * SECOND, { limit: 0, complete: [result(a4, T0 + 6 * SECOND, 'delivered')] });
+      assert.equal(none.claimed.length, 0);
+      assert.equal((await store.getRequest(id!))!.state, 'delivered');
     });
   });
 

@@ -86,8 +86,13 @@ export function ingestContract(ctx: Ctx): void {
         },
       );
       assert.deepEqual(await store.requestHistory(without!), []);
+      // A paused bucket keeps storing; its new requests wait, held.
+      await store.pauseBucket('b');
+      const [held] = await submitAll(ctx.set, [captured('b', T0 + 7)], true);
+      assert.equal((await store.getRequest(held!))!.state, 'held');
+      await store.resumeBucket('b');
       assert.deepEqual(await store.requestHistory(idAt(T0)), [], 'an unknown request has no history');
-      assert.deepEqual((await store.bucketCounts('b')).states, { pending: 1, none: 1 });
+      assert.deepEqual((await store.bucketCounts('b')).states, { pending: 2, none: 1 });
     });
 
     it('refuses a request to an unknown or deleted bucket with unknown_bucket and stores nothing of it', async () => {

@@ -185,6 +185,10 @@ export function replayContract(ctx: Ctx): void {
       assert.equal(p2.claimed.length, 0);
       const p3 = await claim(ctx.set, 'b', now + 10 * SECOND, { policy: policy(p1.verdict) });
       assert.equal(p3.claimed.length, 1);
+      // Past `aheadFrom` claims, a delivery paced by its replay's rate is left for a free slot, untouched.
+      const ahead = await claim(ctx.set, 'b', now + 20 * SECOND, { policy: { ...policy(p3.verdict), aheadFrom: 0 } });
+      assert.deepEqual([ahead.claimed.length, ahead.verdict.skippedAhead, ahead.verdict.deferred], [0, 1, {}]);
+      assert.equal((await claim(ctx.set, 'b', now + 20 * SECOND, { policy: policy(p3.verdict) })).claimed.length, 1);
     });
 
     it('lists replays newest first, by bucket; refuses an unknown bucket', async () => {
