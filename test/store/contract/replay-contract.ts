@@ -206,14 +206,17 @@ export function replayContract(ctx: Ctx): void {
       await assert.rejects(replay('nope', [], T0), { code: 'not_found' });
     });
 
-    it('a request without a delivery gets its first one from a replay to the bucket destination', async () => {
+    it('requests without a delivery get their first one from a replay to the bucket destination, however many', async () => {
       const { store } = ctx.set;
       await store.createBucket({ name: 'b', destination: DEST });
-      const [id] = await ingestN(ctx.set, 'b', 1, T0, {}, false);
-      const r = await replay('b', [id!], T0 + SECOND);
-      assert.deepEqual([r.total, r.superseded], [1, 0]);
-      assert.deepEqual(await generations(id!), [[1, 'pending', true, null, 'replay']]);
-      assert.equal((await store.getRequest(id!))!.state, 'pending');
+      // More than one write batch of a replay on any sensible dialect.
+      const ids = await ingestN(ctx.set, 'b', 1100, T0, {}, false);
+      const r = await replay('b', ids, T0 + 2 * SECOND);
+      assert.deepEqual([r.total, r.superseded], [1100, 0]);
+      assert.deepEqual(await generations(ids[0]!), [[1, 'pending', true, null, 'replay']]);
+      assert.equal((await store.getRequest(ids[1099]!))!.state, 'pending');
+      assert.deepEqual(await store.replayProgress(r.id), progress({ total: 1100, pending: 1100 }));
+      assert.equal(await store.countRequests('b', { states: ['pending'] }), 1100);
     });
   });
 }

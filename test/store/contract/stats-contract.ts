@@ -171,6 +171,21 @@ export function statsContract(ctx: Ctx): void {
     });
   });
 
+  describe('prune batches', () => {
+    it('goes through more requests than one batch holds, and stops at the cutoff', async () => {
+      const { store } = ctx.set;
+      await store.createBucket({ name: 'r', destination: DEST });
+      const old = await ingestN(ctx.set, 'r', 1200, T0, { body: 'abc' }, false);
+      const recent = await ingestN(ctx.set, 'r', 5, T0 + 100 * SECOND, { body: 'abc' }, false);
+      const dry = await store.prune({ receivedBeforeMs: T0 + 100 * SECOND, states: ['none'], dryRun: true });
+      assert.deepEqual([dry.requests, dry.bytes, dry.deliveries], [1200, 3600, 0]);
+      const real = await store.prune({ receivedBeforeMs: T0 + 100 * SECOND, states: ['none', 'delivered'], dryRun: false });
+      assert.deepEqual([real.requests, real.bytes, real.keptLive], [1200, 3600, 0]);
+      assert.equal(await store.getRequest(old[1199]!), undefined);
+      assert.deepEqual(await store.listRequests('r', {}, { limit: 10 }).then((p) => p.requests.map((x) => x.id)), [...recent].reverse());
+    });
+  });
+
   describe('tail', () => {
     it('gives new requests and finished attempts once each, in time order', async () => {
       const { store, drain } = ctx.set;
