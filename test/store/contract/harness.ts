@@ -65,8 +65,9 @@ let idSeq = 0;
  * on it to turn time bounds into id ranges). Ids made at the same ms sort in the order made.
  */
 export function idAt(ms: number): string {
-  idSeq = (idSeq + 1) % 0x1_0000_0000;
-  return UUID.fromFieldsV7(ms, 0, Math.floor(Math.random() * 0x4000_0000), idSeq).toString();
+  idSeq = (idSeq + 1) % 0x4000_0000;
+  // The sequence in the high random bits orders ids of one ms; the low 32 bits stay random.
+  return UUID.fromFieldsV7(ms, 0, idSeq, Math.floor(Math.random() * 0x1_0000_0000)).toString();
 }
 
 export type Capture = Partial<Omit<CapturedRequest, 'body'>> & { body?: Buffer | string };
