@@ -1,0 +1,30 @@
+import { after, before, describe, it } from 'node:test';
+import { bucketsContract } from './buckets-contract.js';
+import { DIALECTS, SKIPPED_DIALECTS } from './dialects.js';
+import { drainContract } from './drain-contract.js';
+import { useStoreSet } from './harness.js';
+import { ingestContract } from './ingest-contract.js';
+import { listContract } from './list-contract.js';
+import { replayContract } from './replay-contract.js';
+import { statsContract } from './stats-contract.js';
+
+// One suite over every dialect (Kysely's `for (const dialect of DIALECTS)`): the same calls, the
+// same assertions, through the store contract only (src/store/store.ts).
+
+for (const dialect of DIALECTS) {
+  describe(`store contract: ${dialect.name}`, () => {
+    if (dialect.setUp) before(() => dialect.setUp!());
+    if (dialect.tearDown) after(() => dialect.tearDown!());
+    const ctx = useStoreSet(dialect);
+    ingestContract(ctx);
+    listContract(ctx);
+    bucketsContract(ctx);
+    drainContract(ctx);
+    replayContract(ctx);
+    statsContract(ctx);
+  });
+}
+
+for (const s of SKIPPED_DIALECTS) {
+  it(`store contract: ${s.name}`, { skip: s.reason }, () => {});
+}
