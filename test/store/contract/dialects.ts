@@ -2,8 +2,7 @@ import { copyFileSync } from 'node:fs';
 import { loadConfig, type Config } from '../../../src/config/config.js';
 import type { Clock } from '../../../src/shared/clock.js';
 import { silentLogger } from '../../../src/shared/logger.js';
-import { SqliteDrainStore } from '../../../src/store/sqlite/sqlite-drain.js';
-import { SqliteIngest } from '../../../src/store/sqlite/sqlite-ingest.js';
+import { openStore } from '../../../src/store/open-store.js';
 import { SqliteStore } from '../../../src/store/sqlite/sqlite-store.js';
 import type { DrainStore, IngestSink, Store } from '../../../src/store/store.js';
 import { createTestDatabase, pgTestServer, PG_SKIP_REASON, sweepStaleTestDatabases } from '../../helpers/pg-database.js';
@@ -80,11 +79,11 @@ const sqlite: Dialect = {
   async open({ clock }) {
     const t = tempDir('hookbucket-contract-');
     copyFileSync(await migratedTemplate(clock), t.db);
-    const config = testConfig(t.db);
-    const open = () => SqliteStore.open({ path: t.db, durability: config.durability, busyTimeoutMs: config.lockTimeoutMs, clock });
+    const openers = openStore(testConfig(t.db), { clock });
+    const open = () => openers.store();
     const store = await open();
-    const drain = await SqliteDrainStore.open({ path: t.db });
-    const sink = await SqliteIngest.start({ config, logger: silentLogger });
+    const drain = await openers.drainStore({ checkpoints: false });
+    const sink = await openers.ingestSink({ logger: silentLogger });
     const others: Store[] = [];
     return {
       store,

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { newPacer } from '../../../src/drain/pacer.js';
+import { newPacer } from '../../../src/policy/pacer.js';
 import type { ClaimPolicyState } from '../../../src/store/store.js';
 import { captured, claim, DEST, drainBucket, freshPolicy, ingestN, LEASE_MS, result, submitAll, T0, type Ctx } from './harness.js';
 

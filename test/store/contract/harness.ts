@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach } from 'node:test';
 import { UUID } from 'uuidv7';
-import { newPacer } from '../../../src/drain/pacer.js';
+import { newPacer } from '../../../src/policy/pacer.js';
 import { ManualClock } from '../../../src/shared/clock.js';
 import type {
   AttemptResult,
