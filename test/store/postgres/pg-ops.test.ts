@@ -539,6 +539,35 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
       assert.equal(result.requests, 0);
       assert.equal(await count(db, 'requests', 'bucket', 'b'), 1);
     });
+    test('a replay committing while a batch waits for its requests is seen: the request is kept, nothing fails', async () => {
+      await addBucket(db, 'b');
+      const r = await addRequest(db, 'b');
+      await addDelivery(db, 'b', r, { state: 'delivered' });
+      // A replay in progress on another connection: the request locked as pg-replay.ts does, a new
+      // pending generation inserted, not committed yet.
+      const replayer = new pg.Client({ connectionString: tdb.url });
+      await replayer.connect();
+      try {
+        await replayer.query('begin');
+        await replayer.query('select id from requests where id = $1 for no key update', [r]);
+        await replayer.query(
+          `insert into deliveries (id, request_id, bucket, generation, state, next_attempt_at, trigger, created_at, updated_at, latest)
+           values ($1, $2, 'b', 2, 'pending', $3, 'replay', $3, $3, 1)`,
+          [newId(), r, T0],
+        );
+        const pruning = pgPrune(db, { bucket: 'b', receivedBeforeMs: cutoff, states: ['delivered'], dryRun: false });
+        await until(async () => {
+          const { rows } = await sql<{ n: number }>`select count(*) as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(db);
+          return Number(rows[0]!.n) > 0;
+        }, 'the prune batch to wait for the request lock', 10_000);
+        await replayer.query('commit');
+        const result = await pruning;
+        assert.deepEqual([result.requests, result.keptLive], [0, 1]);
+        assert.equal(await count(db, 'requests', 'bucket', 'b'), 1);
+      } finally {
+        await replayer.end();
+      }
+    });
   });
 
   describe('delete', () => {
@@ -606,6 +635,73 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
       assert.deepEqual(await pgDeleteBucket(db, 'b', { force: false }, T0 + 9), { requests: 3 });
       assert.equal(await count(db, 'buckets', 'name', 'b'), 0);
       assert.equal(await epoch(db), e0 + 1, 'only the removal bumps (the tombstone was there)');
+    });
+
+    test('the tombstone waits for an ingest commit in flight and counts its work', async () => {
+      await addBucket(db, 'b');
+      const ingest = new pg.Client({ connectionString: tdb.url });
+      await ingest.connect();
+      try {
+        await ingest.query('begin');
+        const id = idAt(T0);
+        await ingest.query(
+          `insert into requests (id, bucket, received_at, method, path, headers, body, size, sha256) values ($1, 'b', $2, 'POST', '', '[]', '\\x'::bytea, 0, '')`,
+          [id, T0],
+        );
+        await ingest.query(
+          `insert into deliveries (id, request_id, bucket, generation, state, next_attempt_at, trigger, created_at, updated_at, latest)
+           values ($1, $2, 'b', 1, 'pending', $3, 'initial', $3, $3, 1)`,
+          [newId(), id, T0],
+        );
+        const deleting = pgDeleteBucket(db, 'b', { force: false }, T0);
+        await until(async () => {
+          const { rows } = await sql<{ n: number }>`select count(*) as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(db);
+          return Number(rows[0]!.n) > 0;
+        }, 'the tombstone to wait for the bucket row', 10_000);
+        await ingest.query('commit');
+        await assert.rejects(deleting, { code: 'bucket_not_empty', message: 'bucket b has 1 undelivered request(s); use --force to delete them too' });
+      } finally {
+        await ingest.end();
+      }
+    });
+
+    test('a purge that stops on a storage error leaves the tombstone and says how to finish', async () => {
+      await addBucket(db, 'b');
+      const [first] = await fill('b', 3, 'delivered');
+      // Statements give up after 300 ms on this pool; another connection holds one request row.
+      const shortPool = createPgPool({
+        url: tdb.url,
+        max: 2,
+        statementTimeoutMs: 300,
+        idleInTransactionTimeoutMs: 30_000,
+        connectTimeoutMs: 5_000,
+        synchronousCommit: 'on',
+        applicationName: 'hookbucket-test',
+      });
+      const short = pgKysely(shortPool);
+      const holder = new pg.Client({ connectionString: tdb.url });
+      await holder.connect();
+      try {
+        await holder.query('begin');
+        await holder.query('select 1 from requests where id = $1 for update', [first]);
+        await assert.rejects(pgDeleteBucket(short, 'b', { force: false }, T0), (e: { code?: string; message?: string }) => {
+          assert.equal(e.code, 'store_busy');
+          assert.equal(
+            e.message,
+            'bucket b is deleting; the purge stopped after 0 request(s) with 3 left (canceling statement due to statement timeout): ' +
+              'nothing of it is stored or sent any more; run hookbucket bucket delete b again to finish (a running serve also finishes it in the background)',
+          );
+          return true;
+        });
+        await holder.query('rollback');
+      } finally {
+        await holder.end();
+        await short.destroy();
+      }
+      const row = await sql<{ deleting_at: number | null }>`select deleting_at from buckets where name = 'b'`.execute(db);
+      assert.equal(row.rows[0]!.deleting_at, T0);
+      assert.deepEqual(await pgDeleteBucket(db, 'b', { force: false }, T0 + 1), { requests: 3 });
+      assert.equal(await count(db, 'buckets', 'name', 'b'), 0);
     });
 
     test('purgeDeleting finishes every tombstone, oldest first, and stops on a lock held past lockWaitMs', async () => {
