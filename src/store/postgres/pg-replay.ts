@@ -7,19 +7,24 @@
  *
  * What SQLite's write lock gave for free is taken here row by row, always in this order, so two
  * writers never wait on each other in a cycle:
- * 1. the bucket row FOR SHARE: a `bucket delete` (which takes it FOR UPDATE) cannot mark the bucket
+ * 1. the bucket's bucket_due row FOR UPDATE, first, as a PostgreSQL claim takes it first
+ *    (bucket-due.ts): a claim that records completions must never hold it while waiting for a
+ *    delivery this batch holds, nor this batch the other way round;
+ * 2. the bucket row FOR SHARE: a `bucket delete` (which takes it FOR UPDATE) cannot mark the bucket
  *    deleting while a batch is writing, and a batch never starts on a deleting bucket;
- * 2. the selected requests FOR NO KEY UPDATE, by id: two replays of the same request take turns,
+ * 3. the selected requests FOR NO KEY UPDATE, by id: two replays of the same request take turns,
  *    so they cannot both compute the same next generation (also for a request without any
  *    delivery, which has nothing else to lock); prune's FOR UPDATE waits for them too;
- * 3. the requests' deliveries FOR UPDATE, by id: a completion that commits between our reading a
+ * 4. the requests' deliveries FOR UPDATE, by id: a completion that commits between our reading a
  *    delivery as `delivering` and our marking it would otherwise turn it into `retrying` unseen
  *    (READ COMMITTED re-checks the UPDATE's WHERE on the new row and skips it), leaving two live
  *    generations. Locked first, the completion either committed before (we see `retrying` and
- *    supersede it) or waits for us (and sees supersede_requested);
- * 4. bucket_due, lowered last (the upsert locks its row).
- * The bucket's REQUESTS_CHANNEL notice (new due work) is queued in the same transaction, so it is
- * sent at the commit and never before.
+ *    supersede it) or waits for us (and sees supersede_requested).
+ * bucket_due is lowered at the end, on the row already locked (or inserted when the bucket has
+ * none yet). The bucket's REQUESTS_CHANNEL notice (new due work) is queued in the same
+ * transaction, so it is sent at the commit and never before. A batch that PostgreSQL picks as a
+ * deadlock victim (SQLSTATE 40P01: a writer took these rows in another order) rolled back whole,
+ * so it runs again, up to DEADLOCK_TRIES times.
  */
 import { sql, type Kysely } from 'kysely';
 import { AppError } from '../../shared/errors.js';
@@ -29,6 +34,8 @@ import { deletingError, type NewReplay, type Replay, type ReplayProgress } from 
 import { notify, REQUESTS_CHANNEL } from './pg-notify.js';
 
 const REPLAY_BATCH = 500;
+/** Runs of one batch when it is a deadlock victim (each rolled back whole before the next). */
+const DEADLOCK_TRIES = 3;
 
 /** Same SQL as SQLite's bucket-due.ts: lowers, never raises; a bucket already due is not changed. */
 async function lowerDue(trx: Kysely<Database>, bucket: string, atMs: number): Promise<void> {
@@ -63,6 +70,7 @@ function rounds(ids: readonly string[]): string[][] {
 }
 
 async function replayBatch(trx: Kysely<Database>, r: NewReplay, ids: readonly string[]): Promise<void> {
+  await sql`select 1 from bucket_due where bucket = ${r.bucket} for update`.execute(trx);
   await mustBeLive(trx, r.bucket);
   let total = 0;
   let superseded = 0;
@@ -144,7 +152,14 @@ export async function pgCreateReplay(db: Kysely<Database>, r: NewReplay): Promis
   });
   for (let i = 0; i < r.requestIds.length; i += REPLAY_BATCH) {
     const ids = r.requestIds.slice(i, i + REPLAY_BATCH);
-    await db.transaction().execute((trx) => replayBatch(trx, r, ids));
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await db.transaction().execute((trx) => replayBatch(trx, r, ids));
+        break;
+      } catch (e) {
+        if ((e as { code?: unknown }).code !== '40P01' || attempt >= DEADLOCK_TRIES) throw e;
+      }
+    }
   }
   return (await pgGetReplay(db, r.id))!;
 }

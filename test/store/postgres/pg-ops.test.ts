@@ -349,6 +349,40 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
       }
     });
 
+    test('a batch chosen as a deadlock victim runs again and commits', async () => {
+      await addBucket(db, 'b');
+      const r = await addRequest(db, 'b');
+      const d = await addDelivery(db, 'b', r, { state: 'delivering', leaseAttempt: 'a1' });
+      await sql`insert into bucket_due (bucket, next_due_at) values ('b', null)`.execute(db);
+      // A writer that takes the delivery first and bucket_due second: the other order from a replay's.
+      const other = new pg.Client({ connectionString: tdb.url });
+      await other.connect();
+      try {
+        await other.query('begin');
+        await other.query(completeSql, [T0 + 5, d, 'a1']);
+        const replay = pgCreateReplay(db, { id: newId(), bucket: 'b', requestIds: [r], selection: {}, destination: null, rate: null, nowMs: T0 + 10 });
+        await until(async () => {
+          const { rows } = await sql<{ n: number }>`select count(*) as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(db);
+          return Number(rows[0]!.n) > 0;
+        }, 'the replay to wait for the delivery lock', 10_000);
+        // The replay (waiting longest) finds the cycle after deadlock_timeout (1 s by default) and is the victim.
+        const lowered = await other.query(`update bucket_due set next_due_at = $1 where bucket = 'b'`, [T0 + 1_000]).then(
+          () => true,
+          (e: { code?: string }) => (e.code === '40P01' ? false : Promise.reject(e)),
+        );
+        await other.query(lowered ? 'commit' : 'rollback');
+        const done = await replay;
+        assert.equal(done.total, 1);
+        assert.equal(await liveOwn(r), 1);
+        assert.deepEqual((await deliveriesOf(db, r)).map((x) => [x.generation, x.state, x.latest]), [
+          [1, 'superseded', 0],
+          [2, 'pending', 1],
+        ]);
+      } finally {
+        await other.end();
+      }
+    });
+
     test('20 rounds of a replay racing a completion on the same delivery never leave two live generations', async () => {
       await addBucket(db, 'b');
       const completer = new pg.Client({ connectionString: tdb.url });
