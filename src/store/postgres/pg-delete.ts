@@ -25,7 +25,7 @@ import { AppError } from '../../shared/errors.js';
 import type { Database } from '../schema.js';
 import type { PurgeHooks, PurgeResult } from '../store.js';
 import { notify, BUCKETS_CHANNEL } from './pg-notify.js';
-import { pgStorageErrorCode } from './pg-pool.js';
+import { pgStorageErrorCode } from './pg-error.js';
 
 /** Requests per purge transaction (SQLite's PURGE_BATCH). */
 export const PURGE_BATCH = 500;

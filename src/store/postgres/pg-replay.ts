@@ -24,7 +24,7 @@
  * none yet). The bucket's REQUESTS_CHANNEL notice (new due work) is queued in the same
  * transaction, so it is sent at the commit and never before. A batch that PostgreSQL picks as a
  * deadlock victim (SQLSTATE 40P01: a writer took these rows in another order) rolled back whole,
- * so it runs again, up to DEADLOCK_TRIES times.
+ * so it runs again after a short pause, up to DEADLOCK_TRIES times.
  */
 import { sql, type Kysely } from 'kysely';
 import { AppError } from '../../shared/errors.js';
@@ -36,6 +36,7 @@ import { notify, REQUESTS_CHANNEL } from './pg-notify.js';
 const REPLAY_BATCH = 500;
 /** Runs of one batch when it is a deadlock victim (each rolled back whole before the next). */
 const DEADLOCK_TRIES = 3;
+const DEADLOCK_BACKOFF_MS = 100; // then 200 ms before the third run
 
 /** Same SQL as SQLite's bucket-due.ts: lowers, never raises; a bucket already due is not changed. */
 async function lowerDue(trx: Kysely<Database>, bucket: string, atMs: number): Promise<void> {
@@ -158,6 +159,9 @@ export async function pgCreateReplay(db: Kysely<Database>, r: NewReplay): Promis
         break;
       } catch (e) {
         if ((e as { code?: unknown }).code !== '40P01' || attempt >= DEADLOCK_TRIES) throw e;
+        // The writer that won was waiting for our locks: let it take them and commit first, or an
+        // immediate rerun can take them back before it wakes and close the same cycle again.
+        await new Promise((resolve) => setTimeout(resolve, DEADLOCK_BACKOFF_MS * attempt));
       }
     }
   }
