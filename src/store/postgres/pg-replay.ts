@@ -5,13 +5,14 @@
  * supersede_requested; `--to` rows supersede nothing), written in transactions of at most
  * REPLAY_BATCH requests.
  *
- * What SQLite's write lock gave for free is taken here row by row, always in this order, so two
- * writers never wait on each other in a cycle:
- * 1. the bucket's bucket_due row FOR UPDATE, first, as a PostgreSQL claim takes it first
- *    (bucket-due.ts): a claim that records completions must never hold it while waiting for a
- *    delivery this batch holds, nor this batch the other way round;
- * 2. the bucket row FOR SHARE: a `bucket delete` (which takes it FOR UPDATE) cannot mark the bucket
+ * What SQLite's write lock gave for free is taken here row by row, always in this order (ingest's
+ * too: bucket rows, then bucket_due; pg-ingest-batch.ts), so two writers never wait on each other
+ * in a cycle:
+ * 1. the bucket row FOR SHARE: a `bucket delete` (which takes it FOR UPDATE) cannot mark the bucket
  *    deleting while a batch is writing, and a batch never starts on a deleting bucket;
+ * 2. the bucket's bucket_due row FOR UPDATE, before any delivery: a claim takes it first
+ *    (bucket-due.ts) and may then record completions, so it must never find a delivery held by a
+ *    batch that waits for its bucket_due row;
  * 3. the selected requests FOR NO KEY UPDATE, by id: two replays of the same request take turns,
  *    so they cannot both compute the same next generation (also for a request without any
  *    delivery, which has nothing else to lock); prune's FOR UPDATE waits for them too;
@@ -71,8 +72,8 @@ function rounds(ids: readonly string[]): string[][] {
 }
 
 async function replayBatch(trx: Kysely<Database>, r: NewReplay, ids: readonly string[]): Promise<void> {
-  await sql`select 1 from bucket_due where bucket = ${r.bucket} for update`.execute(trx);
   await mustBeLive(trx, r.bucket);
+  await sql`select 1 from bucket_due where bucket = ${r.bucket} for update`.execute(trx);
   let total = 0;
   let superseded = 0;
   for (const round of rounds(ids)) {
