@@ -1,0 +1,205 @@
+/**
+ * `bucket delete` on PostgreSQL: the tombstone, then the purge in short batches, as
+ * src/store/sqlite/sqlite-delete.ts (read its header for the why), with these differences:
+ *
+ * - The tombstone transaction locks the bucket row FOR UPDATE before it looks for undelivered
+ *   work. That lock conflicts with the FOR KEY SHARE that every insert referencing the bucket takes
+ *   (foreign keys), so an ingest commit in flight finishes first and its deliveries are counted,
+ *   and later ones wait for the tombstone and then see it. It bumps meta.bucket_epoch and queues a
+ *   BUCKETS_CHANNEL notice, sent at its commit (other processes drop the bucket from their caches).
+ * - Each purge batch locks the bucket row FOR UPDATE first too: two purgers (the CLI and serve's
+ *   background pass) take turns, and the last batch, which deletes the bucket row, cannot race an
+ *   insert into it. Rows go children first (attempts, deliveries, requests; then replays,
+ *   rejections and the bucket row), because the foreign keys want it.
+ * - Lock waits: purgeDeleting's `lockWaitMs` becomes `SET LOCAL lock_timeout` for each batch
+ *   (SQLite's busy_timeout); a lock not granted in time fails the batch with SQLSTATE 55P03,
+ *   store_busy through pgStorageErrorCode, and the pass stops with the tombstone standing.
+ * - No reclaim step: PostgreSQL has no incremental_vacuum. Autovacuum makes the space reusable
+ *   (pg-retention.ts says what the README should say about giving it back).
+ *
+ * Same batch bounds and gap as SQLite (PURGE_BATCH requests, PURGE_BATCH_BYTES, PURGE_GAP_MS), and
+ * the same errors and messages.
+ */
+import { sql, type Kysely, type Transaction } from 'kysely';
+import { AppError } from '../../shared/errors.js';
+import type { Database } from '../schema.js';
+import type { PurgeHooks, PurgeResult } from '../store.js';
+import { notify, BUCKETS_CHANNEL } from './pg-notify.js';
+import { pgStorageErrorCode } from './pg-error.js';
+
+/** Requests per purge transaction (SQLite's PURGE_BATCH). */
+export const PURGE_BATCH = 500;
+export const PURGE_BATCH_BYTES = 8 * 1024 * 1024; // 8 MiB of bodies per purge transaction
+/**
+ * The pause between purge transactions, ms. SQLite needs it because its busy handler is unfair;
+ * PostgreSQL queues lock waiters fairly, but the gap still bounds the purge's share of the server
+ * (about 500 rows every 100 ms plus the batch) while ingest and the worker run.
+ */
+export const PURGE_GAP_MS = 100;
+
+interface PurgeStep {
+  requests: number;
+  bytes: number;
+  /** The tombstone is gone (or was never there): nothing is left to purge. */
+  done: boolean;
+}
+
+/** Waits `ms`, or less when the signal aborts. */
+const pause = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
+
+async function bumpEpoch(trx: Transaction<Database>): Promise<void> {
+  await sql`update meta set value = value + 1 where key = 'bucket_epoch'`.execute(trx);
+}
+
+async function liveCount(db: Kysely<Database>, name: string): Promise<number> {
+  const { rows } = await sql<{ n: number }>`
+    select count(*) as n from deliveries where bucket = ${name} and state in ('pending', 'retrying', 'delivering')`.execute(db);
+  return Number(rows[0]?.n ?? 0);
+}
+
+/** Turns the bucket into a deleting tombstone (a no-op on one already deleting). */
+async function markDeleting(db: Kysely<Database>, name: string, force: boolean, nowMs: number): Promise<'marked' | 'already'> {
+  const outcome = await db.transaction().execute(async (trx) => {
+    const { rows } = await sql<{ deleting_at: number | null }>`select deleting_at from buckets where name = ${name} for update`.execute(trx);
+    const row = rows[0];
+    if (!row) throw new AppError('not_found', `bucket ${name} not found`);
+    if (row.deleting_at !== null) return 'already' as const;
+    // An existence probe under the lock (an index range); the count for the message is taken after.
+    if (!force) {
+      const { rows: live } = await sql<{ live: boolean }>`
+        select exists (select 1 from deliveries where bucket = ${name} and state in ('pending', 'retrying', 'delivering')) as live`.execute(trx);
+      if (live[0]?.live) return 'not_empty' as const;
+    }
+    await sql`update buckets set deleting_at = ${nowMs}, updated_at = ${nowMs} where name = ${name} and deleting_at is null`.execute(trx);
+    await bumpEpoch(trx);
+    await notify(trx, BUCKETS_CHANNEL, [name]);
+    return 'marked' as const;
+  });
+  if (outcome === 'not_empty') {
+    const n = await liveCount(db, name);
+    throw new AppError('bucket_not_empty', `bucket ${name} has ${n} undelivered request(s); use --force to delete them too`);
+  }
+  return outcome;
+}
+
+/** One purge transaction; `lockWaitMs` bounds each lock wait in it (lock_timeout). */
+async function purgeBatch(db: Kysely<Database>, name: string, lockWaitMs?: number): Promise<PurgeStep> {
+  return db.transaction().execute(async (trx) => {
+    if (lockWaitMs !== undefined) {
+      await sql`select set_config('lock_timeout', ${`${Math.max(0, Math.floor(lockWaitMs))}ms`}, true)`.execute(trx);
+    }
+    const { rows } = await sql<{ deleting_at: number | null }>`select deleting_at from buckets where name = ${name} for update`.execute(trx);
+    const row = rows[0];
+    // Gone (another purger finished it), or a live bucket of that name: never purge a live bucket.
+    if (!row || row.deleting_at === null) return { requests: 0, bytes: 0, done: true };
+    const { rows: page } = await sql<{ id: string; size: number }>`
+      select id, size from requests where bucket = ${name} order by id limit ${PURGE_BATCH}`.execute(trx);
+    const ids: string[] = [];
+    let bytes = 0;
+    for (const r of page) {
+      // Bounded by bytes too: a page of 25 MiB bodies would hold the locks far longer than a few ms.
+      if (ids.length > 0 && bytes + Number(r.size) > PURGE_BATCH_BYTES) break;
+      ids.push(r.id);
+      bytes += Number(r.size);
+    }
+    if (ids.length > 0) {
+      await sql`delete from attempts where request_id = any(${ids}::text[])`.execute(trx);
+      await sql`delete from deliveries where request_id = any(${ids}::text[])`.execute(trx);
+      await sql`delete from requests where id = any(${ids}::text[])`.execute(trx);
+      return { requests: ids.length, bytes, done: false };
+    }
+    // Rows whose request is already gone: the foreign keys make none, but an attempt row's
+    // request_id is not one, so this stays bounded and faithful to SQLite all the same.
+    const strays =
+      Number(
+        (await sql`delete from attempts where id in (select id from attempts where bucket = ${name} limit ${PURGE_BATCH})`.execute(trx)).numAffectedRows ?? 0n,
+      ) +
+      Number(
+        (await sql`delete from deliveries where id in (select id from deliveries where bucket = ${name} limit ${PURGE_BATCH})`.execute(trx)).numAffectedRows ??
+          0n,
+      );
+    if (strays > 0) return { requests: 0, bytes: 0, done: false };
+    await sql`delete from replays where bucket = ${name}`.execute(trx);
+    await sql`delete from rejections where bucket = ${name}`.execute(trx);
+    await sql`delete from buckets where name = ${name} and deleting_at is not null`.execute(trx);
+    await bumpEpoch(trx);
+    await notify(trx, BUCKETS_CHANNEL, [name]);
+    return { requests: 0, bytes: 0, done: true };
+  });
+}
+
+/**
+ * Store.deleteBucket: the tombstone in one short transaction (refused with undelivered work unless
+ * forced), then the purge to the end. A purge that stops on a storage error leaves the tombstone
+ * and says how to finish.
+ */
+export async function pgDeleteBucket(db: Kysely<Database>, name: string, options: { force: boolean }, nowMs: number): Promise<{ requests: number }> {
+  await markDeleting(db, name, options.force, nowMs);
+  let requests = 0;
+  try {
+    for (;;) {
+      const step = await purgeBatch(db, name);
+      requests += step.requests;
+      if (step.done) break;
+      await pause(PURGE_GAP_MS);
+    }
+  } catch (e) {
+    const code = pgStorageErrorCode(e);
+    if (!code) throw e;
+    const left = await sql<{ n: number }>`select count(*) as n from requests where bucket = ${name}`
+      .execute(db)
+      .then((r) => Number(r.rows[0]?.n ?? 0))
+      .catch(() => undefined);
+    throw new AppError(
+      code,
+      `bucket ${name} is deleting; the purge stopped after ${requests} request(s)${left === undefined ? '' : ` with ${left} left`} (${(e as Error).message}): ` +
+        `nothing of it is stored or sent any more; run hookbucket bucket delete ${name} again to finish (a running serve also finishes it in the background)`,
+      { cause: e },
+    );
+  }
+  return { requests };
+}
+
+/**
+ * Store.purgeDeleting: finishes every deleting bucket's purge, oldest tombstone first; stops on lock
+ * trouble (store_busy), leaving the tombstone for the next pass. `nowMs` is not needed: the purge
+ * only deletes (it is in the signature so every store operation takes the caller's clock).
+ */
+export async function pgPurgeDeleting(db: Kysely<Database>, hooks: PurgeHooks | undefined, nowMs: number): Promise<PurgeResult> {
+  void nowMs;
+  const h = hooks ?? {};
+  const result: PurgeResult = { finished: [], requests: 0, bytes: 0 };
+  const { rows: deleting } = await sql<{ name: string }>`
+    select name from buckets where deleting_at is not null order by deleting_at, name collate "C"`.execute(db);
+  for (const t of deleting) {
+    for (;;) {
+      if (h.signal?.aborted) return result;
+      let step: PurgeStep;
+      try {
+        step = await purgeBatch(db, t.name, h.lockWaitMs);
+      } catch (e) {
+        // Lock trouble: the tombstone stands; the next round goes on from here.
+        if (pgStorageErrorCode(e) === 'store_busy') return { ...result, stopped: (e as Error).message };
+        throw e;
+      }
+      result.requests += step.requests;
+      result.bytes += step.bytes;
+      if (step.done) {
+        result.finished.push(t.name);
+        break;
+      }
+      await pause(PURGE_GAP_MS, h.signal);
+    }
+  }
+  return result;
+}

@@ -1,0 +1,139 @@
+/**
+ * Retention on PostgreSQL: `hookbucket prune` and the server's per-bucket `--retain`, with the same
+ * walk, batch bounds and counts as src/store/sqlite/sqlite-retention.ts (read its header): each
+ * batch is one short transaction that reads a page of candidates (oldest first, by id) and deletes
+ * those that qualify, at most 500 requests and 8 MiB of bodies, children first (attempts,
+ * deliveries, requests: the foreign keys want it).
+ *
+ * SQLite's write lock made "read, then delete" atomic; here the page's requests are locked
+ * (FOR UPDATE, by id) before their liveness is read, by a statement that starts after the lock is
+ * held (READ COMMITTED gives each statement a fresh snapshot). A replay locks the requests it
+ * replays FOR NO KEY UPDATE (pg-replay.ts), which conflicts: either it committed first and its new
+ * live delivery is seen (the request is kept), or it waits for this batch and finds the request
+ * gone. A dry run locks nothing and reads each batch from one REPEATABLE READ snapshot.
+ *
+ * reclaimedBytes is always 0 on PostgreSQL: there is no incremental_vacuum. What the README should
+ * say for PostgreSQL: "prune deletes the rows; autovacuum then marks their space reusable, and new
+ * requests fill it, so the database stops growing but does not shrink. `reclaimed_bytes` is 0 on
+ * PostgreSQL. To give the space back to the operating system, run `VACUUM FULL requests,
+ * deliveries, attempts` (it rewrites the tables under an exclusive lock: ingest and the worker
+ * wait while it runs) or use pg_repack, which does it with brief locks."
+ */
+import { sql, type Kysely, type Transaction } from 'kysely';
+import { AppError } from '../../shared/errors.js';
+import type { Database } from '../schema.js';
+import type { PrunableState, PruneCounts, PruneHooks, PruneOptions, PruneResult } from '../store.js';
+
+/** Requests per delete transaction. */
+const BATCH = 500;
+const BATCH_BYTES = 8 * 1024 * 1024; // 8 MiB of bodies per delete transaction
+
+interface Candidate {
+  id: string;
+  at: number;
+  size: number;
+  live: boolean;
+  own: boolean;
+}
+
+const zero = (): PruneCounts => ({ requests: 0, bytes: 0, deliveries: 0, attempts: 0, keptLive: 0 });
+
+const affected = (r: { numAffectedRows?: bigint }) => Number(r.numAffectedRows ?? 0n);
+
+export async function pgPrune(db: Kysely<Database>, o: PruneOptions, hooks: PruneHooks = {}): Promise<PruneResult> {
+  // Every bucket (deleting ones too, as SQLite's listBuckets), in byte order of names (collate "C",
+  // SQLite's BINARY), or the one named.
+  let buckets: string[];
+  if (o.bucket === undefined) {
+    buckets = (await sql<{ name: string }>`select name from buckets order by name collate "C"`.execute(db)).rows.map((r) => r.name);
+  } else {
+    const found = await db.selectFrom('buckets').select('name').where('name', '=', o.bucket).executeTakeFirst();
+    if (!found) throw new AppError('not_found', `bucket ${o.bucket} not found`);
+    buckets = [found.name];
+  }
+
+  const total: PruneResult = { ...zero(), buckets: {}, reclaimedBytes: 0 };
+  const progress = (bucket: string) =>
+    hooks.onProgress?.({ bucket, phase: 'delete', requests: total.requests, bytes: total.bytes, reclaimedBytes: total.reclaimedBytes });
+
+  /** One batch: the next page of one state's candidates, and the deletion of those that qualify. */
+  const batch = async (trx: Transaction<Database>, bucket: string, state: PrunableState, after: string) => {
+    const { rows: pageRows } =
+      state === 'none'
+        ? await sql<{ id: string }>`select id from requests where bucket = ${bucket} and id > ${after} order by id limit ${BATCH}`.execute(trx)
+        : await sql<{ id: string }>`select request_id as id from deliveries
+            where latest = 1 and bucket = ${bucket} and state = ${state} and request_id > ${after} order by request_id limit ${BATCH}`.execute(trx);
+    const page = pageRows.map((r) => r.id);
+    if (page.length === 0) return { done: true, next: after, counts: zero() };
+    if (!o.dryRun) await sql`select id from requests where id = any(${page}::text[]) order by id for update`.execute(trx);
+    // octet_length reads a bytea's length from its TOAST pointer, without fetching the body.
+    const { rows } = await sql<Candidate>`
+      select r.id, r.received_at as at, octet_length(r.body) as size,
+        exists (select 1 from deliveries l where l.request_id = r.id and l.state in ('pending', 'retrying', 'delivering')) as live,
+        exists (select 1 from deliveries d where d.request_id = r.id and d.destination is null) as own
+      from requests r where r.id = any(${page}::text[]) order by r.id`.execute(trx);
+    const old = rows.filter((r) => Number(r.at) < o.receivedBeforeMs && (state !== 'none' || !r.own));
+    const counts = zero();
+    const take: string[] = [];
+    // Where the walk goes on from: past the whole page, unless the byte bound stops it early.
+    let next = page[page.length - 1]!;
+    for (const r of old) {
+      if (r.live) continue;
+      if (take.length > 0 && counts.bytes + Number(r.size) > BATCH_BYTES) {
+        next = take[take.length - 1]!;
+        break;
+      }
+      take.push(r.id);
+      counts.bytes += Number(r.size);
+    }
+    // Live ones up to where the walk goes on from (the rest are seen again by the next batch).
+    counts.keptLive = old.filter((r) => r.live && r.id <= next).length;
+    counts.requests = take.length;
+    if (take.length > 0) {
+      if (o.dryRun) {
+        const d = await sql<{ n: number }>`select count(*) as n from deliveries where request_id = any(${take}::text[])`.execute(trx);
+        const a = await sql<{ n: number }>`
+          select count(*) as n from attempts where delivery_id in (select id from deliveries where request_id = any(${take}::text[]))`.execute(trx);
+        counts.deliveries = Number(d.rows[0]?.n ?? 0);
+        counts.attempts = Number(a.rows[0]?.n ?? 0);
+      } else {
+        counts.attempts = affected(
+          await sql`delete from attempts where delivery_id in (select id from deliveries where request_id = any(${take}::text[]))`.execute(trx),
+        );
+        counts.deliveries = affected(await sql`delete from deliveries where request_id = any(${take}::text[])`.execute(trx));
+        await sql`delete from requests where id = any(${take}::text[])`.execute(trx);
+      }
+    }
+    // Nothing on this page was old enough: ids are time-ordered, so nothing after it is either.
+    const noneOld = !rows.some((r) => Number(r.at) < o.receivedBeforeMs);
+    const cutShort = next !== page[page.length - 1];
+    return { done: !cutShort && (noneOld || page.length < BATCH), next, counts };
+  };
+  const run = (bucket: string, state: PrunableState, after: string) =>
+    o.dryRun
+      ? db
+          .transaction()
+          .setIsolationLevel('repeatable read')
+          .setAccessMode('read only')
+          .execute((trx) => batch(trx, bucket, state, after))
+      : db.transaction().execute((trx) => batch(trx, bucket, state, after));
+
+  for (const bucket of buckets) {
+    const mine = (total.buckets[bucket] = zero());
+    for (const state of o.states) {
+      let after = '';
+      for (;;) {
+        if (hooks.signal?.aborted) return total;
+        const r = await run(bucket, state, after);
+        for (const k of ['requests', 'bytes', 'deliveries', 'attempts', 'keptLive'] as const) {
+          mine[k] += r.counts[k];
+          total[k] += r.counts[k];
+        }
+        after = r.next;
+        if (r.counts.requests > 0) progress(bucket);
+        if (r.done) break;
+      }
+    }
+  }
+  return total;
+}
