@@ -107,28 +107,11 @@ const sqlite: Dialect = {
   },
 };
 
-/** What src/store/open-store.ts gives (it arrives with the seam; this file must compile before it does). */
-interface StoreOpeners {
-  store(): Promise<Store>;
-  drainStore(options?: { checkpoints?: boolean }): Promise<DrainStore>;
-  ingestSink(options: { logger: typeof silentLogger }): Promise<IngestSink>;
-}
-
 /**
- * THE ONE PLACE TO ADJUST for the PostgreSQL half: opens the store set on a database URL through
- * openStore(), imported at run time so that this file builds before src/store/open-store.ts exists.
- * Until openStore() opens PostgreSQL, the PostgreSQL half fails here with that reason (it runs only
+ * The PostgreSQL half: opens the store set on a database URL through openStore() (it runs only
  * when HOOKBUCKET_TEST_PG is set).
  */
 async function openPostgresSet(url: string, deps: { clock: Clock; config: Config }): Promise<StoreSet> {
-  const modulePath = '../../../src/store/open-store.js';
-  let openStore: ((config: Config, deps: { clock: Clock }) => StoreOpeners) | undefined;
-  try {
-    ({ openStore } = (await import(modulePath)) as { openStore?: typeof openStore });
-  } catch (e) {
-    throw new Error(`src/store/open-store.ts is not in this build yet (${(e as Error).message})`, { cause: e });
-  }
-  if (!openStore) throw new Error('src/store/open-store.ts exports no openStore()');
   const openers = openStore({ ...deps.config, db: url }, { clock: deps.clock });
   const opened: Array<{ close(): Promise<void> }> = [];
   const track = async <T extends { close(): Promise<void> }>(p: Promise<T>): Promise<T> => {
