@@ -241,14 +241,8 @@ export class PgDrainStore implements DrainStore {
   }
 
   async listBuckets(): Promise<Bucket[]> {
-    try {
-      const rows = await this.#db.selectFrom('buckets').selectAll().where('deleting_at', 'is', null).orderBy('name').execute();
-      return rows.map((r) => toBucket(r as BucketsTable));
-    } catch (e) {
-      const code = pgStorageErrorCode(e);
-      if (code === undefined) throw e;
-      throw new AppError(code, `drain store: ${(e as Error).message}`, { cause: e });
-    }
+    const rows = await this.#read(sql<BucketsTable>`select * from buckets where deleting_at is null order by name`);
+    return rows.map(toBucket);
   }
 
   async claim(bucket: Bucket, o: ClaimOptions, policy: ClaimPolicyState): Promise<ClaimResult> {
@@ -328,52 +322,63 @@ export class PgDrainStore implements DrainStore {
     return r.rows.map((x) => ({ ...x, attempts: Number(x.attempts), next_attempt_at: Number(x.next_attempt_at) }));
   }
 
-  /** Marks the rows delivering under the lease and starts their attempt rows (times in database time). */
+  /**
+   * Marks the rows delivering under the lease and starts their attempt rows (times in database
+   * time): two statements for the whole batch, whatever its size.
+   */
   async #claimRows(trx: Trx, bucket: Bucket, rows: readonly DueRow[], dbNow: number, workerNow: number, leaseUntil: number): Promise<ClaimedAttempt[]> {
     if (rows.length === 0) return [];
     const offset = dbNow - workerNow;
     const reqs = await sql<RequestRow>`select id, method, path, query, headers, body from requests where id = any(${rows.map((r) => r.request_id)}::text[])`.execute(trx);
     const byId = new Map(reqs.rows.map((r) => [r.id, r]));
     const pausedNow = pausedMsAt(bucket, workerNow);
-    const claimed: ClaimedAttempt[] = [];
-    for (const r of rows) {
-      const req = byId.get(r.request_id);
+    const planned: Array<{ row: DueRow; req: RequestRow; attemptId: string; url: string; target: ClaimedAttempt['target'] }> = [];
+    for (const row of rows) {
+      const req = byId.get(row.request_id);
       if (!req) continue;
-      const attemptId = newId();
-      const number = Number(r.attempts) + 1;
-      const target = forwardTarget(r.destination ?? bucket.destination!, req.path, req.query, bucket.drain.forwardPath, bucket.drain.forwardRawPath);
-      const url = target.origin + target.path;
-      const changed = await sql`update deliveries set state = 'delivering', attempts = attempts + 1, lease_until = ${leaseUntil}, lease_attempt = ${attemptId},
-                  first_attempt_at = coalesce(first_attempt_at, ${dbNow}::bigint), paused_ms_at_first = coalesce(paused_ms_at_first, ${pausedNow}::bigint),
-                  last_attempt_at = ${dbNow}, updated_at = ${dbNow}
-                where id = ${r.id} and state in ('pending', 'retrying')`.execute(trx);
-      if (Number(changed.numAffectedRows ?? 0) === 0) continue;
-      await sql`insert into attempts (id, delivery_id, request_id, bucket, number, url, started_at, response_truncated)
-                values (${attemptId}, ${r.id}, ${r.request_id}, ${bucket.name}, ${number}, ${url}, ${dbNow}, 0)`.execute(trx);
-      claimed.push({
-        attemptId,
-        deliveryId: r.id,
-        requestId: r.request_id,
-        bucket: bucket.name,
-        generation: Number(r.generation),
-        number,
-        trigger: r.trigger,
-        replayId: r.replay_id,
-        destination: r.destination,
-        url,
-        target,
-        // In the worker's clock (file comment): it checks its own lease arithmetic against these.
-        startedAt: workerNow,
-        firstAttemptAt: r.first_attempt_at === null ? workerNow : Number(r.first_attempt_at) - offset,
-        pausedMsAtFirst: r.paused_ms_at_first === null ? pausedNow : Number(r.paused_ms_at_first),
-        method: req.method,
-        path: req.path,
-        query: req.query,
-        rawHeaders: JSON.parse(req.headers) as string[],
-        body: req.body,
-      });
+      const target = forwardTarget(row.destination ?? bucket.destination!, req.path, req.query, bucket.drain.forwardPath, bucket.drain.forwardRawPath);
+      planned.push({ row, req, attemptId: newId(), url: target.origin + target.path, target });
     }
-    return claimed;
+    if (planned.length === 0) return [];
+    // The rows are locked by this transaction (FOR UPDATE in #due); the state guard keeps the
+    // update correct even so, as SQLite's does.
+    const updated = await sql<{ id: string }>`
+      update deliveries d set state = 'delivering', attempts = d.attempts + 1, lease_until = ${leaseUntil}::bigint, lease_attempt = v.attempt_id,
+        first_attempt_at = coalesce(d.first_attempt_at, ${dbNow}::bigint), paused_ms_at_first = coalesce(d.paused_ms_at_first, ${pausedNow}::bigint),
+        last_attempt_at = ${dbNow}::bigint, updated_at = ${dbNow}::bigint
+      from unnest(${planned.map((p) => p.row.id)}::text[], ${planned.map((p) => p.attemptId)}::text[]) as v(id, attempt_id)
+      where d.id = v.id and d.state in ('pending', 'retrying')
+      returning d.id`.execute(trx);
+    const done = new Set(updated.rows.map((r) => r.id));
+    const taken = planned.filter((p) => done.has(p.row.id));
+    if (taken.length === 0) return [];
+    await sql`insert into attempts (id, delivery_id, request_id, bucket, number, url, started_at, response_truncated)
+      select v.id, v.delivery_id, v.request_id, ${bucket.name}, v.number, v.url, ${dbNow}::bigint, 0
+      from unnest(${taken.map((p) => p.attemptId)}::text[], ${taken.map((p) => p.row.id)}::text[], ${taken.map((p) => p.row.request_id)}::text[],
+                  ${taken.map((p) => Number(p.row.attempts) + 1)}::int[], ${taken.map((p) => p.url)}::text[])
+        as v(id, delivery_id, request_id, number, url)`.execute(trx);
+    return taken.map(({ row: r, req, attemptId, url, target }) => ({
+      attemptId,
+      deliveryId: r.id,
+      requestId: r.request_id,
+      bucket: bucket.name,
+      generation: Number(r.generation),
+      number: Number(r.attempts) + 1,
+      trigger: r.trigger,
+      replayId: r.replay_id,
+      destination: r.destination,
+      url,
+      target,
+      // In the worker's clock (file comment): it checks its own lease arithmetic against these.
+      startedAt: workerNow,
+      firstAttemptAt: r.first_attempt_at === null ? workerNow : Number(r.first_attempt_at) - offset,
+      pausedMsAtFirst: r.paused_ms_at_first === null ? pausedNow : Number(r.paused_ms_at_first),
+      method: req.method,
+      path: req.path,
+      query: req.query,
+      rawHeaders: JSON.parse(req.headers) as string[],
+      body: req.body,
+    }));
   }
 
   /**
@@ -454,27 +459,42 @@ export class PgDrainStore implements DrainStore {
     });
   }
 
+  /** The clock as SQL: clock_timestamp() as epoch ms, or the test clock's time as a parameter. */
+  #nowSql() {
+    return this.#clock ? sql<number>`${this.#clock.now()}::bigint` : DB_NOW;
+  }
+
+  /** One statement outside a transaction, with storage errors mapped as #tx maps them. */
+  async #read<T>(query: { execute(db: Kysely<Database>): Promise<{ rows: T[] }> }): Promise<T[]> {
+    try {
+      return (await query.execute(this.#db)).rows;
+    } catch (e) {
+      const code = pgStorageErrorCode(e);
+      if (code === undefined) throw e;
+      throw new AppError(code, `drain store: ${(e as Error).message}`, { cause: e });
+    }
+  }
+
+  // dueBuckets and nextDueAt are one statement each (a transaction of their own): the clock is
+  // read once inside it, with no extra round trip.
   async dueBuckets(_nowMs: number): Promise<string[]> {
-    return this.#tx(async (trx) => {
-      const dbNow = await this.#now(trx);
-      const r = await sql<{ bucket: string }>`select d.bucket from bucket_due d join buckets b on b.name = d.bucket
-        where d.next_due_at <= ${dbNow} and b.paused = 0 and b.deleting_at is null order by d.next_due_at, d.bucket`.execute(trx);
-      return r.rows.map((x) => x.bucket);
-    });
+    const rows = await this.#read(sql<{ bucket: string }>`with t as (select ${this.#nowSql()} as now)
+      select d.bucket from t, bucket_due d join buckets b on b.name = d.bucket
+      where d.next_due_at <= t.now and b.paused = 0 and b.deleting_at is null order by d.next_due_at, d.bucket`);
+    return rows.map((x) => x.bucket);
   }
 
   async nextDueAt(nowMs: number): Promise<number | null> {
-    return this.#tx(async (trx) => {
-      const dbNow = await this.#now(trx);
-      const r = await sql<{ lease: number | null; due: number | null }>`select
-          (select min(lease_until) from deliveries where state = 'delivering') as lease,
-          (select d.next_due_at from bucket_due d join buckets b on b.name = d.bucket
-            where d.next_due_at > ${dbNow} and b.paused = 0 and b.deleting_at is null order by d.next_due_at limit 1) as due`.execute(trx);
-      const { lease, due } = r.rows[0]!;
-      const at = lease === null ? due : due === null ? lease : Math.min(Number(lease), Number(due));
-      // Back into the worker's clock: it sleeps until then.
-      return at === null ? null : Number(at) - (dbNow - nowMs);
-    });
+    const rows = await this.#read(sql<{ now: number; lease: number | null; due: number | null }>`with t as (select ${this.#nowSql()} as now)
+      select t.now,
+        (select min(lease_until) from deliveries where state = 'delivering') as lease,
+        (select d.next_due_at from bucket_due d join buckets b on b.name = d.bucket
+          where d.next_due_at > t.now and b.paused = 0 and b.deleting_at is null order by d.next_due_at limit 1) as due
+      from t`);
+    const { now, lease, due } = rows[0]!;
+    const at = lease === null ? due : due === null ? lease : Math.min(Number(lease), Number(due));
+    // Back into the worker's clock: it sleeps until then.
+    return at === null ? null : Number(at) - (Number(now) - nowMs);
   }
 
   async acquireWorkerLease(holder: string, info: string, _nowMs: number, ttlMs: number): Promise<WorkerLeaseResult> {
