@@ -1,13 +1,18 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { sql, type Kysely } from 'kysely';
+import { createDeliveryAgent } from '../../../src/drain/forward.js';
 import { newPacer } from '../../../src/drain/pacer.js';
+import { DrainWorker } from '../../../src/drain/worker.js';
+import { silentLogger } from '../../../src/shared/logger.js';
+import { PgChangeFeed } from '../../../src/store/postgres/pg-change-feed.js';
 import { ManualClock } from '../../../src/shared/clock.js';
 import { createPgPool, pgKysely } from '../../../src/store/postgres/pg-pool.js';
 import { PgDrainStore } from '../../../src/store/postgres/pg-drain.js';
 import { BUCKETS_CHANNEL, REQUESTS_CHANNEL } from '../../../src/store/postgres/pg-notify.js';
 import type { Database } from '../../../src/store/schema.js';
 import type { AttemptResult, Bucket, ClaimPolicyState } from '../../../src/store/store.js';
+import { startConsumer } from '../../helpers/consumer.js';
 import { createTestDatabase, pgTestServer, PG_SKIP_REASON, sweepStaleTestDatabases, type TestDatabase } from '../../helpers/pg-database.js';
 
 // The PostgreSQL drain store against a real database: rows go in through SQL, the store's
@@ -425,6 +430,56 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     const counts = await sql<{ n: number }>`select count(*) as n from attempts`.execute(f.admin);
     assert.equal(counts.rows[0]!.n, n);
     assert.equal(await dueAt(f.admin, 'race'), null);
+  });
+
+  test('the drain worker delivers through it: first attempts, a 503 retried at its time, then delivered', async () => {
+    const f = await fixture();
+    const consumer = await startConsumer();
+    open.push(() => consumer.close());
+    const agent = createDeliveryAgent();
+    open.push(() => agent.close());
+    await addBucket(f.admin, 'w', { destination: `${consumer.url}/hooks` });
+    const ids = [];
+    for (let i = 0; i < 3; i++) ids.push(await addDelivery(f.admin, 'w', i, { nextAt: T0 }));
+    consumer.script({ status: 503 });
+    const w = new DrainWorker({ store: f.store, dispatcher: agent, clock: f.clock, logger: silentLogger, random: () => 0, leaseMs: LEASE });
+    open.push(() => w.stop(0));
+    const pass = await w.runOnce();
+    assert.equal(pass.started, 3);
+    assert.equal(consumer.received.length, 3);
+    const states = await Promise.all(ids.map(async (id) => (await delivery(f.admin, id)).state));
+    assert.deepEqual([...states].sort(), ['delivered', 'delivered', 'retrying']);
+    const retrying = ids[states.indexOf('retrying')]!;
+    const due = (await delivery(f.admin, retrying)).next_attempt_at;
+    // The default schedule's first gap with random 0 and upper jitter: 15 s.
+    assert.equal(due, T0 + 15_000);
+    // The pass read the next due time while the attempts were in flight: their lease end.
+    assert.equal(pass.wakeAt, T0 + LEASE);
+    const idle = await w.runOnce();
+    assert.equal(idle.started, 0);
+    assert.equal(idle.wakeAt, T0 + 15_000);
+    f.clock.set(T0 + 15_000);
+    assert.equal((await w.runOnce()).started, 1);
+    assert.equal((await delivery(f.admin, retrying)).state, 'delivered');
+    assert.deepEqual((await attemptsOf(f.admin, retrying)).map((a) => a.outcome), ['retry', 'delivered']);
+    assert.equal(await dueAt(f.admin, 'w'), null);
+  });
+
+  test('while the LISTEN connection cannot connect, listeners are polled once a second and every change is reported', async () => {
+    // Port 1 on loopback: nothing listens, every connection attempt is refused.
+    const feed = new PgChangeFeed({ url: 'postgres://postgres@127.0.0.1:1/none', connectTimeoutMs: 1_000 });
+    open.push(() => feed.close());
+    let calls = 0;
+    feed.onChange(() => calls++);
+    const started = Date.now();
+    await feed.start();
+    assert.equal(feed.listening, false);
+    assert.deepEqual(feed.takeChanges(), { changed: true, bucketsChanged: true });
+    assert.deepEqual(feed.takeChanges(), { changed: true, bucketsChanged: true });
+    await until(() => calls >= 2, 'two fallback polls', 5_000);
+    // Two polls take about two seconds (1 s apart), never fewer than ~1 s between them.
+    assert.ok(Date.now() - started >= 1_900, `polled after ${Date.now() - started} ms`);
+    assert.equal(feed.connects, 0);
   });
 
   test('takeChanges and onChange report NOTIFYs committed by another connection', async () => {
