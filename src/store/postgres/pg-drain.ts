@@ -195,49 +195,68 @@ export class PgDrainStore implements DrainStore {
 
   /**
    * Completes attempt rows and moves their deliveries on, inside the caller's transaction, whose
-   * bucket_due rows are locked already. `offset` turns the worker's times into database time.
+   * bucket_due rows are locked already: one statement per kind of change for the whole batch
+   * (attempts; retries, releases and settled deliveries; the due times they lower), each over
+   * unnest() arrays. `offset` turns the worker's times into database time.
    */
   async #completeRows(trx: Trx, results: readonly AttemptResult[], offset: number): Promise<void> {
-    for (const r of results) {
-      const finishedAt = r.finishedAt + offset;
-      const nextAt = r.nextAttemptAt === null ? null : r.nextAttemptAt + offset;
-      await sql`update attempts set duration_ms = ${r.durationMs}, status = ${r.status}, error_class = ${r.errorClass},
-                  error_message = ${r.errorMessage}, response_headers = ${r.responseHeaders === null ? null : JSON.stringify(r.responseHeaders)},
-                  response_body = ${r.responseBody}, response_truncated = ${r.responseTruncated ? 1 : 0},
-                  outcome = coalesce(outcome, ${r.outcome}), reason = coalesce(reason, ${r.reason}),
-                  next_attempt_at = coalesce(next_attempt_at, ${nextAt}::bigint), next_why = coalesce(next_why, ${r.nextWhy})
-                where id = ${r.attemptId}`.execute(trx);
-      const lastError = r.errorClass ?? (r.status !== null && (r.status < 200 || r.status > 299) ? r.reason : null);
-      // A retry or a release makes the delivery due again: its bucket is due by then (bucket-due.ts).
-      if (r.outcome === 'retry') {
-        await sql`update deliveries set state = case when supersede_requested = 1 then 'superseded' else 'retrying' end,
-                    settled_at = case when supersede_requested = 1 then ${finishedAt}::bigint else null end,
-                    next_attempt_at = ${nextAt}, lease_until = null, lease_attempt = null, last_status = ${r.status},
-                    last_error = ${lastError}, updated_at = ${finishedAt}
-                  where id = ${r.deliveryId} and lease_attempt = ${r.attemptId}`.execute(trx);
-        if (nextAt !== null) await this.#lowerDueFor(trx, r.deliveryId, nextAt);
-      } else if (r.outcome === 'released') {
-        const at = nextAt ?? finishedAt;
-        await sql`update deliveries set state = case when supersede_requested = 1 then 'superseded' when attempts <= 1 then 'pending' else 'retrying' end,
-                    settled_at = case when supersede_requested = 1 then ${finishedAt}::bigint else null end,
-                    first_attempt_at = case when attempts <= 1 then null else first_attempt_at end,
-                    paused_ms_at_first = case when attempts <= 1 then null else paused_ms_at_first end,
-                    attempts = attempts - 1, next_attempt_at = ${at}, lease_until = null, lease_attempt = null, updated_at = ${finishedAt}
-                  where id = ${r.deliveryId} and lease_attempt = ${r.attemptId}`.execute(trx);
-        await this.#lowerDueFor(trx, r.deliveryId, at);
-      } else {
-        await sql`update deliveries set state = case when supersede_requested = 1 then 'superseded' else ${r.outcome} end,
-                    lease_until = null, lease_attempt = null, last_status = ${r.status}, last_error = ${lastError},
-                    settled_at = ${finishedAt}, updated_at = ${finishedAt}
-                  where id = ${r.deliveryId} and lease_attempt = ${r.attemptId}`.execute(trx);
-      }
-    }
-  }
+    if (results.length === 0) return;
+    const col = <T>(f: (r: AttemptResult) => T) => results.map(f);
+    const nextAt = (r: AttemptResult) => (r.nextAttemptAt === null ? null : r.nextAttemptAt + offset);
+    await sql`update attempts a set duration_ms = v.duration_ms, status = v.status, error_class = v.error_class, error_message = v.error_message,
+        response_headers = v.response_headers, response_body = v.response_body, response_truncated = v.response_truncated,
+        outcome = coalesce(a.outcome, v.outcome), reason = coalesce(a.reason, v.reason),
+        next_attempt_at = coalesce(a.next_attempt_at, v.next_attempt_at), next_why = coalesce(a.next_why, v.next_why)
+      from unnest(${col((r) => r.attemptId)}::text[], ${col((r) => r.durationMs)}::bigint[], ${col((r) => r.status)}::int[],
+                  ${col((r) => r.errorClass)}::text[], ${col((r) => r.errorMessage)}::text[],
+                  ${col((r) => (r.responseHeaders === null ? null : JSON.stringify(r.responseHeaders)))}::text[], ${col((r) => r.responseBody)}::bytea[],
+                  ${col((r) => (r.responseTruncated ? 1 : 0))}::int[], ${col((r) => r.outcome)}::text[], ${col((r) => r.reason)}::text[],
+                  ${col(nextAt)}::bigint[], ${col((r) => r.nextWhy)}::text[])
+        as v(id, duration_ms, status, error_class, error_message, response_headers, response_body, response_truncated, outcome, reason, next_attempt_at, next_why)
+      where a.id = v.id`.execute(trx);
 
-  async #lowerDueFor(trx: Trx, deliveryId: string, atMs: number): Promise<void> {
-    await sql`insert into bucket_due (bucket, next_due_at) select bucket, ${atMs}::bigint from deliveries where id = ${deliveryId}
-      on conflict (bucket) do update set next_due_at = excluded.next_due_at
-      where bucket_due.next_due_at is null or bucket_due.next_due_at > excluded.next_due_at`.execute(trx);
+    const lastError = (r: AttemptResult) => r.errorClass ?? (r.status !== null && (r.status < 200 || r.status > 299) ? r.reason : null);
+    const retries = results.filter((r) => r.outcome === 'retry');
+    const releases = results.filter((r) => r.outcome === 'released');
+    const settled = results.filter((r) => r.outcome !== 'retry' && r.outcome !== 'released');
+    if (retries.length > 0) {
+      await sql`update deliveries d set state = case when d.supersede_requested = 1 then 'superseded' else 'retrying' end,
+          settled_at = case when d.supersede_requested = 1 then v.finished_at else null end,
+          next_attempt_at = v.next_at, lease_until = null, lease_attempt = null, last_status = v.status, last_error = v.last_error, updated_at = v.finished_at
+        from unnest(${retries.map((r) => r.deliveryId)}::text[], ${retries.map((r) => r.attemptId)}::text[], ${retries.map((r) => r.finishedAt + offset)}::bigint[],
+                    ${retries.map(nextAt)}::bigint[], ${retries.map((r) => r.status)}::int[], ${retries.map(lastError)}::text[])
+          as v(id, attempt_id, finished_at, next_at, status, last_error)
+        where d.id = v.id and d.lease_attempt = v.attempt_id`.execute(trx);
+    }
+    if (releases.length > 0) {
+      await sql`update deliveries d set state = case when d.supersede_requested = 1 then 'superseded' when d.attempts <= 1 then 'pending' else 'retrying' end,
+          settled_at = case when d.supersede_requested = 1 then v.finished_at else null end,
+          first_attempt_at = case when d.attempts <= 1 then null else d.first_attempt_at end,
+          paused_ms_at_first = case when d.attempts <= 1 then null else d.paused_ms_at_first end,
+          attempts = d.attempts - 1, next_attempt_at = v.next_at, lease_until = null, lease_attempt = null, updated_at = v.finished_at
+        from unnest(${releases.map((r) => r.deliveryId)}::text[], ${releases.map((r) => r.attemptId)}::text[], ${releases.map((r) => r.finishedAt + offset)}::bigint[],
+                    ${releases.map((r) => nextAt(r) ?? r.finishedAt + offset)}::bigint[])
+          as v(id, attempt_id, finished_at, next_at)
+        where d.id = v.id and d.lease_attempt = v.attempt_id`.execute(trx);
+    }
+    if (settled.length > 0) {
+      await sql`update deliveries d set state = case when d.supersede_requested = 1 then 'superseded' else v.outcome end,
+          lease_until = null, lease_attempt = null, last_status = v.status, last_error = v.last_error, settled_at = v.finished_at, updated_at = v.finished_at
+        from unnest(${settled.map((r) => r.deliveryId)}::text[], ${settled.map((r) => r.attemptId)}::text[], ${settled.map((r) => r.finishedAt + offset)}::bigint[],
+                    ${settled.map((r) => r.outcome)}::text[], ${settled.map((r) => r.status)}::int[], ${settled.map(lastError)}::text[])
+          as v(id, attempt_id, finished_at, outcome, status, last_error)
+        where d.id = v.id and d.lease_attempt = v.attempt_id`.execute(trx);
+    }
+    // A retry or a release makes the delivery due again: its bucket is due by then (bucket-due.ts).
+    const lower = [...retries.filter((r) => r.nextAttemptAt !== null), ...releases];
+    if (lower.length > 0) {
+      await sql`insert into bucket_due (bucket, next_due_at)
+          select d.bucket, min(v.at) from deliveries d
+            join unnest(${lower.map((r) => r.deliveryId)}::text[], ${lower.map((r) => nextAt(r) ?? r.finishedAt + offset)}::bigint[]) as v(id, at) on d.id = v.id
+          group by d.bucket order by d.bucket
+        on conflict (bucket) do update set next_due_at = excluded.next_due_at
+        where bucket_due.next_due_at is null or bucket_due.next_due_at > excluded.next_due_at`.execute(trx);
+    }
   }
 
   async listBuckets(): Promise<Bucket[]> {

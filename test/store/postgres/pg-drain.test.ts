@@ -91,7 +91,7 @@ function result(a: { attemptId: string; deliveryId: string }, at: number, outcom
     errorClass: null,
     errorMessage: null,
     responseHeaders: ['x', 'y'],
-    responseBody: Buffer.from('ok'),
+    responseBody: outcome === 'released' ? null : Buffer.from('ok'),
     responseTruncated: false,
     outcome,
     reason: outcome === 'delivered' ? '2xx' : outcome === 'released' ? 'released_on_shutdown' : 'status 503',
@@ -255,15 +255,21 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     const b = await f.bucket('c');
     const { claimed } = await f.store.claim(b, { nowMs: T0, limit: 3, leaseUntilMs: T0 + LEASE }, policy());
     assert.equal(claimed.length, 3);
-    await f.store.claim(b, { nowMs: T0, limit: 1, leaseUntilMs: T0 + LEASE }, policy());
+    const [fourth] = (await f.store.claim(b, { nowMs: T0, limit: 1, leaseUntilMs: T0 + LEASE }, policy())).claimed;
     assert.equal(await dueAt(f.admin, 'c'), null);
+    // A replay asked for this one to be superseded while it was in flight.
+    await f.admin.updateTable('deliveries').set({ supersede_requested: 1 }).where('id', '=', ids[3]!).execute();
 
     const done = T0 + 500;
     f.clock.set(done);
     await f.store.complete([
       result(claimed[0]!, done, 'delivered'),
       result(claimed[1]!, done, 'retry', { nextAttemptAt: done + 30_000, nextWhy: 'schedule' }),
+      result(fourth!, done, 'retry', { nextAttemptAt: done + 40_000, nextWhy: 'schedule' }),
     ]);
+    const superseded = await delivery(f.admin, ids[3]!);
+    assert.equal(superseded.state, 'superseded');
+    assert.equal(superseded.settled_at, done);
     const delivered = await delivery(f.admin, ids[0]!);
     assert.equal(delivered.state, 'delivered');
     assert.equal(delivered.settled_at, done);
@@ -291,6 +297,8 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     assert.deepEqual(r.claimed.map((a) => [a.deliveryId, a.number]), [[ids[2], 1]]);
     const [released, again] = await attemptsOf(f.admin, ids[2]!);
     assert.equal(released!.outcome, 'released');
+    assert.equal(released!.response_body, null);
+    assert.equal(released!.next_why, 'released');
     assert.equal(again!.outcome, null);
     assert.equal(await dueAt(f.admin, 'c'), done + 30_000);
     // A stale record (its lease attempt is gone) does not move the delivery.
