@@ -19,6 +19,13 @@ import { BUCKETS_CHANNEL, REQUESTS_CHANNEL } from './pg-notify.js';
 export const POLL_FALLBACK_MS = 1_000;
 const RECONNECT_MIN_MS = 100;
 const RECONNECT_MAX_MS = 5_000;
+/**
+ * A LISTEN connection only reads: a half-open one (the server's host gone without a RST) would
+ * look alive for as long as TCP keepalive takes (hours with Linux defaults). A `select 1` this
+ * often, failing after HEARTBEAT_TIMEOUT_MS, finds it within about 40 s.
+ */
+const HEARTBEAT_MS = 30_000;
+const HEARTBEAT_TIMEOUT_MS = 10_000;
 
 export interface Changes {
   /** Another connection committed something this store should look at (new work, a bucket). */
@@ -49,6 +56,7 @@ export class PgChangeFeed {
   #connects = 0;
   #backoffMs = RECONNECT_MIN_MS;
   #retryTimer: NodeJS.Timeout | undefined;
+  #heartbeatTimer: NodeJS.Timeout | undefined;
   #pollTimer: NodeJS.Timeout | undefined;
   readonly #listeners = new Set<() => void>();
   /** Settles when the connection in progress is up or has failed (tests, open). */
@@ -105,6 +113,7 @@ export class PgChangeFeed {
     this.#closed = true;
     clearTimeout(this.#retryTimer);
     clearInterval(this.#pollTimer);
+    clearInterval(this.#heartbeatTimer);
     this.#listeners.clear();
     await this.#connecting?.catch(() => undefined);
     const c = this.#client;
@@ -143,8 +152,8 @@ export class PgChangeFeed {
         connectionString: this.#o.url,
         connectionTimeoutMillis: this.#o.connectTimeoutMs ?? 10_000,
         application_name: this.#o.applicationName ?? 'hookbucket-listen',
-        // A dead peer (host gone, no RST) is noticed by TCP keepalive instead of never.
         keepAlive: true,
+        query_timeout: HEARTBEAT_TIMEOUT_MS,
       });
       let failed = false;
       const fail = (e?: unknown) => {
@@ -172,6 +181,7 @@ export class PgChangeFeed {
       this.#up = true;
       this.#backoffMs = RECONNECT_MIN_MS;
       if (reconnect) this.#o.logger?.info('LISTEN connection back: rescanning for due work');
+      this.#startHeartbeat(client);
       // Whatever was sent while no one listened is lost: report a change of everything.
       this.#notify(true);
     })();
@@ -182,8 +192,18 @@ export class PgChangeFeed {
     return tracked;
   }
 
+  #startHeartbeat(client: pg.Client): void {
+    clearInterval(this.#heartbeatTimer);
+    this.#heartbeatTimer = setInterval(() => {
+      if (this.#client !== client) return;
+      client.query('select 1').catch((e: unknown) => this.#lost(client, e));
+    }, HEARTBEAT_MS);
+    this.#heartbeatTimer.unref();
+  }
+
   #lost(client: pg.Client, e: unknown): void {
     if (this.#client !== client) return;
+    clearInterval(this.#heartbeatTimer);
     this.#up = false;
     this.#client = undefined;
     client.end().catch(() => undefined);

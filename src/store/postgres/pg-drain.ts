@@ -11,9 +11,10 @@
  * Lock order, in every transaction here, so that two of them never wait on each other in a cycle:
  * 1. the claimed bucket's `buckets` row, FOR SHARE (a `bucket delete` or update waits for the claim,
  *    as SQLite's write lock makes it; ingest's foreign-key checks take FOR KEY SHARE, no conflict);
- * 2. bucket_due rows, FOR UPDATE, in bucket-name order (a claim's own bucket and the buckets its
- *    completions make due again): an ingest lowering a due time between the claim reading what is
- *    left and writing next_due_at would otherwise be overwritten by a later time;
+ * 2. bucket_due rows, FOR UPDATE, in bucket-name byte order (`collate "C"`, as a JavaScript sort
+ *    gives): a claim's own bucket and the buckets its completions make due again. An ingest
+ *    lowering a due time between the claim reading what is left and writing next_due_at would
+ *    otherwise be overwritten by a later time;
  * 3. deliveries: the claim skips locked ones; completions and recovery update their own.
  * Other writers of bucket_due (ingest, replay, bucket updates) should take those rows in name
  * order too, and before any delivery row; a cycle is still broken by PostgreSQL's deadlock
@@ -172,25 +173,22 @@ export class PgDrainStore implements DrainStore {
     return Number(r.rows[0]!.now);
   }
 
-  /** Locks these buckets' bucket_due rows in name order (step 2 of the lock order above). */
-  async #lockDue(trx: Trx, buckets: Iterable<string>): Promise<void> {
-    const names = [...new Set(buckets)].sort();
-    if (names.length === 0) return;
-    await sql`select bucket from bucket_due where bucket = any(${names}::text[]) order by bucket for update`.execute(trx);
+  /**
+   * Locks bucket_due rows in name order (step 2 of the lock order above): those of `buckets`, and
+   * of the buckets the results' retries and releases make due again, in one statement.
+   */
+  async #lockDue(trx: Trx, buckets: readonly string[], results: readonly AttemptResult[] = []): Promise<void> {
+    const ids = results.filter((r) => r.outcome === 'retry' || r.outcome === 'released').map((r) => r.deliveryId);
+    if (buckets.length === 0 && ids.length === 0) return;
+    await sql`select bucket from bucket_due
+      where bucket in (select unnest(${buckets}::text[]) union select bucket from deliveries where id = any(${ids}::text[]))
+      order by bucket collate "C" for update`.execute(trx);
   }
 
   async #lowerDue(trx: Trx, bucket: string, atMs: number): Promise<void> {
     await sql`insert into bucket_due (bucket, next_due_at) values (${bucket}, ${atMs})
       on conflict (bucket) do update set next_due_at = excluded.next_due_at
       where bucket_due.next_due_at is null or bucket_due.next_due_at > excluded.next_due_at`.execute(trx);
-  }
-
-  /** The buckets the results' retries and releases make due again (to lock before their rows). */
-  async #bucketsToLower(trx: Trx, results: readonly AttemptResult[]): Promise<string[]> {
-    const ids = results.filter((r) => r.outcome === 'retry' || r.outcome === 'released').map((r) => r.deliveryId);
-    if (ids.length === 0) return [];
-    const rows = await sql<{ bucket: string }>`select distinct bucket from deliveries where id = any(${ids}::text[])`.execute(trx);
-    return rows.rows.map((r) => r.bucket);
   }
 
   /**
@@ -253,7 +251,7 @@ export class PgDrainStore implements DrainStore {
       await sql`insert into bucket_due (bucket, next_due_at)
           select d.bucket, min(v.at) from deliveries d
             join unnest(${lower.map((r) => r.deliveryId)}::text[], ${lower.map((r) => nextAt(r) ?? r.finishedAt + offset)}::bigint[]) as v(id, at) on d.id = v.id
-          group by d.bucket order by d.bucket
+          group by d.bucket order by d.bucket collate "C"
         on conflict (bucket) do update set next_due_at = excluded.next_due_at
         where bucket_due.next_due_at is null or bucket_due.next_due_at > excluded.next_due_at`.execute(trx);
     }
@@ -280,7 +278,7 @@ export class PgDrainStore implements DrainStore {
         await sql<{ created_at: number; deleting_at: number | null }>`select created_at, deleting_at from buckets where name = ${bucket.name} for share`.execute(trx)
       ).rows[0];
       const complete = o.complete ?? [];
-      await this.#lockDue(trx, [bucket.name, ...(await this.#bucketsToLower(trx, complete))]);
+      await this.#lockDue(trx, [bucket.name], complete);
       if (complete.length > 0) await this.#completeRows(trx, complete, offset);
       if (!now || now.deleting_at !== null || Number(now.created_at) !== bucket.createdAt) return nothingClaimed(policy);
 
@@ -423,7 +421,7 @@ export class PgDrainStore implements DrainStore {
   async #completeWith(results: AttemptResult[], workerNow: number): Promise<void> {
     await this.#tx(async (trx) => {
       const dbNow = await this.#now(trx);
-      await this.#lockDue(trx, await this.#bucketsToLower(trx, results));
+      await this.#lockDue(trx, [], results);
       await this.#completeRows(trx, results, dbNow - workerNow);
     });
   }
@@ -449,7 +447,7 @@ export class PgDrainStore implements DrainStore {
         await sql<{ id: string; bucket: string; attempts: number; lease_attempt: string | null }>`
           select id, bucket, attempts, lease_attempt from deliveries
           where state = 'delivering' and lease_until <= ${dbNow} and bucket = any(${names}::text[])
-          order by bucket, id for update skip locked`.execute(trx)
+          order by bucket collate "C", id for update skip locked`.execute(trx)
       ).rows;
       const byName = new Map(buckets.map((b) => [b.name, b]));
       const out: ExpiredDelivery[] = [];
