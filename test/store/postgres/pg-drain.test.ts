@@ -473,6 +473,28 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     assert.equal(await dueAt(f.admin, 'w'), null);
   });
 
+  test('a NOTIFY committed with new work wakes the running worker before its idle pass', async () => {
+    const f = await fixture({ listen: true });
+    const consumer = await startConsumer();
+    open.push(() => consumer.close());
+    const agent = createDeliveryAgent();
+    open.push(() => agent.close());
+    await addBucket(f.admin, 'n', { destination: `${consumer.url}/hooks` });
+    const w = new DrainWorker({ store: f.store, dispatcher: agent, clock: f.clock, logger: silentLogger, random: () => 0, leaseMs: LEASE });
+    open.push(() => w.stop(0));
+    await w.start('refuse');
+    // The first pass finds nothing; with nothing due the loop sleeps its idle 5 s.
+    await until(() => w.passes >= 1, 'the first pass');
+    await new Promise((r) => setTimeout(r, 200));
+    const passes = w.passes;
+    await f.admin.transaction().execute(async (trx) => {
+      await addDelivery(trx, 'n', 1, { nextAt: T0 });
+      await sql`select pg_notify(${REQUESTS_CHANNEL}, 'n')`.execute(trx);
+    });
+    await consumer.waitFor(1, 3_000);
+    assert.ok(w.passes > passes);
+  });
+
   test('while the LISTEN connection cannot connect, listeners are polled once a second and every change is reported', async () => {
     // Port 1 on loopback: nothing listens, every connection attempt is refused.
     const feed = new PgChangeFeed({ url: 'postgres://postgres@127.0.0.1:1/none', connectTimeoutMs: 1_000 });
