@@ -258,7 +258,7 @@ export class PgDrainStore implements DrainStore {
   }
 
   async listBuckets(): Promise<Bucket[]> {
-    const rows = await this.#read(sql<BucketsTable>`select * from buckets where deleting_at is null order by name`);
+    const rows = await this.#read(sql<BucketsTable>`select * from buckets where deleting_at is null order by name collate "C"`);
     return rows.map(toBucket);
   }
 
@@ -268,15 +268,19 @@ export class PgDrainStore implements DrainStore {
       return nothingClaimed(policy);
     }
     return this.#tx(async (trx) => {
-      const dbNow = await this.#now(trx);
-      const offset = dbNow - o.nowMs;
       // Lock order (file comment): the bucket row, then bucket_due rows in name order, then deliveries.
       // The worker's bucket list may be a moment old: claim nothing of a bucket that began
       // deleting since, or that was deleted and made anew (whose rows would otherwise go to the
-      // old bucket's destination until the list is read again).
-      const now = (
-        await sql<{ created_at: number; deleting_at: number | null }>`select created_at, deleting_at from buckets where name = ${bucket.name} for share`.execute(trx)
-      ).rows[0];
+      // old bucket's destination until the list is read again). The clock is read in the same
+      // statement (one round trip).
+      const head = (
+        await sql<{ now: number; created_at: number | null; deleting_at: number | null }>`
+          select ${this.#nowSql()} as now, b.created_at, b.deleting_at
+          from (select 1) as one left join lateral (select created_at, deleting_at from buckets where name = ${bucket.name} for share) as b on true`.execute(trx)
+      ).rows[0]!;
+      const dbNow = Number(head.now);
+      const offset = dbNow - o.nowMs;
+      const now = head.created_at === null ? undefined : head;
       const complete = o.complete ?? [];
       await this.#lockDue(trx, [bucket.name], complete);
       if (complete.length > 0) await this.#completeRows(trx, complete, offset);
