@@ -418,6 +418,34 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     assert.ok(Math.abs(lease.expires_at - (Date.now() + 15_000)) < 2_000);
   });
 
+  test('a claim waits for an ingest lowering the bucket_due row, and then sees its delivery', async () => {
+    const f = await fixture();
+    await addBucket(f.admin, 'i');
+    await addDelivery(f.admin, 'i', 1, { nextAt: T0 + 60_000 });
+    const b = await f.bucket('i');
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let lowered!: () => void;
+    const isLowered = new Promise<void>((r) => (lowered = r));
+    // An ingest transaction: a new delivery and its bucket's due time lowered, not yet committed.
+    const ingest = f.admin.transaction().execute(async (trx) => {
+      await addDelivery(trx, 'i', 2, { nextAt: T0 });
+      lowered();
+      await gate;
+    });
+    await isLowered;
+    const claim = f.store.claim(b, { nowMs: T0, limit: 5, leaseUntilMs: T0 + LEASE }, policy());
+    // The claim waits on the bucket_due row lock (seen in pg_locks), then the ingest commits.
+    const waiting = async () => Number((await sql<{ n: number }>`select count(*) as n from pg_locks where not granted`.execute(f.admin)).rows[0]!.n);
+    for (let i = 0; i < 200 && (await waiting()) === 0; i++) await new Promise((r) => setTimeout(r, 25));
+    assert.equal(await waiting(), 1);
+    release();
+    await ingest;
+    const r = await claim;
+    assert.deepEqual(r.claimed.map((a) => a.deliveryId), ['d-i-002']);
+    assert.equal(await dueAt(f.admin, 'i'), T0 + 60_000);
+  });
+
   test('two connections claiming the same bucket at once never claim the same delivery', async () => {
     const f = await fixture();
     const other = await PgDrainStore.open({ url: f.url, clock: f.clock, listen: false, migrate: false });
