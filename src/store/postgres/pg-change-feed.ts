@@ -6,8 +6,8 @@
  *   worker's sleep ends on it).
  * - Notices sent while the connection is down are lost, so after a reconnect the feed reports a
  *   change of everything (a rescan of buckets and due work).
- * - While it is down, the feed polls: every listener is called once a second and `takeChanges()`
- *   reports everything changed, so the worker looks at the database as often as that.
+ * - While it is down, the feed polls: once a second it reports a change of everything and calls
+ *   every listener, so the worker looks at the database as often as that.
  * - It reconnects with backoff (100 ms doubling to 5 s) after an error, the server's restart or
  *   a terminated backend, for as long as it is open.
  */
@@ -95,9 +95,12 @@ export class PgChangeFeed {
     return this.#bucketsCounter;
   }
 
-  /** What was noticed since the last call; while the connection is down, everything. */
+  /**
+   * What was noticed since the last call. While the connection is down, each fallback poll counts
+   * as a change of everything, so a caller rescans at most once a second (listing 10,000 buckets
+   * on every pass of a busy worker would cost more than the notices save).
+   */
   takeChanges(): Changes {
-    if (!this.#up) return { changed: true, bucketsChanged: true };
     const out = { changed: this.#changed, bucketsChanged: this.#bucketsChanged };
     this.#changed = false;
     this.#bucketsChanged = false;
