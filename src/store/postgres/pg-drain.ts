@@ -295,10 +295,8 @@ export class PgDrainStore implements DrainStore {
         aheadFrom: policy.aheadFrom,
       });
       const own = bucket.destination !== null;
-      const pending = await this.#due(trx, bucket.name, 'pending', own, dbNow, o.limit);
-      const retrying = await this.#due(trx, bucket.name, 'retrying', own, dbNow, o.limit);
       // Merge in due order; a retry held back by the budget does not block first attempts behind it.
-      const rows = retrying.length === 0 ? pending : [...pending, ...retrying].sort((a, b) => a.next_attempt_at - b.next_attempt_at || (a.id < b.id ? -1 : 1));
+      const rows = (await this.#due(trx, bucket.name, own, dbNow, o.limit)).sort((a, b) => a.next_attempt_at - b.next_attempt_at || (a.id < b.id ? -1 : 1));
       const take: DueRow[] = [];
       for (const r of rows) {
         if (take.length >= o.limit) break;
@@ -326,20 +324,24 @@ export class PgDrainStore implements DrainStore {
   }
 
   /**
-   * The due deliveries of one state, locked (SKIP LOCKED: a row another transaction holds is not
-   * waited for). A new generation waits while an older one to the same destination is still in
-   * flight (replay): a request never has two attempts in flight to the bucket's destination.
+   * The due deliveries, locked (SKIP LOCKED: a row another transaction holds is not waited for):
+   * up to `limit` of each state, each an index range of deliveries_bucket_due_id, in one round
+   * trip. A new generation waits while an older one to the same destination is still in flight
+   * (replay): a request never has two attempts in flight to the bucket's destination.
    */
-  async #due(trx: Trx, bucket: string, state: 'pending' | 'retrying', own: boolean, dbNow: number, limit: number): Promise<DueRow[]> {
-    const r = await sql<DueRow>`
+  async #due(trx: Trx, bucket: string, own: boolean, dbNow: number, limit: number): Promise<DueRow[]> {
+    const n = Math.max(1, Math.floor(limit));
+    const of = (state: 'pending' | 'retrying') => sql`
       select id, request_id, attempts, state, trigger, replay_id, next_attempt_at, destination, generation, first_attempt_at, paused_ms_at_first
       from deliveries d
       where bucket = ${bucket} and state = ${state} and next_attempt_at <= ${dbNow}
         ${own ? sql`` : sql`and destination is not null`}
         and not exists (select 1 from deliveries o where o.request_id = d.request_id and o.state = 'delivering'
                         and o.destination is null and d.destination is null)
-      order by next_attempt_at, id limit ${Math.max(1, Math.floor(limit))}
-      for update of d skip locked`.execute(trx);
+      order by next_attempt_at, id limit ${n}
+      for update of d skip locked`;
+    // Locking clauses are not allowed on a UNION's arms, but are inside subqueries in FROM.
+    const r = await sql<DueRow>`select * from (${of('pending')}) as p union all select * from (${of('retrying')}) as r`.execute(trx);
     return r.rows.map((x) => ({ ...x, attempts: Number(x.attempts), next_attempt_at: Number(x.next_attempt_at) }));
   }
 
