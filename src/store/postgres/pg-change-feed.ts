@@ -13,6 +13,7 @@
  */
 import pg from 'pg';
 import type { Logger } from '../../shared/logger.js';
+import type { StoreChanges } from '../store.js';
 import { BUCKETS_CHANNEL, REQUESTS_CHANNEL } from './pg-notify.js';
 
 /** While the LISTEN connection is down, listeners are called this often (ms). */
@@ -26,13 +27,6 @@ const RECONNECT_MAX_MS = 5_000;
  */
 const HEARTBEAT_MS = 30_000;
 const HEARTBEAT_TIMEOUT_MS = 10_000;
-
-export interface Changes {
-  /** Another connection committed something this store should look at (new work, a bucket). */
-  changed: boolean;
-  /** A bucket was created, changed, paused, resumed or deleted: read the bucket list again. */
-  bucketsChanged: boolean;
-}
 
 export interface PgChangeFeedOptions {
   url: string;
@@ -50,9 +44,6 @@ export class PgChangeFeed {
   #closed = false;
   #changed = true;
   #bucketsChanged = true;
-  /** Moves on every notice, reconnect and fallback poll (the synchronous counters of today's contract). */
-  #counter = 0;
-  #bucketsCounter = 0;
   #connects = 0;
   #backoffMs = RECONNECT_MIN_MS;
   #retryTimer: NodeJS.Timeout | undefined;
@@ -87,20 +78,12 @@ export class PgChangeFeed {
     return this.#up ? (this.#client as unknown as { processID?: number } | undefined)?.processID : undefined;
   }
 
-  get counter(): number {
-    return this.#counter;
-  }
-
-  get bucketsCounter(): number {
-    return this.#bucketsCounter;
-  }
-
   /**
    * What was noticed since the last call. While the connection is down, each fallback poll counts
    * as a change of everything, so a caller rescans at most once a second (listing 10,000 buckets
    * on every pass of a busy worker would cost more than the notices save).
    */
-  takeChanges(): Changes {
+  takeChanges(): StoreChanges {
     const out = { changed: this.#changed, bucketsChanged: this.#bucketsChanged };
     this.#changed = false;
     this.#bucketsChanged = false;
@@ -127,11 +110,7 @@ export class PgChangeFeed {
 
   #notify(buckets: boolean): void {
     this.#changed = true;
-    this.#counter++;
-    if (buckets) {
-      this.#bucketsChanged = true;
-      this.#bucketsCounter++;
-    }
+    if (buckets) this.#bucketsChanged = true;
     for (const l of [...this.#listeners]) {
       try {
         l();

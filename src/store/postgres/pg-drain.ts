@@ -5,7 +5,7 @@
  *
  * Claims: one READ COMMITTED transaction that records the finished attempts first, then walks the
  * bucket's due deliveries in due order with `FOR UPDATE SKIP LOCKED`, decides about each with the
- * pure admission decider (drain/admission.ts), claims (delivering, lease, attempt row) or defers,
+ * pure admission decider (policy/admission.ts), claims (delivering, lease, attempt row) or defers,
  * and sets the bucket's bucket_due row to what is left (bucket-due.ts explains the table).
  *
  * Lock order, in every transaction here, so that two of them never wait on each other in a cycle:
@@ -33,9 +33,9 @@
  */
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type pg from 'pg';
-import type { Rate } from '../../drain/token-bucket.js';
-import { afterLeaseExpiry, createClaimDecider, pacerConfigOf } from '../../drain/admission.js';
-import { forwardTarget } from '../../drain/forward.js';
+import { afterLeaseExpiry, createClaimDecider, pacerConfigOf } from '../../policy/admission.js';
+import { forwardTarget } from '../../policy/forward-target.js';
+import type { Rate } from '../../policy/token-bucket.js';
 import { AppError } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { Logger } from '../../shared/logger.js';
@@ -49,11 +49,13 @@ import {
   type ClaimResult,
   type DrainStore,
   type ExpiredDelivery,
+  type StoreChanges,
   type WorkerLeaseResult,
 } from '../store.js';
-import { toBucket } from '../sqlite/bucket-row.js';
-import { PgChangeFeed, type Changes } from './pg-change-feed.js';
-import { createPgPool, migratePostgres, pgKysely, pgStorageErrorCode } from './pg-pool.js';
+import { toBucket } from '../bucket-row.js';
+import { PgChangeFeed } from './pg-change-feed.js';
+import { pgStorageErrorCode } from './pg-error.js';
+import { createPgPool, migratePostgres, pgKysely } from './pg-pool.js';
 
 interface DueRow {
   id: string;
@@ -554,23 +556,13 @@ export class PgDrainStore implements DrainStore {
   }
 
   /** What other connections committed since the last call (LISTEN notices; a rescan after a reconnect). */
-  async takeChanges(): Promise<Changes> {
+  async takeChanges(): Promise<StoreChanges> {
     return this.#feed?.takeChanges() ?? { changed: true, bucketsChanged: true };
   }
 
   /** Calls `listener` when a notice arrives (and once a second while the LISTEN connection is down). */
   onChange(listener: () => void): () => void {
     return this.#feed?.onChange(listener) ?? (() => undefined);
-  }
-
-  /** Today's synchronous contract (until the async feed replaces it): moves on every notice. */
-  changeCounter(): number {
-    return this.#feed?.counter ?? 0;
-  }
-
-  /** Today's synchronous contract: moves on every bucket notice (and every reconnect or fallback poll). */
-  bucketsVersion(): number {
-    return this.#feed?.bucketsCounter ?? 0;
   }
 
   async close(): Promise<void> {

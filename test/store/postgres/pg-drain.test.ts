@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { sql, type Kysely } from 'kysely';
 import { createDeliveryAgent } from '../../../src/drain/forward.js';
-import { newPacer } from '../../../src/drain/pacer.js';
+import { newPacer } from '../../../src/policy/pacer.js';
 import { DrainWorker } from '../../../src/drain/worker.js';
 import { silentLogger } from '../../../src/shared/logger.js';
 import { PgChangeFeed } from '../../../src/store/postgres/pg-change-feed.js';
@@ -435,11 +435,19 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     });
     await isLowered;
     const claim = f.store.claim(b, { nowMs: T0, limit: 5, leaseUntilMs: T0 + LEASE }, policy());
-    // The claim waits on the bucket_due row lock (seen in pg_locks), then the ingest commits.
-    const waiting = async () => Number((await sql<{ n: number }>`select count(*) as n from pg_locks where not granted`.execute(f.admin)).rows[0]!.n);
-    for (let i = 0; i < 200 && (await waiting()) === 0; i++) await new Promise((r) => setTimeout(r, 25));
-    assert.equal(await waiting(), 1);
-    release();
+    // The claim waits on the bucket_due row lock (a backend of this test's database waiting on a
+    // lock; other tests share the server), then the ingest commits.
+    const waiting = async () =>
+      Number(
+        (await sql<{ n: number }>`select count(*) as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(f.admin))
+          .rows[0]!.n,
+      );
+    try {
+      for (let i = 0; i < 200 && (await waiting()) === 0; i++) await new Promise((r) => setTimeout(r, 25));
+      assert.equal(await waiting(), 1);
+    } finally {
+      release();
+    }
     await ingest;
     const r = await claim;
     assert.deepEqual(r.claimed.map((a) => a.deliveryId), ['d-i-002']);
@@ -550,14 +558,10 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     assert.deepEqual(await f.store.takeChanges(), { changed: false, bucketsChanged: false });
     let calls = 0;
     const off = f.store.onChange(() => calls++);
-    const counter = f.store.changeCounter();
-    const version = f.store.bucketsVersion();
 
     await sql`select pg_notify(${REQUESTS_CHANNEL}, 'b')`.execute(f.admin);
     await until(() => calls >= 1, 'a requests notice');
     assert.deepEqual(await f.store.takeChanges(), { changed: true, bucketsChanged: false });
-    assert.ok(f.store.changeCounter() > counter);
-    assert.equal(f.store.bucketsVersion(), version);
 
     // A notice inside a transaction arrives only at its commit.
     await f.admin.transaction().execute(async (trx) => {
@@ -565,11 +569,13 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     });
     await until(() => calls >= 2, 'a buckets notice');
     assert.deepEqual(await f.store.takeChanges(), { changed: true, bucketsChanged: true });
-    assert.ok(f.store.bucketsVersion() > version);
     assert.deepEqual(await f.store.takeChanges(), { changed: false, bucketsChanged: false });
+    // Unsubscribed, a listener is called no more (another one still is).
     off();
+    let later = 0;
+    f.store.onChange(() => later++);
     await sql`select pg_notify(${REQUESTS_CHANNEL}, 'b')`.execute(f.admin);
-    await until(() => f.store.changeCounter() > counter + 2, 'a third notice');
+    await until(() => later >= 1, 'a third notice');
     assert.equal(calls, 2);
   });
 
