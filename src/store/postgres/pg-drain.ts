@@ -1,0 +1,572 @@
+/**
+ * The drain worker's store on PostgreSQL: the claim, attempt rows, lease recovery, the
+ * single-worker lease (a row in worker_lease) and the LISTEN/NOTIFY change feed. The SQLite twin
+ * is src/store/sqlite/sqlite-drain.ts; through the DrainStore contract both give the same results.
+ *
+ * Claims: one READ COMMITTED transaction that records the finished attempts first, then walks the
+ * bucket's due deliveries in due order with `FOR UPDATE SKIP LOCKED`, decides about each with the
+ * pure admission decider (policy/admission.ts), claims (delivering, lease, attempt row) or defers,
+ * and sets the bucket's bucket_due row to what is left (bucket-due.ts explains the table).
+ *
+ * Lock order, in every transaction here, so that two of them never wait on each other in a cycle:
+ * 1. the claimed bucket's `buckets` row, FOR SHARE (a `bucket delete` or update waits for the claim,
+ *    as SQLite's write lock makes it; ingest's foreign-key checks take FOR KEY SHARE, no conflict);
+ * 2. bucket_due rows, FOR UPDATE, in bucket-name byte order (`collate "C"`, as a JavaScript sort
+ *    gives): a claim's own bucket and the buckets its completions make due again. An ingest
+ *    lowering a due time between the claim reading what is left and writing next_due_at would
+ *    otherwise be overwritten by a later time;
+ * 3. deliveries: the claim skips locked ones; completions and recovery update their own.
+ * Other writers of bucket_due (ingest, replay, bucket updates) should take those rows in name
+ * order too, and before any delivery row; a cycle is still broken by PostgreSQL's deadlock
+ * detector (40P01, store_busy), after which the worker writes its results again.
+ *
+ * Clock: leases and due times use the database's clock (clock_timestamp(), read once per
+ * transaction as epoch ms), never this process's, so several hosts agree on when a lease ends.
+ * The contract's times come from the worker's clock; each transaction turns them into database
+ * time by one offset, `dbNow - workerNow` (workerNow: the call's nowMs; for complete() alone, the
+ * latest finishedAt of the batch), so durations are kept (a lease of 60 s, a retry in 30 s) and
+ * every time written or compared is database time. Times handed back to the worker (a claim's
+ * startedAt and firstAttemptAt, nextDueAt) are turned back into its clock. The admission decider
+ * runs on the worker's nowMs: the pacer state it reads and returns lives in the worker's memory,
+ * in the worker's time (with one worker, a row-held pacer is the next issue's). Tests pass
+ * `clock` (a manual clock) to replace the database clock.
+ */
+import { sql, type Kysely, type Transaction } from 'kysely';
+import type pg from 'pg';
+import { afterLeaseExpiry, createClaimDecider, pacerConfigOf } from '../../policy/admission.js';
+import { forwardTarget } from '../../policy/forward-target.js';
+import type { Rate } from '../../policy/token-bucket.js';
+import { AppError } from '../../shared/errors.js';
+import { newId } from '../../shared/ids.js';
+import type { Logger } from '../../shared/logger.js';
+import type { BucketsTable, Database } from '../schema.js';
+import {
+  pausedMsAt,
+  type AttemptResult,
+  type Bucket,
+  type ClaimedAttempt,
+  type ClaimPolicyState,
+  type ClaimResult,
+  type DrainStore,
+  type ExpiredDelivery,
+  type StoreChanges,
+  type WorkerLeaseResult,
+} from '../store.js';
+import { toBucket } from '../bucket-row.js';
+import { PgChangeFeed } from './pg-change-feed.js';
+import { pgStorageErrorCode } from './pg-error.js';
+import { createPgPool, migratePostgres, pgKysely } from './pg-pool.js';
+
+interface DueRow {
+  id: string;
+  request_id: string;
+  attempts: number;
+  state: 'pending' | 'retrying';
+  trigger: 'initial' | 'replay';
+  replay_id: string | null;
+  next_attempt_at: number;
+  destination: string | null;
+  generation: number;
+  first_attempt_at: number | null;
+  paused_ms_at_first: number | null;
+}
+
+interface RequestRow {
+  id: string;
+  method: string;
+  path: string;
+  query: string | null;
+  headers: string;
+  body: Buffer;
+}
+
+const WORKER_LEASE = 'drain';
+
+type Trx = Transaction<Database>;
+type ClaimOptions = Parameters<DrainStore['claim']>[1];
+
+const nothingClaimed = (policy: ClaimPolicyState): ClaimResult => ({
+  claimed: [],
+  verdict: { pacer: policy.pacer, replayTokens: new Map(), deferred: {}, wakeAt: Infinity, skippedAhead: 0 },
+});
+
+/** The database's clock as epoch ms (whole ms, as every stored time). */
+const DB_NOW = sql<number>`floor(extract(epoch from clock_timestamp()) * 1000)::bigint`;
+
+export interface PgDrainStoreOptions {
+  url: string;
+  /** Pool connections at most (the LISTEN connection is one more). */
+  poolMax?: number;
+  /**
+   * The drain's commits use synchronous_commit = off by default, as the SQLite drain commits with
+   * synchronous=NORMAL: an attempt record lost to a server crash means the delivery is attempted
+   * again (delivery is at-least-once anyway). Ingest keeps its own setting.
+   */
+  synchronousCommit?: 'on' | 'off';
+  statementTimeoutMs?: number;
+  connectTimeoutMs?: number;
+  /** For tests: replaces the database clock (clock_timestamp()) with this one, e.g. a ManualClock. */
+  clock?: { now(): number };
+  /** Run pending migrations first (default true). */
+  migrate?: boolean;
+  /** Start the LISTEN connection (default true). */
+  listen?: boolean;
+  logger?: Logger;
+}
+
+export class PgDrainStore implements DrainStore {
+  readonly #db: Kysely<Database>;
+  readonly #feed: PgChangeFeed | undefined;
+  readonly #clock: { now(): number } | undefined;
+
+  private constructor(db: Kysely<Database>, feed: PgChangeFeed | undefined, clock: { now(): number } | undefined) {
+    this.#db = db;
+    this.#feed = feed;
+    this.#clock = clock;
+  }
+
+  /** Opens a bounded pool and the LISTEN connection (migrating the database first unless told not to). */
+  static async open(options: PgDrainStoreOptions): Promise<PgDrainStore> {
+    const pool: pg.Pool = createPgPool({
+      url: options.url,
+      max: options.poolMax ?? 4,
+      statementTimeoutMs: options.statementTimeoutMs ?? 30_000, // 30s
+      idleInTransactionTimeoutMs: 60_000, // 60s: a claim holds no transaction across I/O of ours
+      connectTimeoutMs: options.connectTimeoutMs ?? 10_000,
+      synchronousCommit: options.synchronousCommit ?? 'off',
+      applicationName: 'hookbucket-drain',
+    });
+    const db = pgKysely(pool);
+    let feed: PgChangeFeed | undefined;
+    try {
+      if (options.migrate !== false) await migratePostgres(db);
+      if (options.listen !== false) {
+        feed = new PgChangeFeed({ url: options.url, connectTimeoutMs: options.connectTimeoutMs, logger: options.logger });
+        await feed.start();
+      }
+      return new PgDrainStore(db, feed, options.clock);
+    } catch (e) {
+      await feed?.close();
+      await db.destroy();
+      throw e;
+    }
+  }
+
+  /** The LISTEN connection (tests: its backend pid, reconnect count). */
+  get changeFeed(): PgChangeFeed | undefined {
+    return this.#feed;
+  }
+
+  /** Runs `fn` in a transaction; storage errors become AppErrors with the codes SQLite's store uses. */
+  async #tx<T>(fn: (trx: Trx) => Promise<T>): Promise<T> {
+    try {
+      return await this.#db.transaction().execute(fn);
+    } catch (e) {
+      const code = pgStorageErrorCode(e);
+      if (code === undefined) throw e;
+      throw new AppError(code, `drain store: ${(e as Error).message}`, { cause: e });
+    }
+  }
+
+  /** This transaction's now: the database clock, read once (or the test clock). */
+  async #now(trx: Trx): Promise<number> {
+    if (this.#clock) return this.#clock.now();
+    const r = await sql<{ now: number }>`select ${DB_NOW} as now`.execute(trx);
+    return Number(r.rows[0]!.now);
+  }
+
+  /**
+   * Locks bucket_due rows in name order (step 2 of the lock order above): those of `buckets`, and
+   * of the buckets the results' retries and releases make due again, in one statement.
+   */
+  async #lockDue(trx: Trx, buckets: readonly string[], results: readonly AttemptResult[] = []): Promise<void> {
+    const ids = results.filter((r) => r.outcome === 'retry' || r.outcome === 'released').map((r) => r.deliveryId);
+    if (buckets.length === 0 && ids.length === 0) return;
+    await sql`select bucket from bucket_due
+      where bucket in (select unnest(${buckets}::text[]) union select bucket from deliveries where id = any(${ids}::text[]))
+      order by bucket collate "C" for update`.execute(trx);
+  }
+
+  async #lowerDue(trx: Trx, bucket: string, atMs: number): Promise<void> {
+    await sql`insert into bucket_due (bucket, next_due_at) values (${bucket}, ${atMs})
+      on conflict (bucket) do update set next_due_at = excluded.next_due_at
+      where bucket_due.next_due_at is null or bucket_due.next_due_at > excluded.next_due_at`.execute(trx);
+  }
+
+  /**
+   * Completes attempt rows and moves their deliveries on, inside the caller's transaction, whose
+   * bucket_due rows are locked already: one statement per kind of change for the whole batch
+   * (attempts; retries, releases and settled deliveries; the due times they lower), each over
+   * unnest() arrays. `offset` turns the worker's times into database time.
+   */
+  async #completeRows(trx: Trx, results: readonly AttemptResult[], offset: number): Promise<void> {
+    if (results.length === 0) return;
+    const col = <T>(f: (r: AttemptResult) => T) => results.map(f);
+    const nextAt = (r: AttemptResult) => (r.nextAttemptAt === null ? null : r.nextAttemptAt + offset);
+    await sql`update attempts a set duration_ms = v.duration_ms, status = v.status, error_class = v.error_class, error_message = v.error_message,
+        response_headers = v.response_headers, response_body = v.response_body, response_truncated = v.response_truncated,
+        outcome = coalesce(a.outcome, v.outcome), reason = coalesce(a.reason, v.reason),
+        next_attempt_at = coalesce(a.next_attempt_at, v.next_attempt_at), next_why = coalesce(a.next_why, v.next_why)
+      from unnest(${col((r) => r.attemptId)}::text[], ${col((r) => r.durationMs)}::bigint[], ${col((r) => r.status)}::int[],
+                  ${col((r) => r.errorClass)}::text[], ${col((r) => r.errorMessage)}::text[],
+                  ${col((r) => (r.responseHeaders === null ? null : JSON.stringify(r.responseHeaders)))}::text[], ${col((r) => r.responseBody)}::bytea[],
+                  ${col((r) => (r.responseTruncated ? 1 : 0))}::int[], ${col((r) => r.outcome)}::text[], ${col((r) => r.reason)}::text[],
+                  ${col(nextAt)}::bigint[], ${col((r) => r.nextWhy)}::text[])
+        as v(id, duration_ms, status, error_class, error_message, response_headers, response_body, response_truncated, outcome, reason, next_attempt_at, next_why)
+      where a.id = v.id`.execute(trx);
+
+    const lastError = (r: AttemptResult) => r.errorClass ?? (r.status !== null && (r.status < 200 || r.status > 299) ? r.reason : null);
+    const retries = results.filter((r) => r.outcome === 'retry');
+    const releases = results.filter((r) => r.outcome === 'released');
+    const settled = results.filter((r) => r.outcome !== 'retry' && r.outcome !== 'released');
+    if (retries.length > 0) {
+      await sql`update deliveries d set state = case when d.supersede_requested = 1 then 'superseded' else 'retrying' end,
+          settled_at = case when d.supersede_requested = 1 then v.finished_at else null end,
+          next_attempt_at = v.next_at, lease_until = null, lease_attempt = null, last_status = v.status, last_error = v.last_error, updated_at = v.finished_at
+        from unnest(${retries.map((r) => r.deliveryId)}::text[], ${retries.map((r) => r.attemptId)}::text[], ${retries.map((r) => r.finishedAt + offset)}::bigint[],
+                    ${retries.map(nextAt)}::bigint[], ${retries.map((r) => r.status)}::int[], ${retries.map(lastError)}::text[])
+          as v(id, attempt_id, finished_at, next_at, status, last_error)
+        where d.id = v.id and d.lease_attempt = v.attempt_id`.execute(trx);
+    }
+    if (releases.length > 0) {
+      await sql`update deliveries d set state = case when d.supersede_requested = 1 then 'superseded' when d.attempts <= 1 then 'pending' else 'retrying' end,
+          settled_at = case when d.supersede_requested = 1 then v.finished_at else null end,
+          first_attempt_at = case when d.attempts <= 1 then null else d.first_attempt_at end,
+          paused_ms_at_first = case when d.attempts <= 1 then null else d.paused_ms_at_first end,
+          attempts = d.attempts - 1, next_attempt_at = v.next_at, lease_until = null, lease_attempt = null, updated_at = v.finished_at
+        from unnest(${releases.map((r) => r.deliveryId)}::text[], ${releases.map((r) => r.attemptId)}::text[], ${releases.map((r) => r.finishedAt + offset)}::bigint[],
+                    ${releases.map((r) => nextAt(r) ?? r.finishedAt + offset)}::bigint[])
+          as v(id, attempt_id, finished_at, next_at)
+        where d.id = v.id and d.lease_attempt = v.attempt_id`.execute(trx);
+    }
+    if (settled.length > 0) {
+      await sql`update deliveries d set state = case when d.supersede_requested = 1 then 'superseded' else v.outcome end,
+          lease_until = null, lease_attempt = null, last_status = v.status, last_error = v.last_error, settled_at = v.finished_at, updated_at = v.finished_at
+        from unnest(${settled.map((r) => r.deliveryId)}::text[], ${settled.map((r) => r.attemptId)}::text[], ${settled.map((r) => r.finishedAt + offset)}::bigint[],
+                    ${settled.map((r) => r.outcome)}::text[], ${settled.map((r) => r.status)}::int[], ${settled.map(lastError)}::text[])
+          as v(id, attempt_id, finished_at, outcome, status, last_error)
+        where d.id = v.id and d.lease_attempt = v.attempt_id`.execute(trx);
+    }
+    // A retry or a release makes the delivery due again: its bucket is due by then (bucket-due.ts).
+    const lower = [...retries.filter((r) => r.nextAttemptAt !== null), ...releases];
+    if (lower.length > 0) {
+      await sql`insert into bucket_due (bucket, next_due_at)
+          select d.bucket, min(v.at) from deliveries d
+            join unnest(${lower.map((r) => r.deliveryId)}::text[], ${lower.map((r) => nextAt(r) ?? r.finishedAt + offset)}::bigint[]) as v(id, at) on d.id = v.id
+          group by d.bucket order by d.bucket collate "C"
+        on conflict (bucket) do update set next_due_at = excluded.next_due_at
+        where bucket_due.next_due_at is null or bucket_due.next_due_at > excluded.next_due_at`.execute(trx);
+    }
+  }
+
+  async listBuckets(): Promise<Bucket[]> {
+    const rows = await this.#read(sql<BucketsTable>`select * from buckets where deleting_at is null order by name collate "C"`);
+    return rows.map(toBucket);
+  }
+
+  async claim(bucket: Bucket, o: ClaimOptions, policy: ClaimPolicyState): Promise<ClaimResult> {
+    if (o.limit <= 0) {
+      if (o.complete && o.complete.length > 0) await this.#completeWith(o.complete, o.nowMs);
+      return nothingClaimed(policy);
+    }
+    return this.#tx(async (trx) => {
+      // Lock order (file comment): the bucket row, then bucket_due rows in name order, then deliveries.
+      // The worker's bucket list may be a moment old: claim nothing of a bucket that began
+      // deleting since, or that was deleted and made anew (whose rows would otherwise go to the
+      // old bucket's destination until the list is read again). The clock is read in the same
+      // statement (one round trip).
+      const head = (
+        await sql<{ now: number; created_at: number | null; deleting_at: number | null }>`
+          select ${this.#nowSql()} as now, b.created_at, b.deleting_at
+          from (select 1) as one left join lateral (select created_at, deleting_at from buckets where name = ${bucket.name} for share) as b on true`.execute(trx)
+      ).rows[0]!;
+      const dbNow = Number(head.now);
+      const offset = dbNow - o.nowMs;
+      const now = head.created_at === null ? undefined : head;
+      const complete = o.complete ?? [];
+      await this.#lockDue(trx, [bucket.name], complete);
+      if (complete.length > 0) await this.#completeRows(trx, complete, offset);
+      if (!now || now.deleting_at !== null || Number(now.created_at) !== bucket.createdAt) return nothingClaimed(policy);
+
+      const decider = createClaimDecider({
+        nowMs: o.nowMs,
+        config: pacerConfigOf(bucket),
+        pacer: policy.pacer,
+        replayRates: await this.#replayRates(trx),
+        replayPacers: policy.replayPacers,
+        aheadFrom: policy.aheadFrom,
+      });
+      const own = bucket.destination !== null;
+      // Merge in due order; a retry held back by the budget does not block first attempts behind it.
+      const rows = (await this.#due(trx, bucket.name, own, dbNow, o.limit)).sort((a, b) => a.next_attempt_at - b.next_attempt_at || (a.id < b.id ? -1 : 1));
+      const take: DueRow[] = [];
+      for (const r of rows) {
+        if (take.length >= o.limit) break;
+        const d = decider.decide({
+          deliveryId: r.id,
+          requestId: r.request_id,
+          attempts: Number(r.attempts),
+          state: r.state,
+          trigger: r.trigger,
+          replayId: r.replay_id,
+          nextAttemptAt: Number(r.next_attempt_at) - offset,
+        });
+        if (d.kind === 'stop') break;
+        if (d.kind === 'skip') continue;
+        if (d.kind === 'defer') {
+          await sql`update deliveries set deferrals = deferrals + 1, last_deferral_reason = ${d.reason}, updated_at = ${dbNow} where id = ${r.id}`.execute(trx);
+          continue;
+        }
+        take.push(r);
+      }
+      const claimed = await this.#claimRows(trx, bucket, take, dbNow, o.nowMs, dbNow + (o.leaseUntilMs - o.nowMs));
+      await this.#settleDue(trx, bucket.name, own);
+      return { claimed, verdict: decider.verdict() };
+    });
+  }
+
+  /**
+   * The due deliveries, locked (SKIP LOCKED: a row another transaction holds is not waited for):
+   * up to `limit` of each state, each an index range of deliveries_bucket_due_id, in one round
+   * trip. A new generation waits while an older one to the same destination is still in flight
+   * (replay): a request never has two attempts in flight to the bucket's destination.
+   */
+  async #due(trx: Trx, bucket: string, own: boolean, dbNow: number, limit: number): Promise<DueRow[]> {
+    const n = Math.max(1, Math.floor(limit));
+    const of = (state: 'pending' | 'retrying') => sql`
+      select id, request_id, attempts, state, trigger, replay_id, next_attempt_at, destination, generation, first_attempt_at, paused_ms_at_first
+      from deliveries d
+      where bucket = ${bucket} and state = ${state} and next_attempt_at <= ${dbNow}
+        ${own ? sql`` : sql`and destination is not null`}
+        and not exists (select 1 from deliveries o where o.request_id = d.request_id and o.state = 'delivering'
+                        and o.destination is null and d.destination is null)
+      order by next_attempt_at, id limit ${n}
+      for update of d skip locked`;
+    // Locking clauses are not allowed on a UNION's arms, but are inside subqueries in FROM.
+    const r = await sql<DueRow>`select * from (${of('pending')}) as p union all select * from (${of('retrying')}) as r`.execute(trx);
+    return r.rows.map((x) => ({ ...x, attempts: Number(x.attempts), next_attempt_at: Number(x.next_attempt_at) }));
+  }
+
+  /**
+   * Marks the rows delivering under the lease and starts their attempt rows (times in database
+   * time): two statements for the whole batch, whatever its size.
+   */
+  async #claimRows(trx: Trx, bucket: Bucket, rows: readonly DueRow[], dbNow: number, workerNow: number, leaseUntil: number): Promise<ClaimedAttempt[]> {
+    if (rows.length === 0) return [];
+    const offset = dbNow - workerNow;
+    const reqs = await sql<RequestRow>`select id, method, path, query, headers, body from requests where id = any(${rows.map((r) => r.request_id)}::text[])`.execute(trx);
+    const byId = new Map(reqs.rows.map((r) => [r.id, r]));
+    const pausedNow = pausedMsAt(bucket, workerNow);
+    const planned: Array<{ row: DueRow; req: RequestRow; attemptId: string; url: string; target: ClaimedAttempt['target'] }> = [];
+    for (const row of rows) {
+      const req = byId.get(row.request_id);
+      if (!req) continue;
+      const target = forwardTarget(row.destination ?? bucket.destination!, req.path, req.query, bucket.drain.forwardPath, bucket.drain.forwardRawPath);
+      planned.push({ row, req, attemptId: newId(), url: target.origin + target.path, target });
+    }
+    if (planned.length === 0) return [];
+    // The rows are locked by this transaction (FOR UPDATE in #due); the state guard keeps the
+    // update correct even so, as SQLite's does.
+    const updated = await sql<{ id: string }>`
+      update deliveries d set state = 'delivering', attempts = d.attempts + 1, lease_until = ${leaseUntil}::bigint, lease_attempt = v.attempt_id,
+        first_attempt_at = coalesce(d.first_attempt_at, ${dbNow}::bigint), paused_ms_at_first = coalesce(d.paused_ms_at_first, ${pausedNow}::bigint),
+        last_attempt_at = ${dbNow}::bigint, updated_at = ${dbNow}::bigint
+      from unnest(${planned.map((p) => p.row.id)}::text[], ${planned.map((p) => p.attemptId)}::text[]) as v(id, attempt_id)
+      where d.id = v.id and d.state in ('pending', 'retrying')
+      returning d.id`.execute(trx);
+    const done = new Set(updated.rows.map((r) => r.id));
+    const taken = planned.filter((p) => done.has(p.row.id));
+    if (taken.length === 0) return [];
+    await sql`insert into attempts (id, delivery_id, request_id, bucket, number, url, started_at, response_truncated)
+      select v.id, v.delivery_id, v.request_id, ${bucket.name}, v.number, v.url, ${dbNow}::bigint, 0
+      from unnest(${taken.map((p) => p.attemptId)}::text[], ${taken.map((p) => p.row.id)}::text[], ${taken.map((p) => p.row.request_id)}::text[],
+                  ${taken.map((p) => Number(p.row.attempts) + 1)}::int[], ${taken.map((p) => p.url)}::text[])
+        as v(id, delivery_id, request_id, number, url)`.execute(trx);
+    return taken.map(({ row: r, req, attemptId, url, target }) => ({
+      attemptId,
+      deliveryId: r.id,
+      requestId: r.request_id,
+      bucket: bucket.name,
+      generation: Number(r.generation),
+      number: Number(r.attempts) + 1,
+      trigger: r.trigger,
+      replayId: r.replay_id,
+      destination: r.destination,
+      url,
+      target,
+      // In the worker's clock (file comment): it checks its own lease arithmetic against these.
+      startedAt: workerNow,
+      firstAttemptAt: r.first_attempt_at === null ? workerNow : Number(r.first_attempt_at) - offset,
+      pausedMsAtFirst: r.paused_ms_at_first === null ? pausedNow : Number(r.paused_ms_at_first),
+      method: req.method,
+      path: req.path,
+      query: req.query,
+      rawHeaders: JSON.parse(req.headers) as string[],
+      body: req.body,
+    }));
+  }
+
+  /**
+   * Sets the bucket's next due time to its earliest waiting delivery, after the claim, under the
+   * bucket_due row lock taken at the start. A bucket without a destination counts only its `--to` rows.
+   */
+  async #settleDue(trx: Trx, bucket: string, own: boolean): Promise<void> {
+    const to = own ? sql`` : sql`and destination is not null`;
+    // Two descents of deliveries_bucket_due_id; least() ignores a null (no row in that state).
+    await sql`insert into bucket_due (bucket, next_due_at)
+      values (${bucket}, least((select min(next_attempt_at) from deliveries where bucket = ${bucket} and state = 'pending' ${to}),
+                               (select min(next_attempt_at) from deliveries where bucket = ${bucket} and state = 'retrying' ${to})))
+      on conflict (bucket) do update set next_due_at = excluded.next_due_at`.execute(trx);
+  }
+
+  /** The replays that pace their own deliveries (`replay --rate`). */
+  async #replayRates(trx: Trx): Promise<Map<string, Rate>> {
+    const rows = await sql<{ id: string; rate_count: number; rate_per_ms: number }>`
+      select id, rate_count, rate_per_ms from replays where rate_count is not null`.execute(trx);
+    return new Map(rows.rows.map((r) => [r.id, { count: Number(r.rate_count), perMs: Number(r.rate_per_ms) }]));
+  }
+
+  async #completeWith(results: AttemptResult[], workerNow: number): Promise<void> {
+    await this.#tx(async (trx) => {
+      const dbNow = await this.#now(trx);
+      await this.#lockDue(trx, [], results);
+      await this.#completeRows(trx, results, dbNow - workerNow);
+    });
+  }
+
+  async complete(results: AttemptResult[]): Promise<void> {
+    if (results.length === 0) return;
+    // No worker "now" comes with a completion: the latest finish stands for it (the batch was
+    // written at or after it, so no retry is moved earlier than the worker chose).
+    await this.#completeWith(results, Math.max(...results.map((r) => r.finishedAt)));
+  }
+
+  async recoverExpired(_nowMs: number, buckets: readonly Bucket[]): Promise<ExpiredDelivery[]> {
+    return this.#tx(async (trx) => {
+      const dbNow = await this.#now(trx);
+      // Bucket_due rows first (lock order): the buckets are read unlocked, then the rows locked;
+      // a row another transaction holds (a completion in progress) is left to it.
+      const candidates = await sql<{ bucket: string }>`
+        select distinct bucket from deliveries where state = 'delivering' and lease_until <= ${dbNow}`.execute(trx);
+      if (candidates.rows.length === 0) return [];
+      const names = candidates.rows.map((r) => r.bucket);
+      await this.#lockDue(trx, names);
+      const rows = (
+        await sql<{ id: string; bucket: string; attempts: number; lease_attempt: string | null }>`
+          select id, bucket, attempts, lease_attempt from deliveries
+          where state = 'delivering' and lease_until <= ${dbNow} and bucket = any(${names}::text[])
+          order by bucket collate "C", id for update skip locked`.execute(trx)
+      ).rows;
+      const byName = new Map(buckets.map((b) => [b.name, b]));
+      const out: ExpiredDelivery[] = [];
+      for (const r of rows) {
+        const d: ExpiredDelivery = { deliveryId: r.id, bucket: r.bucket, attempts: Number(r.attempts) };
+        const n = afterLeaseExpiry(byName.get(r.bucket), d.attempts, dbNow);
+        if (r.lease_attempt !== null) {
+          await sql`update attempts set outcome = 'lease_expired', error_class = 'lease_expired', reason = 'lease_expired',
+                      next_attempt_at = ${n.kind === 'retry' ? n.atMs : null}::bigint, next_why = 'lease_expired'
+                    where id = ${r.lease_attempt} and outcome is null`.execute(trx);
+        }
+        if (n.kind === 'retry') {
+          await sql`update deliveries set state = case when supersede_requested = 1 then 'superseded' else 'retrying' end,
+                      settled_at = case when supersede_requested = 1 then ${dbNow}::bigint else null end,
+                      next_attempt_at = ${n.atMs}, lease_until = null, lease_attempt = null, last_error = 'lease_expired', updated_at = ${dbNow}
+                    where id = ${r.id} and state = 'delivering'`.execute(trx);
+          await this.#lowerDue(trx, r.bucket, n.atMs);
+        } else {
+          await sql`update deliveries set state = case when supersede_requested = 1 then 'superseded' else 'exhausted' end,
+                      settled_at = ${dbNow}, lease_until = null, lease_attempt = null, last_error = 'lease_expired', updated_at = ${dbNow}
+                    where id = ${r.id} and state = 'delivering'`.execute(trx);
+        }
+        out.push(d);
+      }
+      return out;
+    });
+  }
+
+  /** The clock as SQL: clock_timestamp() as epoch ms, or the test clock's time as a parameter. */
+  #nowSql() {
+    return this.#clock ? sql<number>`${this.#clock.now()}::bigint` : DB_NOW;
+  }
+
+  /** One statement outside a transaction, with storage errors mapped as #tx maps them. */
+  async #read<T>(query: { execute(db: Kysely<Database>): Promise<{ rows: T[] }> }): Promise<T[]> {
+    try {
+      return (await query.execute(this.#db)).rows;
+    } catch (e) {
+      const code = pgStorageErrorCode(e);
+      if (code === undefined) throw e;
+      throw new AppError(code, `drain store: ${(e as Error).message}`, { cause: e });
+    }
+  }
+
+  // dueBuckets and nextDueAt are one statement each (a transaction of their own): the clock is
+  // read once inside it, with no extra round trip.
+  async dueBuckets(_nowMs: number): Promise<string[]> {
+    const rows = await this.#read(sql<{ bucket: string }>`with t as (select ${this.#nowSql()} as now)
+      select d.bucket from t, bucket_due d join buckets b on b.name = d.bucket
+      where d.next_due_at <= t.now and b.paused = 0 and b.deleting_at is null order by d.next_due_at, d.bucket`);
+    return rows.map((x) => x.bucket);
+  }
+
+  async nextDueAt(nowMs: number): Promise<number | null> {
+    const rows = await this.#read(sql<{ now: number; lease: number | null; due: number | null }>`with t as (select ${this.#nowSql()} as now)
+      select t.now,
+        (select min(lease_until) from deliveries where state = 'delivering') as lease,
+        (select d.next_due_at from bucket_due d join buckets b on b.name = d.bucket
+          where d.next_due_at > t.now and b.paused = 0 and b.deleting_at is null order by d.next_due_at limit 1) as due
+      from t`);
+    const { now, lease, due } = rows[0]!;
+    const at = lease === null ? due : due === null ? lease : Math.min(Number(lease), Number(due));
+    // Back into the worker's clock: it sleeps until then.
+    return at === null ? null : Number(at) - (Number(now) - nowMs);
+  }
+
+  async acquireWorkerLease(holder: string, info: string, _nowMs: number, ttlMs: number): Promise<WorkerLeaseResult> {
+    return this.#tx(async (trx) => {
+      const dbNow = await this.#now(trx);
+      await sql`insert into worker_lease (name, holder, info, acquired_at, heartbeat_at, expires_at)
+                values (${WORKER_LEASE}, ${holder}, ${info}, ${dbNow}, ${dbNow}, ${dbNow + ttlMs})
+                on conflict (name) do update set holder = excluded.holder, info = excluded.info,
+                  acquired_at = case when worker_lease.holder = excluded.holder then worker_lease.acquired_at else excluded.acquired_at end,
+                  heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at
+                where worker_lease.holder = excluded.holder or worker_lease.expires_at <= excluded.heartbeat_at`.execute(trx);
+      const row = (
+        await sql<{ holder: string; info: string; acquired_at: number; heartbeat_at: number; expires_at: number }>`
+          select holder, info, acquired_at, heartbeat_at, expires_at from worker_lease where name = ${WORKER_LEASE}`.execute(trx)
+      ).rows[0];
+      if (row && row.holder === holder) return { ok: true };
+      return {
+        ok: false,
+        current: {
+          holder: row?.holder ?? '?',
+          info: row?.info ?? '',
+          acquiredAt: Number(row?.acquired_at ?? 0),
+          heartbeatAt: Number(row?.heartbeat_at ?? 0),
+          expiresAt: Number(row?.expires_at ?? 0),
+        },
+      };
+    });
+  }
+
+  async releaseWorkerLease(holder: string): Promise<void> {
+    await this.#tx(async (trx) => {
+      await sql`delete from worker_lease where name = ${WORKER_LEASE} and holder = ${holder}`.execute(trx);
+    });
+  }
+
+  /** What other connections committed since the last call (LISTEN notices; a rescan after a reconnect). */
+  async takeChanges(): Promise<StoreChanges> {
+    return this.#feed?.takeChanges() ?? { changed: true, bucketsChanged: true };
+  }
+
+  /** Calls `listener` when a notice arrives (and once a second while the LISTEN connection is down). */
+  onChange(listener: () => void): () => void {
+    return this.#feed?.onChange(listener) ?? (() => undefined);
+  }
+
+  async close(): Promise<void> {
+    await this.#feed?.close();
+    await this.#db.destroy();
+  }
+}
