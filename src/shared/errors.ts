@@ -15,7 +15,6 @@ export type ErrorCode =
   | 'storage_full'
   | 'storage_error'
   | 'worker_active'
-  | 'unsupported_store'
   | 'raw_to_terminal'
   | 'internal';
 

@@ -37,11 +37,60 @@ export function dialectOf(db: string): Dialect {
   return isDatabaseUrl(db) ? 'postgres' : 'sqlite';
 }
 
-export function openStore(config: Config, deps: { clock: Clock }): StoreOpeners {
+export interface OpenStoreDeps {
+  clock: Clock;
+  /**
+   * PostgreSQL only, for tests: a clock that replaces the database's clock_timestamp() in the drain
+   * store's lease and due-time arithmetic (a manual clock). Omitted: the database's clock.
+   */
+  databaseClock?: Clock;
+}
+
+/**
+ * Statement limits on PostgreSQL. A CLI command or an admin read may scan (`requests list
+ * --search`, a 30-day `stats`), so its statements may run for minutes; nothing else of ours holds a
+ * transaction open across its own I/O.
+ */
+const PG_STORE_STATEMENT_TIMEOUT_MS = 5 * 60_000; // 5 min
+const PG_IDLE_IN_TRANSACTION_MS = 60_000; // 60 s
+const PG_CONNECT_TIMEOUT_MS = 10_000; // 10 s
+
+export function openStore(config: Config, deps: OpenStoreDeps): StoreOpeners {
   const location = redactDbUrl(config.db);
   if (dialectOf(config.db) === 'postgres') {
-    // The PostgreSQL dialect (src/store/postgres/) plugs in here.
-    throw new AppError('unsupported_store', `--db ${location}: the PostgreSQL dialect is not in this build yet; use a SQLite file path`);
+    const synchronousCommit = config.durability === 'full' ? 'on' : 'off';
+    return {
+      dialect: 'postgres',
+      location,
+      store: async (options = {}) => {
+        const { PgStore } = await import('./postgres/pg-store.js');
+        return PgStore.open({
+          url: config.db,
+          max: config.dbPool,
+          statementTimeoutMs: PG_STORE_STATEMENT_TIMEOUT_MS,
+          idleInTransactionTimeoutMs: PG_IDLE_IN_TRANSACTION_MS,
+          connectTimeoutMs: PG_CONNECT_TIMEOUT_MS,
+          synchronousCommit,
+          applicationName: 'hookbucket',
+          clock: deps.clock,
+          lockWaitMs: options.lockWaitMs ?? config.lockTimeoutMs,
+        });
+      },
+      drainStore: async () => {
+        const { PgDrainStore } = await import('./postgres/pg-drain.js');
+        return PgDrainStore.open({
+          url: config.db,
+          poolMax: Math.min(4, config.dbPool),
+          synchronousCommit,
+          connectTimeoutMs: PG_CONNECT_TIMEOUT_MS,
+          ...(deps.databaseClock ? { clock: deps.databaseClock } : {}),
+        });
+      },
+      ingestSink: async (options) => {
+        const { PgIngest } = await import('./postgres/pg-ingest.js');
+        return PgIngest.start({ config, logger: options.logger, ...(options.onCommitted ? { onCommitted: options.onCommitted } : {}) });
+      },
+    };
   }
   return {
     dialect: 'sqlite',
