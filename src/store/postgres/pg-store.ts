@@ -32,6 +32,7 @@ import {
 import { DEFAULT_DRAIN, drainColumns, retentionColumns, toBucket } from '../sqlite/bucket-row.js';
 import { DEFAULT_MAX_BODY } from '../sqlite/sqlite-store.js';
 import { PgBucketCache } from './pg-bucket-cache.js';
+import { createPgRequestImporter, type PgRequestImporter } from './pg-import.js';
 import { pgAllBucketCounts } from './pg-bucket-counts.js';
 import { pgDeleteBucket, pgPurgeDeleting } from './pg-delete.js';
 import { pgRequestHistory, pgTail } from './pg-history.js';
@@ -337,6 +338,14 @@ export class PgStore implements Store {
 
   async prune(options: PruneOptions, hooks: PruneHooks = {}): Promise<PruneResult> {
     return pgPrune(this.#db, options, hooks);
+  }
+
+  /**
+   * A writer for `requests import`: each batch one transaction on this store's pool, committed with
+   * synchronous_commit = on (pg-import.ts).
+   */
+  async openImporter(): Promise<PgRequestImporter> {
+    return createPgRequestImporter(this.#db, this.#clock);
   }
 
   async close(): Promise<void> {

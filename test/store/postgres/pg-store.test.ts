@@ -302,6 +302,60 @@ describe('PgStore', { skip: server === undefined ? PG_SKIP_REASON : false }, () 
     }
   });
 
+  test('the importer stores batches as ingest would, and refuses a bucket deleted or made anew meanwhile', async () => {
+    const b = await store.createBucket({ name: 'imp', destination: 'http://127.0.0.1:9/' });
+    const importer = await store.openImporter();
+    const listener = new pg.Client({ connectionString: tdb.url });
+    await listener.connect();
+    const notices: string[] = [];
+    listener.on('notification', (n) => notices.push(`${n.channel}:${n.payload}`));
+    await listener.query('listen hookbucket_requests');
+    try {
+      const body = Buffer.from([0xff, 0x00, 0x41]);
+      const items = [
+        { method: 'POST', path: '/one', query: 'a=1', rawHeaders: ['X-A', '1', 'x-a', '2'], body, rawTrailers: ['X-T', 't'] },
+        { method: 'PUT', path: '', query: null, rawHeaders: [], body: Buffer.alloc(0) },
+      ];
+      const ids = await importer.write({ name: 'imp', createdAt: b.createdAt }, items, { createDelivery: true });
+      assert.equal(ids.length, 2);
+      assert.ok(ids[0]! < ids[1]!, 'ids in file order');
+      const first = await store.getRequest(ids[0]!);
+      assert.deepEqual(
+        [first!.method, first!.path, first!.query, first!.rawHeaders, first!.rawTrailers, first!.state, first!.receivedAt],
+        ['POST', '/one', 'a=1', ['X-A', '1', 'x-a', '2'], ['X-T', 't'], 'pending', clock.now()],
+      );
+      assert.ok(first!.body.equals(body));
+      assert.equal(first!.sha256, createHash('sha256').update(body).digest('hex'));
+      assert.equal((await store.getRequest(ids[1]!))!.rawTrailers!.length, 0);
+      const due = await sql<{ next_due_at: number }>`select next_due_at from bucket_due where bucket = 'imp'`.execute(pgRaw);
+      assert.deepEqual(due.rows, [{ next_due_at: clock.now() }]);
+      await until(() => notices.includes('hookbucket_requests:imp'), 'a notice for the worker');
+      // Without --deliver: requests only.
+      const [plain] = await importer.write({ name: 'imp', createdAt: b.createdAt }, [items[1]!], { createDelivery: false });
+      assert.equal((await store.getRequest(plain!))!.state, 'none');
+
+      // Another bucket of the same name (created_at differs): nothing of the batch is stored.
+      const before = (await store.bucketCounts('imp')).requests;
+      await assert.rejects(importer.write({ name: 'imp', createdAt: b.createdAt - 1 }, items, { createDelivery: true }), {
+        code: 'not_found',
+        message: 'bucket imp was deleted and created again during the import; the rest was not stored in the new bucket',
+      });
+      await assert.rejects(importer.write({ name: 'gone', createdAt: b.createdAt }, items, { createDelivery: true }), {
+        code: 'not_found',
+        message: 'bucket gone was deleted during the import; the rest was not stored',
+      });
+      await sql`update buckets set deleting_at = ${clock.now()} where name = 'imp'`.execute(pgRaw);
+      await assert.rejects(importer.write({ name: 'imp', createdAt: b.createdAt }, items, { createDelivery: true }), {
+        code: 'bucket_deleting',
+        message: 'bucket imp is being deleted; finish it with: hookbucket bucket delete imp',
+      });
+      assert.equal((await store.bucketCounts('imp')).requests, before);
+    } finally {
+      await importer.close();
+      await listener.end();
+    }
+  });
+
   describe('requests (the same rows in both dialects; PostgreSQL must answer as SQLite does)', () => {
     const B = 'reqs';
     const ids = Array.from({ length: 14 }, (_, i) => idAt(T0 - 100_000 + i * 1_000, i));
