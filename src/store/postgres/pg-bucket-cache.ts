@@ -13,10 +13,11 @@ import { BUCKETS_CHANNEL } from './pg-notify.js';
  * - while a LISTEN connection is up, a notice drops the cache. A notice arrives just after its
  *   commit (a round trip later, about a millisecond on one host), so a lookup in that window may
  *   still see the bucket as it was; SQLite's check is synchronous and has no such window;
- * - while it is not (first connect, server restart, network trouble), the epoch row is read at most
- *   every `epochCheckMs` and a moved epoch drops the cache; the listener reconnects by itself
- *   (1 s, doubling to 30 s between tries), and each (re)connect drops the cache, since notices
- *   sent while it was away are lost;
+ * - whatever the listener does, the epoch row is read at most every `epochCheckMs` (one primary-key
+ *   read, only while lookups come) and a moved epoch drops the cache: that bounds how stale a
+ *   bucket can be before the first connect, while the listener reconnects (1 s, doubling to 30 s
+ *   between tries) and when its connection died unnoticed; each (re)connect drops the cache too,
+ *   since notices sent while it was away are lost;
  * - a load that overlapped a drop is not cached (a generation count), so a notice that arrives
  *   while an old row is being read cannot leave that old row cached.
  *
@@ -29,7 +30,7 @@ export interface BucketCacheOptions {
   url: string;
   connectTimeoutMs: number;
   applicationName: string;
-  /** Longest a cached bucket is trusted without a LISTEN connection, ms. */
+  /** Longest a cached bucket is trusted without re-reading the epoch, ms (notices drop it sooner). */
   epochCheckMs: number;
   /** A monotonic clock in ms for that interval (staleness, not a domain time); default performance.now. */
   monotonicNow?: () => number;
@@ -46,6 +47,7 @@ export class PgBucketCache {
   #generation = 0;
   #seenEpoch = -1;
   #epochCheckedAt = -Infinity;
+  #epochCheck: Promise<void> | undefined;
   #listener: pg.Client | undefined;
   #listening = false;
   #started = false;
@@ -74,7 +76,9 @@ export class PgBucketCache {
       this.#started = true;
       void this.#connect();
     }
-    if (!this.#listening) await this.#checkEpoch();
+    // Also while listening: a connection that died without a word (no RST, keepalive not yet
+    // failed) would otherwise leave the cache stale until the OS noticed, hours by default.
+    await this.#checkEpoch();
     const hit = this.#cache.get(name);
     if (hit !== undefined) return hit;
     const generation = this.#generation;
@@ -84,16 +88,28 @@ export class PgBucketCache {
     return bucket;
   }
 
-  async #checkEpoch(): Promise<void> {
+  /** Re-reads the epoch at most every epochCheckMs; concurrent lookups share one read. */
+  #checkEpoch(): Promise<void> | undefined {
+    if (this.#epochCheck !== undefined) return this.#epochCheck;
     const now = (this.#options.monotonicNow ?? performance.now.bind(performance))();
-    if (now - this.#epochCheckedAt < this.#options.epochCheckMs) return;
-    const row = await sql<{ value: number }>`select value from meta where key = 'bucket_epoch'`.execute(this.#db);
+    if (now - this.#epochCheckedAt < this.#options.epochCheckMs) return undefined;
     this.#epochCheckedAt = now;
-    const epoch = Number(row.rows[0]?.value ?? 0);
-    if (epoch !== this.#seenEpoch) {
-      this.#seenEpoch = epoch;
-      this.invalidate();
-    }
+    this.#epochCheck = (async () => {
+      try {
+        const row = await sql<{ value: number }>`select value from meta where key = 'bucket_epoch'`.execute(this.#db);
+        const epoch = Number(row.rows[0]?.value ?? 0);
+        if (epoch !== this.#seenEpoch) {
+          this.#seenEpoch = epoch;
+          this.invalidate();
+        }
+      } catch (e) {
+        this.#epochCheckedAt = -Infinity; // the next lookup tries again
+        throw e;
+      } finally {
+        this.#epochCheck = undefined;
+      }
+    })();
+    return this.#epochCheck;
   }
 
   async #connect(): Promise<void> {

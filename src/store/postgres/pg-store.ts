@@ -46,13 +46,14 @@ import { pgStatsSamples } from './pg-stats.js';
 export interface PgStoreOptions extends PgPoolOptions {
   clock: Clock;
   /**
-   * How long resolveBucket trusts its cache without a LISTEN connection (before it is up, or while
-   * it reconnects), ms; with one, notices drop the cache as bucket writes commit.
+   * How long resolveBucket trusts its cache without re-reading meta.bucket_epoch, ms: the bound on
+   * staleness when no notice arrives (before LISTEN is up, while it reconnects, a dead connection).
+   * Notices drop the cache as bucket writes commit.
    */
   bucketEpochCheckMs?: number;
 }
 
-/** The fallback re-read of meta.bucket_epoch, as often as the worker's fallback poll (issue 12). */
+/** The fallback re-read of meta.bucket_epoch: as often as the worker's fallback poll (issue 12). */
 const DEFAULT_EPOCH_CHECK_MS = 1_000; // 1s
 
 /**

@@ -270,35 +270,42 @@ describe('PgStore', { skip: server === undefined ? PG_SKIP_REASON : false }, () 
     assert.notEqual((await store.getBucket('tomb'))?.deletingAt, null, 'getBucket still shows it, as deleting');
   });
 
-  test("resolveBucket notices another process's bucket writes, by notice and, without a listener, by the epoch", async () => {
+  test("resolveBucket notices another process's bucket writes, by notice and by the epoch; the listener reconnects", async () => {
     const other = await PgStore.open(pgOptions(tdb.url, clock));
-    const fallback = await PgStore.open(pgOptions(tdb.url, clock, { bucketEpochCheckMs: 0 }));
+    // Epoch read once, at the first lookup: later changes reach it only by notice.
+    const noticed = await PgStore.open(pgOptions(tdb.url, clock, { bucketEpochCheckMs: 3_600_000 }));
+    // Epoch read on every lookup: changes reach it without any notice.
+    const polled = await PgStore.open(pgOptions(tdb.url, clock, { bucketEpochCheckMs: 0 }));
     try {
       await other.createBucket({ name: 'hot' });
       // Created a moment ago by another process: found at once (misses are not cached).
-      assert.equal((await store.resolveBucket('hot'))?.ackStatus, 200);
-      await until(() => store.listeningForBuckets, 'the LISTEN connection');
+      assert.equal((await noticed.resolveBucket('hot'))?.ackStatus, 200);
+      assert.equal((await polled.resolveBucket('hot'))?.ackStatus, 200);
+      await until(() => noticed.listeningForBuckets && polled.listeningForBuckets, 'the LISTEN connections');
+      // (Connecting dropped the cache: notices before LISTEN are lost.) Cached again, then changed.
+      assert.equal((await noticed.resolveBucket('hot'))?.ackStatus, 200);
       await other.updateBucket('hot', { ackStatus: 203 });
-      await until(async () => (await store.resolveBucket('hot'))?.ackStatus === 203, 'the cache to drop on the notice');
+      await until(async () => (await noticed.resolveBucket('hot'))?.ackStatus === 203, 'the cache to drop on the notice');
 
-      // Without its LISTEN connection (terminated here), a store re-reads the epoch; it reconnects.
-      assert.equal((await fallback.resolveBucket('hot'))?.ackStatus, 203);
-      await until(() => fallback.listeningForBuckets, 'the fallback store to listen');
+      // Every LISTEN connection cut (as by a server restart): the epoch still drops the cache at once.
       await sql`select pg_terminate_backend(pid) from pg_stat_activity
         where datname = ${tdb.name} and application_name = 'hookbucket-pg-store-test-buckets'`.execute(pgRaw);
-      await until(() => !fallback.listeningForBuckets, 'the listener to notice it was cut');
+      await until(() => !noticed.listeningForBuckets && !polled.listeningForBuckets, 'the listeners to notice they were cut');
       await other.updateBucket('hot', { ackStatus: 205 });
-      if (!fallback.listeningForBuckets) assert.equal((await fallback.resolveBucket('hot'))?.ackStatus, 205, 'the epoch check drops the cache');
-      await until(() => fallback.listeningForBuckets, 'the listener to reconnect', 10_000);
+      assert.equal((await polled.resolveBucket('hot'))?.ackStatus, 205, 'the epoch check drops the cache');
+      // They reconnect by themselves (after 1 s) and hear notices again.
+      await until(() => noticed.listeningForBuckets && polled.listeningForBuckets, 'the listeners to reconnect', 10_000);
+      assert.equal((await noticed.resolveBucket('hot'))?.ackStatus, 205, 'cached again');
       await other.updateBucket('hot', { ackStatus: 206 });
-      await until(async () => (await fallback.resolveBucket('hot'))?.ackStatus === 206, 'notices again after the reconnect');
-      await until(async () => (await store.resolveBucket('hot'))?.ackStatus === 206, 'the first store, reconnected too');
-      // This store's own writes drop its cache at once.
+      await until(async () => (await noticed.resolveBucket('hot'))?.ackStatus === 206, 'notices again after the reconnect');
+      // A store's own writes drop its cache at once.
+      assert.equal((await store.resolveBucket('hot'))?.ackStatus, 206);
       await store.updateBucket('hot', { ackStatus: 207 });
       assert.equal((await store.resolveBucket('hot'))?.ackStatus, 207);
     } finally {
       await other.close();
-      await fallback.close();
+      await noticed.close();
+      await polled.close();
     }
   });
 
