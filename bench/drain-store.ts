@@ -10,7 +10,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../src/config/config.js';
-import { newPacer } from '../src/drain/pacer.js';
+import { newPacer } from '../src/policy/pacer.js';
 import { systemClock } from '../src/shared/clock.js';
 import { newId } from '../src/shared/ids.js';
 import { createLogger } from '../src/shared/logger.js';

@@ -49,8 +49,9 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { inspect, parseArgs } from 'node:util';
 import { Pool, type Dispatcher } from 'undici';
 import { loadConfig, type Config } from '../src/config/config.js';
-import { createDeliveryAgent, forwardHeaders, forwardTarget } from '../src/drain/forward.js';
-import { formatRate, parseRate, perSecond, type Rate } from '../src/drain/token-bucket.js';
+import { createDeliveryAgent, forwardHeaders } from '../src/drain/forward.js';
+import { forwardTarget } from '../src/policy/forward-target.js';
+import { formatRate, parseRate, perSecond, type Rate } from '../src/policy/token-bucket.js';
 import { DrainWorker } from '../src/drain/worker.js';
 import { startServer } from '../src/main.js';
 import { systemClock } from '../src/shared/clock.js';
@@ -699,8 +700,8 @@ function preclaimedStore(inner: DrainStore, n: number): DrainStore {
   });
 }
 
-/** Called by the sleeping worker every 100 ms, or on shutdown: not part of a pass. */
-const UNTIMED = new Set(['changeCounter', 'close', 'releaseWorkerLease']);
+/** The change feed (read at the start of every pass and by each refill, cheap), the sleeping worker's subscription, and shutdown: not timed. */
+const UNTIMED = new Set(['takeChanges', 'onChange', 'close', 'releaseWorkerLease']);
 
 /** Every attempt's start time in the bucket, sorted (epoch ms). */
 async function attemptStarts(db: string, bucket: string): Promise<number[]> {

@@ -27,7 +27,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { UUID } from 'uuidv7';
-import { mulberry32 } from '../src/drain/prng.js';
+import { mulberry32 } from '../src/policy/prng.js';
 import { systemClock } from '../src/shared/clock.js';
 import { openSqlite } from '../src/store/sqlite/open.js';
 import { explainPlan, planRequestQueries } from '../src/store/sqlite/request-query.js';

@@ -1,7 +1,6 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp } from './app.js';
-import { spoolDirFor } from './ingest/spool.js';
 import type { Config } from './config/config.js';
 import { createHttpServer } from './server.js';
 import type { Clock } from './shared/clock.js';
@@ -10,9 +9,8 @@ import { createDeliveryAgent } from './drain/forward.js';
 import { DrainWorker, type StartMode } from './drain/worker.js';
 import { RetentionLoop } from './retention/retention-loop.js';
 import { AppError } from './shared/errors.js';
-import { SqliteDrainStore } from './store/sqlite/sqlite-drain.js';
-import { SqliteIngest } from './store/sqlite/sqlite-ingest.js';
-import { SqliteStore } from './store/sqlite/sqlite-store.js';
+import { openStore } from './store/open-store.js';
+import type { IngestSink } from './store/store.js';
 
 /** How often a stopping server closes connections that became idle. */
 const IDLE_SWEEP_MS = 50;
@@ -35,19 +33,20 @@ export interface RunningServer {
  */
 export async function startServer(config: Config, deps: { clock: Clock; logger: Logger }): Promise<RunningServer> {
   const { clock, logger } = deps;
-  const store = await SqliteStore.open({ path: config.db, durability: config.durability, busyTimeoutMs: config.lockTimeoutMs, clock });
-  let sink: SqliteIngest;
+  const opened = openStore(config, { clock });
+  const store = await opened.store();
+  let sink: IngestSink;
   let worker: RunningWorker | undefined;
   try {
     // Inside serve, the ingest side's checkpoint thread keeps the WAL bounded for both.
     if (config.worker) worker = await startWorker(config, { clock, logger }, 'standby', { checkpoints: false });
-    sink = await SqliteIngest.start({ config, logger, onCommitted: () => worker?.worker.wake() });
+    sink = await opened.ingestSink({ logger, onCommitted: () => worker?.worker.wake() });
   } catch (e) {
     await worker?.close(0);
     await store.close();
     throw e;
   }
-  const app = createApp({ store, sink, clock, logger, config: { ...config, spoolDir: spoolDirFor(config.db) } });
+  const app = createApp({ store, sink, clock, logger, config });
   const server = createHttpServer(app, {
     headersTimeoutMs: config.headersTimeoutMs,
     requestTimeoutMs: config.requestTimeoutMs,
@@ -85,7 +84,8 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
   const port = (server.address() as AddressInfo).port;
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
-  logger.info({ url, db: config.db, durability: config.durability }, 'hookbucket listening');
+  // Never config.db as is: a PostgreSQL URL may carry a password.
+  logger.info({ url, db: opened.location, durability: config.durability }, 'hookbucket listening');
   // On the store's connection (main thread): each prune batch is a short transaction, and the
   // event loop runs between batches, so requests keep being answered.
   const retention = new RetentionLoop({ store, clock, logger });
@@ -134,7 +134,7 @@ export async function startWorker(
   mode: StartMode,
   options: { loop?: boolean; checkpoints?: boolean } = {},
 ): Promise<RunningWorker> {
-  const store = await SqliteDrainStore.open({ path: config.db, checkpoints: options.checkpoints ?? true });
+  const store = await openStore(config, { clock: deps.clock }).drainStore({ checkpoints: options.checkpoints ?? true });
   const dispatcher = createDeliveryAgent();
   const close = async (graceMs = config.shutdownGraceMs) => {
     await worker.stop(graceMs);

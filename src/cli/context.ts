@@ -1,14 +1,19 @@
 import type { Command } from 'commander';
 import { loadConfig, type Config, type Flags } from '../config/config.js';
 import { systemClock } from '../shared/clock.js';
-import { SqliteStore } from '../store/sqlite/sqlite-store.js';
+import { openStore } from '../store/open-store.js';
 import type { Store } from '../store/store.js';
 import type { CliIo } from './io.js';
 
-/** Resolves configuration for a command: its own flags plus the global --db. */
+/** Resolves configuration for a command: its own flags plus the global --db, --db-pool and --spool-dir. */
 export function configFor(cmd: Command, io: CliIo, flags: Flags = {}): Config {
-  const globals = cmd.optsWithGlobals<{ db?: string }>();
-  return loadConfig(io.env, io.dotenv, { ...flags, ...(globals.db !== undefined ? { db: globals.db } : {}) });
+  const globals = cmd.optsWithGlobals<{ db?: string; dbPool?: number; spoolDir?: string }>();
+  return loadConfig(io.env, io.dotenv, {
+    ...flags,
+    ...(globals.db !== undefined ? { db: globals.db } : {}),
+    ...(globals.dbPool !== undefined ? { dbPool: globals.dbPool } : {}),
+    ...(globals.spoolDir !== undefined ? { spoolDir: globals.spoolDir } : {}),
+  });
 }
 
 /**
@@ -22,12 +27,7 @@ export const CLI_LOCK_WAIT_MS = 10_000; // 10s
 /** Opens the database (creating and migrating it when missing) for one command, and closes it after. */
 export async function withStore<T>(cmd: Command, io: CliIo, fn: (store: Store) => Promise<T>): Promise<T> {
   const config = configFor(cmd, io);
-  const store = await SqliteStore.open({
-    path: config.db,
-    durability: config.durability,
-    busyTimeoutMs: CLI_LOCK_WAIT_MS,
-    clock: systemClock,
-  });
+  const store = await openStore(config, { clock: systemClock }).store({ lockWaitMs: CLI_LOCK_WAIT_MS });
   try {
     return await fn(store);
   } finally {

@@ -6,12 +6,12 @@
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { formatDuration, parseDuration, parseInteger } from '../config/units.js';
-import { DEFAULT_RETRY_ON, formatRetryOn, parseRetryOn, RETRY_ON_WORDS, type RetryOn } from '../drain/classify.js';
-import { DEFAULT_RETRY_BUDGET, type RetryBudgetConfig } from '../drain/retry-budget.js';
-import { DEFAULT_SCHEDULE, JITTERS, MAX_ATTEMPTS, scheduleProblem, type Jitter, type Schedule } from '../drain/schedule.js';
-import { DEFAULT_BURST, parseRate, type Rate, type TokenBucketConfig } from '../drain/token-bucket.js';
+import { DEFAULT_RETRY_ON, formatRetryOn, parseRetryOn, RETRY_ON_WORDS, type RetryOn } from '../policy/classify.js';
+import { DEFAULT_RETRY_BUDGET, type RetryBudgetConfig } from '../policy/retry-budget.js';
+import { DEFAULT_SCHEDULE, JITTERS, MAX_ATTEMPTS, scheduleProblem, type Jitter, type Schedule } from '../policy/schedule.js';
+import { DEFAULT_BURST, parseRate, type Rate, type TokenBucketConfig } from '../policy/token-bucket.js';
 import { AppError } from '../shared/errors.js';
-import { DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT_MS } from '../store/sqlite/bucket-row.js';
+import { DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT_MS } from '../store/bucket-defaults.js';
 import type { DrainSettings } from '../store/store.js';
 import { forwardHeaderArg, integerArg } from './parsers.js';
 

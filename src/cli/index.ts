@@ -1,6 +1,6 @@
 import { Command, CommanderError } from 'commander';
 import { ExitCode, ExitWith, isAppError } from '../shared/errors.js';
-import { storageErrorCode } from '../store/sqlite/open.js';
+import { storageErrorCode } from '../store/storage-error.js';
 import { makeBucketCommand } from './commands/bucket.js';
 import { makeHealthCommand } from './commands/health.js';
 import { makePruneCommand } from './commands/prune.js';
@@ -15,12 +15,15 @@ import { makeWorkerCommand } from './commands/worker.js';
 import { redactUrlsIn } from '../policy/redact.js';
 import { escapeTerminal } from '../policy/terminal-text.js';
 import { terminalSafe, type CliIo } from './io.js';
+import { integerArg } from './parsers.js';
 
 export function buildProgram(io: CliIo): Command {
   const program = new Command('hookbucket')
     .description('An inbound webhook bucket: store every request byte-exact, acknowledge in milliseconds.')
     .version('0.1.0')
-    .option('--db <path>', 'SQLite database file (env HOOKBUCKET_DB, default data/hookbucket.db)')
+    .option('--db <path|url>', 'SQLite database file, or a postgres:// or postgresql:// URL (env HOOKBUCKET_DB, default data/hookbucket.db)')
+    .option('--db-pool <n>', 'connections at most in the PostgreSQL pool (env HOOKBUCKET_DB_POOL, default 10)', integerArg(1, 1000))
+    .option('--spool-dir <dir>', 'folder for bodies spooled while they arrive and import copies (env HOOKBUCKET_SPOOL_DIR, default <db>-spool, data/spool for a URL)')
     .addHelpText(
       'after',
       `
@@ -88,10 +91,11 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     const storage = storageErrorCode(e);
     if (storage) {
       const hint = storage === 'store_busy' ? '; another connection held the write lock past the wait: try again' : '';
-      io.stderr.write(`error [${storage}]: ${errorText(`${err.message}${typeof code === 'string' ? ` (${code})` : ''}`)}${hint}\n`);
+      io.stderr.write(`error [${storage}]: ${errorText(redactUrlsIn(`${err.message}${typeof code === 'string' ? ` (${code})` : ''}`))}${hint}\n`);
       return ExitCode.failure;
     }
-    io.stderr.write(`error [internal]: ${errorText(`${err.message}${typeof code === 'string' ? ` (${code})` : ''}`)}\n`);
+    // A driver error may echo the connection URL: its password never reaches the terminal.
+    io.stderr.write(`error [internal]: ${errorText(redactUrlsIn(`${err.message}${typeof code === 'string' ? ` (${code})` : ''}`))}\n`);
     return ExitCode.failure;
   }
 }

@@ -1,7 +1,7 @@
 import { InvalidArgumentError } from 'commander';
 import { parseDuration, parseInteger, parseSize } from '../config/units.js';
 import { isValidBucketName } from '../ingest/bucket-name.js';
-import { MAX_MAX_BODY } from '../store/sqlite/sqlite-store.js';
+import { MAX_MAX_BODY } from '../store/bucket-defaults.js';
 
 /** Commander argument parsers: each throws InvalidArgumentError, which the CLI maps to exit 2. */
 

@@ -4,7 +4,7 @@
  */
 import { formatDuration } from '../config/units.js';
 import type { SimulationMinute, SimulationResult } from '../drain/simulate.js';
-import { formatRate } from '../drain/token-bucket.js';
+import { formatRate } from '../policy/token-bucket.js';
 
 const W = 900;
 const H = 440;

@@ -1,11 +1,23 @@
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { redactDbUrl } from '../policy/redact.js';
 import { AppError } from '../shared/errors.js';
+import { isDatabaseUrl } from './database-url.js';
 import { parseBoolean, parseDuration, parseInteger, parseSize } from './units.js';
 
 export type Durability = 'full' | 'normal';
 
 export interface Config {
-  /** SQLite database file. */
+  /** SQLite database file, or a `postgres://` / `postgresql://` URL (taken as is: no path processing). */
   readonly db: string;
+  /** Connections at most in the PostgreSQL pool (unused on SQLite). */
+  readonly dbPool: number;
+  /**
+   * Folder for request bodies spooled to disk while they arrive and for `requests import`'s private
+   * copies. Default: `<db>-spool` beside a SQLite file (where earlier releases kept it), `data/spool`
+   * for a PostgreSQL URL.
+   */
+  readonly spoolDir: string;
   readonly port: number;
   readonly host: string;
   /** `full`: WAL + synchronous=FULL, an ack survives power loss. `normal`: survives a process crash only. */
@@ -31,7 +43,14 @@ export interface Config {
 
 /** Every setting, its environment variable, default and meaning: the source of `.env.example`. */
 export const settings = [
-  { key: 'db', env: 'HOOKBUCKET_DB', default: 'data/hookbucket.db', meaning: 'SQLite database file (created and migrated when missing)' },
+  { key: 'db', env: 'HOOKBUCKET_DB', default: 'data/hookbucket.db', meaning: 'SQLite database file (created and migrated when missing), or a postgres:// or postgresql:// URL' },
+  { key: 'dbPool', env: 'HOOKBUCKET_DB_POOL', default: '10', meaning: 'connections at most in the PostgreSQL pool (1 to 1000; unused on SQLite)' },
+  {
+    key: 'spoolDir',
+    env: 'HOOKBUCKET_SPOOL_DIR',
+    default: '',
+    meaning: 'folder for bodies spooled while they arrive and for import copies (empty: <db>-spool beside a SQLite file, data/spool for a PostgreSQL URL)',
+  },
   { key: 'port', env: 'HOOKBUCKET_PORT', default: '8787', meaning: 'port serve listens on' },
   { key: 'host', env: 'HOOKBUCKET_HOST', default: '0.0.0.0', meaning: 'address serve binds to' },
   { key: 'durability', env: 'HOOKBUCKET_DURABILITY', default: 'full', meaning: 'full = ack survives power loss (synchronous=FULL); normal = survives a process crash only' },
@@ -56,7 +75,10 @@ function bad(what: string, value: unknown): never {
 }
 
 const parsers: { [K in SettingKey]: (raw: string, name: string) => Config[K] } = {
-  db: (raw, name) => (raw.trim() === '' ? bad(name, raw) : raw),
+  db: (raw, name) => (raw.trim() === '' ? bad(name, raw) : isDatabaseUrl(raw) ? databaseUrl(raw, name) : raw),
+  dbPool: (raw, name) => parseInteger(raw, 1, MAX_DB_POOL) ?? bad(`${name} (1 to ${MAX_DB_POOL})`, raw),
+  // Resolved against db in loadConfig when empty.
+  spoolDir: (raw) => raw.trim(),
   port: (raw, name) => parseInteger(raw, 0, 65535) ?? bad(name, raw),
   host: (raw, name) => (raw.trim() === '' ? bad(name, raw) : raw.trim()),
   durability: (raw, name) => (raw === 'full' || raw === 'normal' ? raw : bad(`${name} (full|normal)`, raw)),
@@ -72,6 +94,32 @@ const parsers: { [K in SettingKey]: (raw: string, name: string) => Config[K] } =
   logLevel: (raw, name) =>
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(raw) ? raw : bad(name, raw),
 };
+
+/** A PostgreSQL server's default max_connections is 100; a pool past this is a typo. */
+const MAX_DB_POOL = 1000;
+
+/** A database URL must parse; the error shows it with its password redacted. */
+function databaseUrl(raw: string, name: string): string {
+  try {
+    new URL(raw);
+  } catch {
+    bad(name, redactDbUrl(raw));
+  }
+  return raw;
+}
+
+/** The spool folder: as given, else beside a SQLite file (`<db>-spool`, as before --spool-dir), else data/spool. */
+function spoolDirOf(spoolDir: string, db: string): string {
+  if (spoolDir !== '') return spoolDir;
+  if (isDatabaseUrl(db)) return join('data', 'spool');
+  return spoolDirFor(db);
+}
+
+/** The spool folder for a SQLite database: beside it, on the same disk that --min-free-disk watches; a temp folder for `:memory:`. */
+export function spoolDirFor(db: string): string {
+  if (db === ':memory:' || db === '') return join(tmpdir(), 'hookbucket-spool');
+  return `${db}-spool`;
+}
 
 function positive(n: number | undefined, name: string, raw: string): number {
   return n !== undefined && n > 0 ? n : bad(name, raw);
@@ -98,6 +146,7 @@ export function loadConfig(env: Source, dotenv: Source, flags: Flags = {}): Conf
   if ((out.headersTimeoutMs as number) > (out.requestTimeoutMs as number)) {
     throw new AppError('invalid_option', 'HOOKBUCKET_HEADERS_TIMEOUT must not exceed HOOKBUCKET_REQUEST_TIMEOUT');
   }
+  out.spoolDir = spoolDirOf(out.spoolDir as string, out.db as string);
   return Object.freeze(out) as unknown as Config;
 }
 

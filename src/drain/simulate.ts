@@ -22,10 +22,10 @@
  * linked list per tick in typed arrays), O(1) per attempt: the fixed-30s storm over 120 minutes is
  * 7.4 million attempts and takes about 1.2 s, the default policy's 79,000 about 0.25 s.
  */
-import { mulberry32 } from './prng.js';
-import { DEFAULT_RETRY_BUDGET, emptyRetryBudget, mayRetry, recordAttempt, type RetryBudgetConfig } from './retry-budget.js';
-import { DEFAULT_SCHEDULE, nextAttempt, scheduleProblem, type Schedule } from './schedule.js';
-import { FULL_BUCKET, intervalMs, takeToken, type Rate, type TokenBucketConfig } from './token-bucket.js';
+import { mulberry32 } from '../policy/prng.js';
+import { DEFAULT_RETRY_BUDGET, emptyRetryBudget, mayRetry, recordAttempt, type RetryBudgetConfig } from '../policy/retry-budget.js';
+import { DEFAULT_SCHEDULE, nextAttempt, scheduleProblem, type Schedule } from '../policy/schedule.js';
+import { FULL_BUCKET, intervalMs, takeToken, type Rate, type TokenBucketConfig } from '../policy/token-bucket.js';
 
 export interface SimulationPolicy {
   /** `default` or `fixed:30s`, as given. */

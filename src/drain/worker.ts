@@ -11,7 +11,7 @@
  *   `settle()` waits for the attempts.
  * - `start()` runs passes until `stop()`, under the single-worker lease (one active worker per
  *   database, or every rate limit would double), waking early for new requests (`wake()`, or a
- *   change another process committed, seen through SQLite's data_version).
+ *   change another process committed, heard through the store's change feed: onChange()).
  * - `stop()` stops claiming, lets in-flight attempts finish within a grace period, then aborts the
  *   rest and releases them (recorded as `released`, not counted), and gives up the worker lease.
  */
@@ -27,22 +27,21 @@ import {
   type Bucket,
   type ClaimedAttempt,
   type DrainStore,
+  type StoreChanges,
   type WorkerHolder,
 } from '../store/store.js';
-import type { Outcome } from './classify.js';
+import type { Outcome } from '../policy/classify.js';
 import { Aborter, forward, forwardHeaders, type ForwardResult } from './forward.js';
-import { decideAttempt, RETRY_AFTER_STATUSES } from './outcome.js';
-import { DEFAULT_SCHEDULE } from './schedule.js';
-import { pacerConfigOf, type ClaimVerdict } from './admission.js';
-import { block, newPacer, type DeferReason, type PacerState } from './pacer.js';
-import { takeToken, type TokenBucketState } from './token-bucket.js';
+import { decideAttempt, RETRY_AFTER_STATUSES } from '../policy/outcome.js';
+import { DEFAULT_SCHEDULE } from '../policy/schedule.js';
+import { pacerConfigOf, type ClaimVerdict } from '../policy/admission.js';
+import { block, newPacer, type DeferReason, type PacerState } from '../policy/pacer.js';
+import { takeToken, type TokenBucketState } from '../policy/token-bucket.js';
 import { MAX_BUCKETS_PER_PASS, passOrder } from '../policy/pass-order.js';
 
 export const DEFAULT_LEASE_MS = 60_000; // 60s: longer than any bucket's attempt timeout (default 10s)
 /** The single-worker lease: renewed every third of this; a dead worker's lease is taken after it. */
 export const WORKER_LEASE_TTL_MS = 15_000; // 15s
-/** How often a sleeping worker looks for commits by other processes (one cheap pragma read). */
-const CHANGE_POLL_MS = 100;
 /** The longest sleep between passes when nothing is due. */
 const IDLE_PASS_MS = 5_000;
 /** Expired leases are looked for at most this often. */
@@ -118,13 +117,19 @@ export class DrainWorker {
   readonly #abort = new Aborter();
   #buckets = new Map<string, Bucket>();
   #bucketList: Bucket[] = [];
-  #bucketsVersion: number | undefined;
-  /** The change counter when the bucket epoch was last read. */
-  #bucketsCounter: number | undefined;
+  #bucketsLoaded = false;
+  /** listBuckets() is under way: a refill must not trust #buckets until it is done. */
+  #reloadingBuckets = false;
+  /**
+   * What the store's change feed reported since the last pass took it: a refill between passes
+   * polls the feed too (#bucketsChanged), and what it hears waits here for the next pass.
+   */
+  #pendingChanged = false;
+  #pendingBucketsChanged = false;
   #passes = 0;
   /** Where the next pass starts when the last one left due buckets for it (pass-order.ts). */
   #resumeAfter: string | undefined;
-  #dueCache: { at: number | null; counter: number; readAt: number } | undefined;
+  #dueCache: { at: number | null; readAt: number } | undefined;
   /** Per bucket, the Retry-After block whose deferral has been recorded. */
   readonly #blockRecorded = new Map<string, number>();
   #results: AttemptResult[] = [];
@@ -168,23 +173,29 @@ export class DrainWorker {
     const { store, clock } = this.#d;
     const now = clock.now();
     this.#passes++;
-    // Bucket settings are re-read only when a bucket changed (the epoch every bucket write bumps),
-    // and the epoch only when another connection committed (bucket writes come from the CLI or
-    // serve's own connection, never this one): a pass with nothing new reads one pragma.
-    const counter = store.changeCounter();
-    if (this.#bucketsVersion === undefined || counter !== this.#bucketsCounter) {
-      const version = store.bucketsVersion();
-      if (version !== this.#bucketsVersion) {
+    // Bucket settings are re-read only when the change feed says a bucket changed (bucket writes
+    // come from the CLI or serve's own connection, never this one): on SQLite a pass with nothing
+    // new reads one pragma.
+    const changes = await this.#takeChanges();
+    if (!this.#bucketsLoaded || changes.bucketsChanged) {
+      this.#reloadingBuckets = true;
+      try {
         this.#bucketList = await store.listBuckets();
-        this.#buckets = new Map(this.#bucketList.map((b) => [b.name, b]));
-        this.#bucketsVersion = version;
+      } catch (e) {
+        // Not read: the next pass tries again.
+        this.#pendingBucketsChanged = true;
+        this.#pendingChanged = true;
+        throw e;
+      } finally {
+        this.#reloadingBuckets = false;
       }
-      this.#bucketsCounter = counter;
+      this.#buckets = new Map(this.#bucketList.map((b) => [b.name, b]));
+      this.#bucketsLoaded = true;
     }
     // A deleted (or deleted and made again) bucket's queue goes with its rows.
     for (const [name, q] of this.#ready) if (this.#buckets.get(name)?.createdAt !== q.createdAt) this.#ready.delete(name);
     // A claim (or lease recovery) moves due times this connection wrote itself, which the change
-    // counter does not show: a bucket due now can become due later, at a time no cache holds.
+    // feed does not report: a bucket due now can become due later, at a time no cache holds.
     let movedDue = false;
     if (now - this.#lastRecoverAt >= RECOVER_EVERY_MS) {
       this.#lastRecoverAt = now;
@@ -297,7 +308,7 @@ export class DrainWorker {
         throw e;
       }
     }
-    const due = await this.#nextDue(now, counter, movedDue);
+    const due = await this.#nextDue(now, movedDue || changes.changed);
     if (due !== null && due < wakeAt) wakeAt = due;
     result.wakeAt = Number.isFinite(wakeAt) ? wakeAt : null;
     return result;
@@ -310,12 +321,28 @@ export class DrainWorker {
    * This worker's own retries lower the cached time as they are recorded (#record), so none is
    * missed in between.
    */
-  async #nextDue(now: number, counter: number, moved: boolean): Promise<number | null> {
+  async #nextDue(now: number, moved: boolean): Promise<number | null> {
     const c = this.#dueCache;
-    if (!moved && c !== undefined && c.counter === counter && now - c.readAt < NEXT_DUE_FRESH_MS && (c.at === null || c.at > now)) return c.at;
+    if (!moved && c !== undefined && now - c.readAt < NEXT_DUE_FRESH_MS && (c.at === null || c.at > now)) return c.at;
     const at = await this.#d.store.nextDueAt(now);
-    this.#dueCache = { at, counter, readAt: now };
+    this.#dueCache = { at, readAt: now };
     return at;
+  }
+
+  /** Asks the change feed what other connections committed, adding it to what waits for the next pass. */
+  async #pollChanges(): Promise<void> {
+    const c = await this.#d.store.takeChanges();
+    if (c.changed) this.#pendingChanged = true;
+    if (c.bucketsChanged) this.#pendingBucketsChanged = true;
+  }
+
+  /** Everything the feed reported since the last pass took it (refills' polls included). */
+  async #takeChanges(): Promise<StoreChanges> {
+    await this.#pollChanges();
+    const out = { changed: this.#pendingChanged, bucketsChanged: this.#pendingBucketsChanged };
+    this.#pendingChanged = false;
+    this.#pendingBucketsChanged = false;
+    return out;
   }
 
   /** Waits until every attempt started so far has finished and its record is written. */
@@ -410,22 +437,20 @@ export class DrainWorker {
       return Promise.resolve();
     }
     return new Promise<void>((resolve) => {
-      const seen = this.#d.store.changeCounter();
+      let unsubscribe: (() => void) | undefined;
       const done = () => {
         clearTimeout(timer);
-        clearInterval(poll);
+        unsubscribe?.();
         this.#wakeUp = undefined;
         this.#wokenEarly = false;
         resolve();
       };
       const timer = setTimeout(done, ms);
-      const poll = setInterval(() => {
-        try {
-          if (this.#d.store.changeCounter() !== seen) done();
-        } catch {
-          // the store is closing; the timer ends the sleep
-        }
-      }, CHANGE_POLL_MS);
+      try {
+        unsubscribe = this.#d.store.onChange(done);
+      } catch {
+        // the store is closing; the timer ends the sleep
+      }
       this.#wakeUp = done;
     });
   }
@@ -472,10 +497,19 @@ export class DrainWorker {
     return expired.length;
   }
 
-  /** Whether a bucket was written since the last pass read the buckets (the claim-ahead queue is stale). */
-  #bucketsChanged(): boolean {
-    const { store } = this.#d;
-    return store.changeCounter() !== this.#bucketsCounter && store.bucketsVersion() !== this.#bucketsVersion;
+  /**
+   * Whether a bucket was written since the last pass read the buckets (the claim-ahead queue is
+   * stale), asking the change feed now; while a pass re-reads them, and when the feed cannot be
+   * read (the store closing), the answer is yes: the next pass decides.
+   */
+  async #bucketsChanged(): Promise<boolean> {
+    if (this.#reloadingBuckets) return true;
+    try {
+      await this.#pollChanges();
+    } catch {
+      return true;
+    }
+    return this.#reloadingBuckets || this.#pendingBucketsChanged;
   }
 
   /** Starts queued attempts of the bucket while it has free slots; returns how many started. */
@@ -548,16 +582,25 @@ export class DrainWorker {
       .finally(() => {
         this.#inflight.delete(a.attemptId);
         this.#inflightByBucket.set(b.name, (this.#inflightByBucket.get(b.name) ?? 1) - 1);
-        // The freed slot takes the next attempt claimed ahead, without waiting for a pass, unless a
-        // bucket changed since the pass that claimed it (a pause, a delete's tombstone, a new
-        // destination): then the next pass, woken below, re-reads the buckets and decides. The
-        // epoch is read only when another connection committed, as in drainOnce.
-        const current = this.#bucketsChanged() ? undefined : this.#buckets.get(b.name);
-        if (current && current.drain.rate !== null) this.#releaseReady(current.name, 'released_on_rate');
-        else if (current && !current.paused && !this.#stopping) this.#fill(current);
-        this.wake();
+        return this.#refill(b.name);
       });
     this.#inflight.set(a.attemptId, { bucket: b.name, promise });
+  }
+
+  /**
+   * A freed slot takes the next attempt claimed ahead, without waiting for a pass, unless a bucket
+   * changed since the pass that claimed it (a pause, a delete's tombstone, a new destination): then
+   * the next pass, woken here, re-reads the buckets and decides. The change feed is asked first,
+   * before any claimed-ahead attempt starts.
+   */
+  async #refill(name: string): Promise<void> {
+    try {
+      const current = (await this.#bucketsChanged()) ? undefined : this.#buckets.get(name);
+      if (current && current.drain.rate !== null) this.#releaseReady(current.name, 'released_on_rate');
+      else if (current && !current.paused && !this.#stopping) this.#fill(current);
+    } finally {
+      this.wake();
+    }
   }
 
   async #attempt(b: Bucket, a: ClaimedAttempt): Promise<void> {

@@ -6,7 +6,7 @@ import type { Clock } from '../shared/clock.js';
 import { AppError } from '../shared/errors.js';
 import { newId } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
-import { storageErrorCode } from '../store/sqlite/open.js';
+import { storageErrorCode } from '../store/storage-error.js';
 import type { Bucket, IngestSink, Store } from '../store/store.js';
 import { parseIngestTarget } from './bucket-name.js';
 import { answeredByServer, discardBody, readBody } from './capture.js';

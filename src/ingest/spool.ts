@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import { mkdir, open, unlink, type FileHandle } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 /**
@@ -115,11 +114,8 @@ export const SPOOL_THRESHOLD_BYTES = 1024 * 1024; // 1 MiB
 /** Reading from the client pauses while this many spooled bytes wait to be written. */
 export const SPOOL_HIGH_WATER_BYTES = 1024 * 1024; // 1 MiB
 
-/** The spool folder for a database: beside it, on the same disk that --min-free-disk watches. */
-export function spoolDirFor(db: string): string {
-  if (db === ':memory:' || db === '') return join(tmpdir(), 'hookbucket-spool');
-  return `${db}-spool`;
-}
+/** The default spool folder for a SQLite database (config.spoolDir holds the one in use). */
+export { spoolDirFor } from '../config/config.js';
 
 /** storage_full for a full disk or quota, storage_error otherwise. */
 export function spoolErrorCode(e: NodeJS.ErrnoException | undefined): 'storage_full' | 'storage_error' {

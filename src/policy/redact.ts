@@ -192,3 +192,28 @@ export function redactUrl(url: string): string {
 export function redactUrlsIn(text: string): string {
   return text.replace(/\b[a-z][a-z0-9+.-]{0,31}:\/\/[^\s'"<>`]+/gi, (url) => redactUrl(url));
 }
+
+/**
+ * A database URL for logs and messages: the password in its userinfo and secret query values
+ * (`?password=…`) replaced, the user and host kept so an operator can tell servers apart:
+ * `postgres://app:s3cret@db:5432/hb` → `postgres://app:[redacted]@db:5432/hb`. Anything that is not
+ * a URL (a SQLite path) comes back as it is.
+ */
+export function redactDbUrl(url: string): string {
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(url);
+  if (!scheme) return url;
+  let out = url;
+  const start = scheme[0].length;
+  const end = out.slice(start).search(/[/?#]/);
+  const authorityEnd = end < 0 ? out.length : start + end;
+  const at = out.lastIndexOf('@', authorityEnd - 1);
+  if (at >= start) {
+    const colon = out.indexOf(':', start);
+    if (colon >= 0 && colon < at) out = `${out.slice(0, colon + 1)}${REDACTED}${out.slice(at)}`;
+  }
+  const q = out.indexOf('?');
+  if (q < 0) return out;
+  const hash = out.indexOf('#', q);
+  const query = hash < 0 ? out.slice(q + 1) : out.slice(q + 1, hash);
+  return `${out.slice(0, q + 1)}${redactQuery(query)}${hash < 0 ? '' : out.slice(hash)}`;
+}

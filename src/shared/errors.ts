@@ -15,6 +15,7 @@ export type ErrorCode =
   | 'storage_full'
   | 'storage_error'
   | 'worker_active'
+  | 'unsupported_store'
   | 'raw_to_terminal'
   | 'internal';
 

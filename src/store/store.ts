@@ -1,11 +1,13 @@
-import type { RetryOn } from '../drain/classify.js';
-import type { RetryBudgetConfig } from '../drain/retry-budget.js';
-import type { ClaimVerdict } from '../drain/admission.js';
-import type { PacerState } from '../drain/pacer.js';
-import type { Schedule } from '../drain/schedule.js';
-import type { Rate, TokenBucketState } from '../drain/token-bucket.js';
+import type { RetryOn } from '../policy/classify.js';
+import type { RetryBudgetConfig } from '../policy/retry-budget.js';
+import type { ClaimCandidate, ClaimDecision, ClaimVerdict, LeaseExpiry } from '../policy/admission.js';
+import type { PacerState } from '../policy/pacer.js';
+import type { Schedule } from '../policy/schedule.js';
+import type { Rate, TokenBucketState } from '../policy/token-bucket.js';
 import type { AttemptOutcome, DeliveryState } from './schema.js';
 import { AppError } from '../shared/errors.js';
+
+export type { ClaimCandidate, ClaimDecision, LeaseExpiry };
 
 /**
  * The storage contract. Callers (ingest, CLI, later the drain worker) depend on this interface
@@ -218,6 +220,39 @@ export interface Store {
   activeWorker(nowMs: number): Promise<WorkerHolder | undefined>;
   /** Requests stored and attempts finished since the cursor, for `requests tail`. */
   tail(bucket: string, cursor: TailCursor): Promise<{ events: TailEvent[]; cursor: TailCursor }>;
+  /**
+   * A writer for `requests import`: stores requests as new, as an acknowledged ingest would (fully
+   * durable), in short transactions on a connection of its own. Close it when done.
+   */
+  openImporter(): Promise<RequestImporter>;
+  close(): Promise<void>;
+}
+
+/** A request read from an export file, to be stored as new. */
+export interface ImportItem {
+  method: string;
+  path: string;
+  query: string | null;
+  rawHeaders: string[];
+  body: Buffer;
+  /** Chunked trailers, flat [name, value, …]; absent or empty: none. */
+  rawTrailers?: string[];
+}
+
+/** The bucket `requests import` checked: its name and creation time, which tells it from a later bucket of the same name. */
+export interface ImportTarget {
+  name: string;
+  createdAt: number;
+}
+
+export interface RequestImporter {
+  /**
+   * Stores the items as new requests (new ids, received now) in one transaction; returns their ids
+   * in order. Refused, storing nothing of the batch, unless the bucket is still the one checked
+   * (same name and created_at, checked inside the batch's transaction): `bucket_deleting` while a
+   * tombstone stands, `not_found` once it is gone or created anew.
+   */
+  write(bucket: ImportTarget, items: readonly ImportItem[], options: { createDelivery: boolean }): Promise<string[]>;
   close(): Promise<void>;
 }
 
@@ -322,27 +357,6 @@ export interface IngestSink {
   close(): Promise<void>;
 }
 
-/** A due delivery the claim query is about to take, for the worker's rate, budget and Retry-After decision. */
-export interface ClaimCandidate {
-  deliveryId: string;
-  requestId: string;
-  /** Attempts made so far (0: this would be the first). */
-  attempts: number;
-  state: 'pending' | 'retrying';
-  trigger: 'initial' | 'replay';
-  replayId: string | null;
-  nextAttemptAt: number;
-}
-
-export type ClaimDecision =
-  | { kind: 'claim' }
-  /** Held back (rate, budget, bucket-wide Retry-After): not an attempt, counted on the delivery with the reason. */
-  | { kind: 'defer'; reason: string }
-  /** Leave it for a later pass, untouched. */
-  | { kind: 'skip' }
-  /** Stop walking this bucket's due deliveries for this pass. */
-  | { kind: 'stop' };
-
 /** The worker's pacer state for one bucket's claim (plain data, so it can cross to a store thread). */
 export interface ClaimPolicyState {
   pacer: PacerState;
@@ -402,9 +416,6 @@ export interface AttemptResult {
   nextWhy: string | null;
 }
 
-/** What happens to a delivery whose worker died mid-attempt (its lease expired). */
-export type LeaseExpiry = { kind: 'retry'; atMs: number } | { kind: 'exhausted' };
-
 export interface ExpiredDelivery {
   deliveryId: string;
   bucket: string;
@@ -422,19 +433,19 @@ export interface WorkerHolder {
 
 export type WorkerLeaseResult = { ok: true } | { ok: false; current: WorkerHolder };
 
-/** The drain worker's view of the store: claim, record, recover, and the single-worker lease. */
+/** What the change feed reports since its last call (DrainStore.takeChanges). */
+export interface StoreChanges {
+  changed: boolean;
+  bucketsChanged: boolean;
+}
+
+/** The drain worker's view of the store: claim, record, recover, the single-worker lease, and the change feed. */
 export interface DrainStore {
   /** Buckets as they are now (settings changed from the CLI apply from the next claim). */
   listBuckets(): Promise<Bucket[]>;
   /**
-   * Changes whenever a bucket is created, changed, paused, resumed or deleted (cheap to read). The
-   * worker reads it only after changeCounter() moved, so bucket writes must come from another
-   * connection than this store's (the CLI's, serve's SqliteStore), never through the drain store.
-   */
-  bucketsVersion(): number;
-  /**
    * In one transaction: record `complete` first, then walk the bucket's due deliveries in due order
-   * (at most `limit`), decide about each with the pure admission policy (drain/admission.ts) from
+   * (at most `limit`), decide about each with the pure admission policy (policy/admission.ts) from
    * the pacer state given and the replays' own rates, and claim (state delivering, lease, attempt
    * row started) or defer them. The verdict carries the pacer state to keep once this committed.
    */
@@ -453,7 +464,7 @@ export interface DrainStore {
   complete(results: AttemptResult[]): Promise<void>;
   /**
    * Closes attempts whose lease expired (`lease_expired`, counted); each delivery is due again at
-   * once, or exhausted when that was its bucket's last attempt (drain/admission.ts afterLeaseExpiry).
+   * once, or exhausted when that was its bucket's last attempt (policy/admission.ts afterLeaseExpiry).
    */
   recoverExpired(nowMs: number, buckets: readonly Bucket[]): Promise<ExpiredDelivery[]>;
   /**
@@ -469,10 +480,24 @@ export interface DrainStore {
   acquireWorkerLease(holder: string, info: string, nowMs: number, ttlMs: number): Promise<WorkerLeaseResult>;
   releaseWorkerLease(holder: string): Promise<void>;
   /**
-   * A cheap counter that changes when another connection commits (new requests, bucket changes);
-   * this store's own commits do not move it.
+   * The change feed, part 1: what other connections committed since the last call (the first call
+   * reports both as changed). `changed`: anything at all (new requests, a replay, bucket writes);
+   * `bucketsChanged`: a bucket was created, changed, paused, resumed or deleted, so the worker
+   * re-reads listBuckets(). This store's own commits are not reported, so bucket writes must come
+   * from another connection (the CLI's, serve's Store), never through the drain store. Cheap enough
+   * to call at the start of every pass and whenever a finished attempt frees a slot. SQLite reads
+   * PRAGMA data_version and the bucket epoch row (src/store/sqlite/); PostgreSQL reports the
+   * LISTEN/NOTIFY notices received since the last call.
    */
-  changeCounter(): number;
+  takeChanges(): Promise<StoreChanges>;
+  /**
+   * The change feed, part 2: calls `listener` (with no arguments, possibly more than once per
+   * commit) when another connection commits, while subscribed; the worker uses it to end a sleep
+   * early. Returns the unsubscribe function. Independent of takeChanges(): a notice does not
+   * consume the changes takeChanges() will report. SQLite polls data_version every 100 ms while at
+   * least one listener is subscribed; PostgreSQL listens for NOTIFY.
+   */
+  onChange(listener: () => void): () => void;
   close(): Promise<void>;
 }
 

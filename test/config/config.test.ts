@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { loadConfig, settings } from '../../src/config/config.js';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 describe('loadConfig', () => {
   it('uses the documented defaults', () => {
@@ -37,5 +38,40 @@ describe('loadConfig', () => {
     for (const s of settings) {
       assert.match(example, new RegExp(`^#?\\s*${s.env}=${s.default.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`, 'm'), s.env);
     }
+  });
+});
+
+describe('loadConfig: the database, its pool and the spool folder', () => {
+  it('keeps the spool folder beside a SQLite file by default, as before --spool-dir', () => {
+    assert.equal(loadConfig({}, {}).spoolDir, 'data/hookbucket.db-spool');
+    assert.equal(loadConfig({ HOOKBUCKET_DB: '/var/lib/hb/hb.db' }, {}).spoolDir, '/var/lib/hb/hb.db-spool');
+    assert.equal(loadConfig({ HOOKBUCKET_DB: '/var/lib/hb/hb.db' }, { HOOKBUCKET_SPOOL_DIR: '' }).spoolDir, '/var/lib/hb/hb.db-spool', 'empty: the default');
+  });
+
+  it('takes a postgres:// or postgresql:// URL as is, with data/spool as the default spool folder', () => {
+    for (const url of ['postgres://app:s3cret@db.internal:5432/hookbucket', 'postgresql://app@127.0.0.1/hb?sslmode=require', 'POSTGRES://h/db']) {
+      const c = loadConfig({ HOOKBUCKET_DB: url }, {});
+      assert.equal(c.db, url);
+      assert.equal(c.spoolDir, join('data', 'spool'));
+    }
+  });
+
+  it('takes --spool-dir over the derived folder, for a path and for a URL', () => {
+    assert.equal(loadConfig({}, {}, { spoolDir: '/srv/spool' }).spoolDir, '/srv/spool');
+    assert.equal(loadConfig({ HOOKBUCKET_DB: 'postgres://h/db', HOOKBUCKET_SPOOL_DIR: '/srv/spool' }, {}).spoolDir, '/srv/spool');
+  });
+
+  it('bounds --db-pool (default 10)', () => {
+    assert.equal(loadConfig({}, {}).dbPool, 10);
+    assert.equal(loadConfig({ HOOKBUCKET_DB_POOL: '25' }, {}).dbPool, 25);
+    assert.throws(() => loadConfig({}, {}, { dbPool: '0' }), /--db-pool/);
+    assert.throws(() => loadConfig({ HOOKBUCKET_DB_POOL: '1001' }, {}), /HOOKBUCKET_DB_POOL/);
+  });
+
+  it('refuses a URL that does not parse, without echoing its password', () => {
+    assert.throws(
+      () => loadConfig({ HOOKBUCKET_DB: 'postgres://app:s3cret@[bad/db' }, {}),
+      (e: Error) => /HOOKBUCKET_DB/.test(e.message) && !e.message.includes('s3cret'),
+    );
   });
 });

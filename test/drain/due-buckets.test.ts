@@ -22,7 +22,6 @@ function counting(inner: DrainStore): { store: DrainStore; take: () => PassCount
   let c: PassCounts = { claims: 0, dueQueries: 0, nextDueQueries: 0 };
   const store: DrainStore = {
     listBuckets: () => inner.listBuckets(),
-    bucketsVersion: () => inner.bucketsVersion(),
     claim: (bucket, options, policy) => {
       c.claims++;
       return inner.claim(bucket, options, policy);
@@ -39,7 +38,8 @@ function counting(inner: DrainStore): { store: DrainStore; take: () => PassCount
     },
     acquireWorkerLease: (holder, info, nowMs, ttlMs) => inner.acquireWorkerLease(holder, info, nowMs, ttlMs),
     releaseWorkerLease: (holder) => inner.releaseWorkerLease(holder),
-    changeCounter: () => inner.changeCounter(),
+    takeChanges: () => inner.takeChanges(),
+    onChange: (listener) => inner.onChange(listener),
     close: () => inner.close(),
   };
   return {

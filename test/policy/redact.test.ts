@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { isSecretKey, keyTokens, REDACTED, redactHeaders, redactJson, redactQuery, redactUrl, redactUrlsIn, type KeyContext } from '../../src/policy/redact.js';
+import { isSecretKey, keyTokens, REDACTED, redactDbUrl, redactHeaders, redactJson, redactQuery, redactUrl, redactUrlsIn, type KeyContext } from '../../src/policy/redact.js';
 
 describe('keyTokens: whole tokens split on - _ . [ ] and camelCase', () => {
   const cases: Array<[string, string[]]> = [
@@ -189,4 +189,17 @@ describe('redactQuery (form): a JSON value under a plain key has its secret leav
     const q = `payload=${enc({ token: 'x' })}`;
     assert.equal(redactQuery(q, 'query'), q);
   });
+});
+
+describe('redactDbUrl: a database URL for logs', () => {
+  const cases: Array<[string, string]> = [
+    ['postgres://app:s3cret@db.internal:5432/hookbucket', 'postgres://app:[redacted]@db.internal:5432/hookbucket'],
+    ['postgresql://app:p%40ss@127.0.0.1/hb?sslmode=require', 'postgresql://app:[redacted]@127.0.0.1/hb?sslmode=require'],
+    ['postgres://app@db/hb', 'postgres://app@db/hb'],
+    ['postgres://db/hb?user=app&password=s3cret', 'postgres://db/hb?user=app&password=[redacted]'],
+    ['postgres://app:s3cret@db', 'postgres://app:[redacted]@db'],
+    ['data/hookbucket.db', 'data/hookbucket.db'],
+    ['/var/lib/hb/a:b@c.db', '/var/lib/hb/a:b@c.db'],
+  ];
+  for (const [url, shown] of cases) it(`${url} → ${shown}`, () => assert.equal(redactDbUrl(url), shown));
 });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { newPacer } from '../../src/drain/pacer.js';
+import { newPacer } from '../../src/policy/pacer.js';
 import { systemClock } from '../../src/shared/clock.js';
 import { SqliteDrainStore } from '../../src/store/sqlite/sqlite-drain.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';

@@ -1,10 +1,10 @@
 import { Command } from 'commander';
 import { formatDuration, formatSize } from '../../config/units.js';
-import { DEFAULT_RETRY_ON, formatRetryOn } from '../../drain/classify.js';
-import { BUDGET_WINDOW_SECONDS } from '../../drain/retry-budget.js';
-import { formatRate } from '../../drain/token-bucket.js';
+import { DEFAULT_RETRY_ON, formatRetryOn } from '../../policy/classify.js';
+import { BUDGET_WINDOW_SECONDS } from '../../policy/retry-budget.js';
+import { formatRate } from '../../policy/token-bucket.js';
 import { AppError } from '../../shared/errors.js';
-import { DEFAULT_DRAIN } from '../../store/sqlite/bucket-row.js';
+import { DEFAULT_DRAIN } from '../../store/bucket-defaults.js';
 import { RETENTION_INTERVAL_MS } from '../../retention/retention-loop.js';
 import { DEFAULT_PRUNE_STATES, formatAge } from '../../retention/rules.js';
 import type { Bucket, BucketCounts, BucketPatch, DrainSettings, PrunableState } from '../../store/store.js';

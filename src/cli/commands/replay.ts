@@ -1,11 +1,11 @@
 import { createInterface } from 'node:readline/promises';
 import { Command } from 'commander';
-import { formatRate } from '../../drain/token-bucket.js';
+import { formatRate } from '../../policy/token-bucket.js';
 import { confirmation, CONFIRM_ABOVE, scopeProblem } from '../../replay/replay.js';
 import { systemClock } from '../../shared/clock.js';
 import { AppError, ExitCode, ExitWith } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
-import type { Rate } from '../../drain/token-bucket.js';
+import type { Rate } from '../../policy/token-bucket.js';
 import { deletingError } from '../../store/store.js';
 import type { StoredRequest } from '../../store/store.js';
 import { withStore } from '../context.js';

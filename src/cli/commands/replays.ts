@@ -3,7 +3,7 @@ import { formatDuration } from '../../config/units.js';
 import { isSettled, pace, replayExitCode } from '../../replay/replay.js';
 import { systemClock } from '../../shared/clock.js';
 import { AppError, ExitCode, ExitWith } from '../../shared/errors.js';
-import { formatRate } from '../../drain/token-bucket.js';
+import { formatRate } from '../../policy/token-bucket.js';
 import type { Replay, ReplayProgress, Store } from '../../store/store.js';
 import { withStore } from '../context.js';
 import { durationMsArg } from '../drain-options.js';

@@ -2,15 +2,13 @@ import { isUtf8 } from 'node:buffer';
 import { stat } from 'node:fs/promises';
 import { Command } from 'commander';
 import { formatSize } from '../../config/units.js';
-import { spoolDirFor, spoolErrorCode } from '../../ingest/spool.js';
-import { systemClock } from '../../shared/clock.js';
+import { spoolErrorCode } from '../../ingest/spool.js';
 import { AppError } from '../../shared/errors.js';
-import { deletingError } from '../../store/store.js';
-import { openRequestImporter, type ImportItem } from '../../store/sqlite/sqlite-import.js';
+import { deletingError, type ImportItem } from '../../store/store.js';
 import { ImportCopy } from '../../transfer/import-copy.js';
 import { ImportFormatError, detectFormat, fromHarEntry, fromNdjsonRecord, harEntries, type ImportedRequest } from '../../transfer/import-format.js';
 import { redactUrl } from '../../policy/redact.js';
-import { CLI_LOCK_WAIT_MS, configFor, withStore } from '../context.js';
+import { configFor, withStore } from '../context.js';
 import { print, printJson, type CliIo } from '../io.js';
 import { bucketNameArg } from '../parsers.js';
 import { createProgress } from '../progress.js';
@@ -48,9 +46,8 @@ async function firstLine(copy: ImportCopy): Promise<string | undefined> {
   return undefined;
 }
 
-/** The private copy of the source, or the error to show: storage trouble beside the database, or the source unreadable. */
-async function copyOf(file: string, db: string): Promise<ImportCopy> {
-  const dir = spoolDirFor(db);
+/** The private copy of the source in the spool folder, or the error to show: storage trouble there, or the source unreadable. */
+async function copyOf(file: string, dir: string): Promise<ImportCopy> {
   try {
     return await ImportCopy.from(file, dir);
   } catch (e) {
@@ -104,7 +101,7 @@ Examples:
           throw new AppError('usage', `--deliver: bucket ${bucket} has no destination (bucket update ${bucket} --destination <url> first)`);
         }
         // The source is read once, here; everything below reads the copy.
-        const copy = await copyOf(file, config.db);
+        const copy = await copyOf(file, config.spoolDir);
         try {
           const first = await firstLine(copy);
           if (first === undefined) throw new AppError('usage', `${file} is empty`);
@@ -148,16 +145,16 @@ Examples:
           }
 
           // Pass 2: store in short transactions through ingest's batch writer.
-          const importer = openRequestImporter({ path: config.db, busyTimeoutMs: CLI_LOCK_WAIT_MS, clock: systemClock });
+          const importer = await store.openImporter();
           const progress = createProgress(io);
           let imported = 0;
           let firstId: string | null = null;
           let lastId: string | null = null;
           let batch: ImportItem[] = [];
           let batchBytes = 0;
-          const flush = () => {
+          const flush = async () => {
             if (batch.length === 0) return;
-            const ids = importer.write({ name: bucket, createdAt: b.createdAt }, batch, { createDelivery: opts.deliver === true });
+            const ids = await importer.write({ name: bucket, createdAt: b.createdAt }, batch, { createDelivery: opts.deliver === true });
             firstId ??= ids[0]!;
             lastId = ids[ids.length - 1]!;
             imported += ids.length;
@@ -165,18 +162,18 @@ Examples:
             batchBytes = 0;
             progress.update(imported, total, `${imported}/${total} requests imported`);
           };
-          const add = (r: ImportedRequest) => {
-            if (batch.length > 0 && (batch.length >= BATCH_ROWS || batchBytes + r.body.length > BATCH_BYTES)) flush();
+          const add = async (r: ImportedRequest) => {
+            if (batch.length > 0 && (batch.length >= BATCH_ROWS || batchBytes + r.body.length > BATCH_BYTES)) await flush();
             batch.push(r);
             batchBytes += r.body.length;
           };
           try {
-            if (har) for (const r of har) add(r);
-            else for await (const { request } of ndjsonRecords(copy, file)) add(request);
-            flush();
+            if (har) for (const r of har) await add(r);
+            else for await (const { request } of ndjsonRecords(copy, file)) await add(request);
+            await flush();
           } finally {
             progress.stop();
-            importer.close();
+            await importer.close();
           }
           const deliveries = opts.deliver ? imported : 0;
           if (opts.json) return printJson(io, { bucket, format, imported, deliveries, first_id: firstId, last_id: lastId });

@@ -9,7 +9,7 @@ import {
   type Jitter,
   type PaperSchedule,
   type Schedule,
-} from '../../drain/schedule.js';
+} from '../../policy/schedule.js';
 import { addScheduleOptions, describeSchedule, scheduleFromOptions, type ScheduleOpts } from '../drain-options.js';
 import { print, printJson, table, type CliIo } from '../io.js';
 

@@ -10,7 +10,7 @@ import {
   type SimulationPolicy,
   type SimulationResult,
 } from '../../drain/simulate.js';
-import { formatRate, perSecond } from '../../drain/token-bucket.js';
+import { formatRate, perSecond } from '../../policy/token-bucket.js';
 import { AppError } from '../../shared/errors.js';
 import {
   addBudgetAndRateOptions,

@@ -65,7 +65,7 @@ export interface BucketDue {
 // INDEXED BY and CROSS JOIN keep the next_due_at range of bucket_due as the outer loop: with
 // statistics from ANALYZE (mostly null rows), SQLite otherwise chose to scan every row of
 // bucket_due, or of buckets, which is exactly the per-bucket cost this table exists to avoid
-// (test/store/due-plan.test.ts). A PostgreSQL dialect writes the same query without the hint.
+// (test/store/sqlite/due-plan.test.ts). A PostgreSQL dialect writes the same query without the hint.
 export const DUE_BUCKETS_SQL = `select d.bucket from bucket_due d indexed by bucket_due_next cross join buckets b on b.name = d.bucket
   where d.next_due_at <= ? and b.paused = 0 and b.deleting_at is null`;
 export const NEXT_DUE_SQL = `select d.next_due_at from bucket_due d indexed by bucket_due_next cross join buckets b on b.name = d.bucket

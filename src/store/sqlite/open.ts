@@ -33,12 +33,3 @@ export function openSqlite(path: string, options: OpenOptions): SqliteDb {
   db.pragma('temp_store = MEMORY');
   return db;
 }
-
-/** SQLite result codes that mean the storage itself cannot take writes (disk full, I/O, read-only). */
-export function storageErrorCode(e: unknown): 'storage_full' | 'store_busy' | 'storage_error' | undefined {
-  const code = (e as { code?: unknown } | null)?.code;
-  if (typeof code !== 'string' || !code.startsWith('SQLITE_')) return undefined;
-  if (code === 'SQLITE_FULL') return 'storage_full';
-  if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')) return 'store_busy';
-  return 'storage_error';
-}

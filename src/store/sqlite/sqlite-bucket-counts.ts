@@ -3,7 +3,7 @@
  * of buckets (it was four queries per bucket; 10,000 buckets took two minutes).
  *
  * - requests and bytes: one correlated count and sum per bucket, read from requests_bucket_id
- *   alone (it ends with size since migration 2026-12-03T05; test/store/bucket-counts.test.ts);
+ *   alone (it ends with size since migration 2026-12-03T05; test/store/sqlite/bucket-counts.test.ts);
  * - by state: a count over the partial index deliveries_latest_state (latest = 1: the delivery
  *   that gives a request its state), grouped by bucket and state; requests without one are `none`,
  *   and pending or retrying in a paused bucket are `held`: the same states as bucketCounts() gives;

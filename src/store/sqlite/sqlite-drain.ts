@@ -13,11 +13,11 @@
  */
 import { Worker } from 'node:worker_threads';
 import type { Statement } from 'better-sqlite3';
-import type { Rate } from '../../drain/token-bucket.js';
+import type { Rate } from '../../policy/token-bucket.js';
 import { newId } from '../../shared/ids.js';
 import type { BucketsTable } from '../schema.js';
-import { afterLeaseExpiry, createClaimDecider, pacerConfigOf } from '../../drain/admission.js';
-import { forwardTarget } from '../../drain/forward.js';
+import { afterLeaseExpiry, createClaimDecider, pacerConfigOf } from '../../policy/admission.js';
+import { forwardTarget } from '../../policy/forward-target.js';
 import {
   pausedMsAt,
   type AttemptResult,
@@ -27,9 +27,13 @@ import {
   type ClaimResult,
   type DrainStore,
   type ExpiredDelivery,
+  type StoreChanges,
   type WorkerLeaseResult,
 } from '../store.js';
-import { toBucket } from './bucket-row.js';
+import { toBucket } from '../bucket-row.js';
+
+/** How often data_version is read while a listener waits (onChange): a sleeping worker notices another process's commit within this. */
+const CHANGE_POLL_MS = 100;
 import { createBucketDue, lowerDueForDeliveryStatement, lowerDueStatement, type BucketDue } from './bucket-due.js';
 import { openSqlite, type SqliteDb } from './open.js';
 import { migrate } from './sqlite-store.js';
@@ -291,10 +295,6 @@ export class SqliteDrainStore implements DrainStore {
     return stmt;
   }
 
-  bucketsVersion(): number {
-    return this.#s.bucketEpoch!.get() as number;
-  }
-
   /** Completes attempt rows and moves their deliveries on, inside the caller's transaction. */
   #completeRows(results: AttemptResult[]): void {
     for (const r of results) {
@@ -396,11 +396,60 @@ export class SqliteDrainStore implements DrainStore {
     this.#s.dropLease!.run(WORKER_LEASE, holder);
   }
 
-  changeCounter(): number {
-    return this.#s.dataVersion!.get() as number;
+  /**
+   * PRAGMA data_version moves when another connection commits (never for this one's commits); the
+   * bucket_epoch row, which every bucket write bumps, is read only then.
+   */
+  async takeChanges(): Promise<StoreChanges> {
+    const version = this.#s.dataVersion!.get() as number;
+    if (version === this.#takenVersion && this.#takenEpoch !== undefined) return { changed: false, bucketsChanged: false };
+    this.#takenVersion = version;
+    const epoch = this.#s.bucketEpoch!.get() as number;
+    const bucketsChanged = epoch !== this.#takenEpoch;
+    this.#takenEpoch = epoch;
+    return { changed: true, bucketsChanged };
   }
 
+  /**
+   * One data_version read every CHANGE_POLL_MS while someone listens (the timer does not hold the
+   * process open); each listener is called once its own last-seen version moved, so a listener
+   * hears only of commits after it subscribed.
+   */
+  onChange(listener: () => void): () => void {
+    this.#listeners.set(listener, this.#s.dataVersion!.get() as number);
+    this.#poll ??= setInterval(() => {
+      let version: number;
+      try {
+        version = this.#s.dataVersion!.get() as number;
+      } catch {
+        return; // closing: the listeners' own timers end their waits
+      }
+      for (const [l, seen] of [...this.#listeners]) {
+        if (seen === version || !this.#listeners.has(l)) continue;
+        this.#listeners.set(l, version);
+        l();
+      }
+    }, CHANGE_POLL_MS);
+    this.#poll.unref();
+    return () => {
+      this.#listeners.delete(listener);
+      if (this.#listeners.size === 0 && this.#poll !== undefined) {
+        clearInterval(this.#poll);
+        this.#poll = undefined;
+      }
+    };
+  }
+
+  #takenVersion: number | undefined;
+  #takenEpoch: number | undefined;
+  /** Subscribed listeners and the data_version each saw last. */
+  readonly #listeners = new Map<() => void, number>();
+  #poll: NodeJS.Timeout | undefined;
+
   async close(): Promise<void> {
+    if (this.#poll !== undefined) clearInterval(this.#poll);
+    this.#poll = undefined;
+    this.#listeners.clear();
     if (this.#checkpointer) await closeThread(this.#checkpointer);
     this.#db.close();
   }

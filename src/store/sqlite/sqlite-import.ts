@@ -3,34 +3,23 @@ import { AppError } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import { createBatchWriter } from './ingest-batch.js';
 import { deletingError } from './sqlite-delete.js';
-import { openSqlite, storageErrorCode } from './open.js';
+import { openSqlite } from './open.js';
+import { sqliteStorageErrorCode } from './sqlite-error.js';
+import type { ImportItem, ImportTarget, RequestImporter } from '../store.js';
 import type { IngestItem } from './writer-protocol.js';
 
-/** A request read from an export file, to be stored as new. */
-export interface ImportItem {
-  method: string;
-  path: string;
-  query: string | null;
-  rawHeaders: string[];
-  body: Buffer;
-  /** Chunked trailers, flat [name, value, …]; absent or empty: none. */
-  rawTrailers?: string[];
-}
-
-/** The bucket `requests import` checked: its name and creation time, which tells it from a later bucket of the same name. */
-export interface ImportTarget {
-  name: string;
-  createdAt: number;
-}
-
-export interface RequestImporter {
-  /**
-   * Stores the items as new requests (new ids, received now) in one transaction; returns their ids
-   * in order. Refused, storing nothing of the batch, unless the bucket is still the one checked:
-   * `bucket_deleting` while a tombstone stands, `not_found` once it is gone or created anew.
-   */
+/** The contract's RequestImporter, synchronous: better-sqlite3 runs each batch's transaction in one call. */
+export interface SqliteRequestImporter {
   write(bucket: ImportTarget, items: readonly ImportItem[], options: { createDelivery: boolean }): string[];
   close(): void;
+}
+
+/** The synchronous importer behind the contract's async one. */
+export function asyncImporter(i: SqliteRequestImporter): RequestImporter {
+  return {
+    write: async (bucket, items, options) => i.write(bucket, items, options),
+    close: async () => i.close(),
+  };
 }
 
 /**
@@ -38,7 +27,7 @@ export interface RequestImporter {
  * same first delivery when asked), on its own connection with synchronous=FULL, like an
  * acknowledged ingest: an import that reported success survives a power cut.
  */
-export function openRequestImporter(options: { path: string; busyTimeoutMs: number; clock: Clock }): RequestImporter {
+export function openRequestImporter(options: { path: string; busyTimeoutMs: number; clock: Clock }): SqliteRequestImporter {
   const db = openSqlite(options.path, { durability: 'full', busyTimeoutMs: options.busyTimeoutMs });
   const write = createBatchWriter(db);
   // An import stores in many short transactions; between two of them the bucket may be deleted, or
@@ -84,7 +73,7 @@ export function openRequestImporter(options: { path: string; busyTimeoutMs: numb
         missing = write(batch, [], guardFor(target));
       } catch (e) {
         if (e instanceof AppError) throw e;
-        const code = storageErrorCode(e);
+        const code = sqliteStorageErrorCode(e);
         if (code) throw new AppError(code, `import could not write: ${(e as Error).message}`, { cause: e });
         throw e;
       }

@@ -28,13 +28,16 @@ import type {
   StatsSample,
   RequestState,
   RequestSummary,
+  RequestImporter,
   Store,
   StoredRequest,
 } from '../store.js';
-import { DEFAULT_DRAIN, drainColumns, retentionColumns, toBucket } from './bucket-row.js';
+import { DEFAULT_DRAIN, DEFAULT_MAX_BODY } from '../bucket-defaults.js';
+import { drainColumns, retentionColumns, toBucket } from '../bucket-row.js';
 import { lowerDue } from './bucket-due.js';
 import { ImmediateSqliteDialect } from './immediate-dialect.js';
-import { openSqlite, storageErrorCode, type SqliteDb } from './open.js';
+import { openSqlite, type SqliteDb } from './open.js';
+import { sqliteStorageErrorCode } from './sqlite-error.js';
 import { createPurger, deletingError, PURGE_GAP_MS, type Purger } from './sqlite-delete.js';
 import { countMatching, iterateMatching, queryPage } from './request-query.js';
 import { requestHistory, tail } from './sqlite-history.js';
@@ -42,9 +45,7 @@ import { pruneRequests } from './sqlite-retention.js';
 import { statsSamples } from './sqlite-stats.js';
 import { allBucketCounts } from './sqlite-bucket-counts.js';
 import { createReplay, getReplay, listReplays, replayProgress } from './sqlite-replay.js';
-
-export const DEFAULT_MAX_BODY = 25 * 1024 * 1024; // 25 MiB, GitHub's payload cap
-export const MAX_MAX_BODY = 100 * 1024 * 1024; // 100 MiB
+import { asyncImporter, openRequestImporter } from './sqlite-import.js';
 
 export interface SqliteStoreOptions {
   path: string;
@@ -73,6 +74,7 @@ export class SqliteStore implements Store {
   readonly #raw: SqliteDb;
   readonly #db: Kysely<Database>;
   readonly #clock: Clock;
+  readonly #options: SqliteStoreOptions;
   readonly #purger: Purger;
   // Bucket cache for the ingest hot path. PRAGMA data_version changes when another connection
   // commits; only then is the (tiny) bucket_epoch row read, and only if it moved is the cache dropped.
@@ -83,9 +85,10 @@ export class SqliteStore implements Store {
   #seenEpoch = -1;
   #cache = new Map<string, Bucket | null>();
 
-  private constructor(raw: SqliteDb, clock: Clock) {
+  private constructor(raw: SqliteDb, options: SqliteStoreOptions) {
     this.#raw = raw;
-    this.#clock = clock;
+    this.#clock = options.clock;
+    this.#options = options;
     // Every Kysely transaction here reads, then writes: BEGIN IMMEDIATE (immediate-dialect.ts).
     this.#db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database: raw }) });
     this.#purger = createPurger(raw);
@@ -104,7 +107,11 @@ export class SqliteStore implements Store {
       raw.close();
       throw e;
     }
-    return new SqliteStore(raw, options.clock);
+    return new SqliteStore(raw, options);
+  }
+
+  async openImporter(): Promise<RequestImporter> {
+    return asyncImporter(openRequestImporter({ path: this.#options.path, busyTimeoutMs: this.#options.busyTimeoutMs, clock: this.#clock }));
   }
 
   /** For tests and diagnostics only: a single pragma value. */
@@ -255,7 +262,7 @@ export class SqliteStore implements Store {
         await pause(PURGE_GAP_MS);
       }
     } catch (e) {
-      const code = storageErrorCode(e);
+      const code = sqliteStorageErrorCode(e);
       if (!code) throw e;
       const left = await this.bucketCounts(name).then((c) => c.requests).catch(() => undefined);
       throw new AppError(
@@ -279,7 +286,7 @@ export class SqliteStore implements Store {
           step = this.#withLockWait(hooks.lockWaitMs, () => this.#purger.purgeBatch(t.name));
         } catch (e) {
           // Lock trouble: the tombstone stands; the next round goes on from here.
-          if (storageErrorCode(e) === 'store_busy') return { ...result, stopped: (e as Error).message };
+          if (sqliteStorageErrorCode(e) === 'store_busy') return { ...result, stopped: (e as Error).message };
           throw e;
         }
         result.requests += step.requests;
@@ -324,7 +331,7 @@ export class SqliteStore implements Store {
         await pause(PURGE_GAP_MS, signal);
       }
     } catch (e) {
-      if (!storageErrorCode(e)) throw e;
+      if (!sqliteStorageErrorCode(e)) throw e;
     }
   }
 

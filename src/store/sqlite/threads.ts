@@ -4,7 +4,7 @@
  */
 import type { Worker } from 'node:worker_threads';
 import { AppError } from '../../shared/errors.js';
-import { storageErrorCode } from './open.js';
+import { sqliteStorageErrorCode } from './sqlite-error.js';
 
 /** Resolves when the thread says it is ready; rejects with an AppError naming the SQLite code if it failed to start. */
 export function readyOf(w: Worker): Promise<void> {
@@ -14,7 +14,7 @@ export function readyOf(w: Worker): Promise<void> {
     const onError = (e: unknown) => {
       if (e instanceof Error) return reject(e);
       const code = (e as { code?: unknown } | null)?.code;
-      reject(new AppError(storageErrorCode(e) ?? 'storage_error', `a storage thread failed to open the database${typeof code === 'string' ? `: ${code}` : ''}`, { cause: e }));
+      reject(new AppError(sqliteStorageErrorCode(e) ?? 'storage_error', `a storage thread failed to open the database${typeof code === 'string' ? `: ${code}` : ''}`, { cause: e }));
     };
     const onMsg = (m: { type: string }) => {
       if (m.type === 'ready') {

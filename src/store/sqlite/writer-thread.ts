@@ -10,7 +10,8 @@
 import { statSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import { createBatchWriter } from './ingest-batch.js';
-import { JOURNAL_SIZE_LIMIT, openSqlite, storageErrorCode } from './open.js';
+import { JOURNAL_SIZE_LIMIT, openSqlite } from './open.js';
+import { sqliteStorageErrorCode } from './sqlite-error.js';
 import { mergeRejection, type FromWriter, type IngestItem, type RejectionCount, type ToWriter, type WriterInit } from './writer-protocol.js';
 
 const port = parentPort!;
@@ -102,7 +103,7 @@ function flush(): void {
     if (stored.length > 0) post({ type: 'committed', seqs: stored, ms: performance.now() - started });
     if (missing.length > 0) post({ type: 'failed', seqs: missing, code: 'unknown_bucket', message: 'bucket deleted while the request was in flight' });
   } catch (e) {
-    const code = storageErrorCode(e) ?? 'storage_error';
+    const code = sqliteStorageErrorCode(e) ?? 'storage_error';
     const message = e instanceof Error ? e.message : String(e);
     // Rejection counts stay buffered and go out with the next batch that commits.
     if (items.length > 0) post({ type: 'failed', seqs: items.map((i) => i.seq), code, message });

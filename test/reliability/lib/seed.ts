@@ -1,4 +1,4 @@
-import { mulberry32 } from '../../../src/drain/prng.js';
+import { mulberry32 } from '../../../src/policy/prng.js';
 
 /**
  * Seeds for the reliability suite. The suite prints its seed at start; `--seed <n>` or

@@ -126,6 +126,7 @@ describe('PostgreSQL migrations', { skip: server === undefined ? PG_SKIP_REASON 
     assert.equal(pgStorageErrorCode({ code: '57P01' }), 'storage_error');
     assert.equal(pgStorageErrorCode({ code: '08006' }), 'storage_error');
     assert.equal(pgStorageErrorCode({ code: 'ECONNREFUSED' }), 'storage_error');
+    assert.equal(pgStorageErrorCode({ code: 'EPIPE' }), 'storage_error');
     assert.equal(pgStorageErrorCode(new Error('Connection terminated unexpectedly')), 'storage_error');
     assert.equal(pgStorageErrorCode({ code: '23505' }), undefined);
     assert.equal(pgStorageErrorCode(new Error('boom')), undefined);

@@ -12,7 +12,7 @@ import {
   scheduleProblem,
   scheduleWarnings,
   type Schedule,
-} from '../../src/drain/schedule.js';
+} from '../../src/policy/schedule.js';
 
 const S = 1000;
 const M = 60 * S;

@@ -1,18 +1,18 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { newPacer } from '../../src/drain/pacer.js';
-import { RetentionLoop } from '../../src/retention/retention-loop.js';
-import { newId } from '../../src/shared/ids.js';
-import { silentLogger } from '../../src/shared/logger.js';
-import { ManualClock, systemClock } from '../../src/shared/clock.js';
-import { createBatchWriter } from '../../src/store/sqlite/ingest-batch.js';
-import { openSqlite } from '../../src/store/sqlite/open.js';
-import { SqliteDrainStore } from '../../src/store/sqlite/sqlite-drain.js';
-import { PURGE_BATCH } from '../../src/store/sqlite/sqlite-delete.js';
-import { openRequestImporter } from '../../src/store/sqlite/sqlite-import.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import { tempDir } from '../helpers/temp-dir.js';
+import { newPacer } from '../../../src/policy/pacer.js';
+import { RetentionLoop } from '../../../src/retention/retention-loop.js';
+import { newId } from '../../../src/shared/ids.js';
+import { silentLogger } from '../../../src/shared/logger.js';
+import { ManualClock, systemClock } from '../../../src/shared/clock.js';
+import { createBatchWriter } from '../../../src/store/sqlite/ingest-batch.js';
+import { openSqlite } from '../../../src/store/sqlite/open.js';
+import { SqliteDrainStore } from '../../../src/store/sqlite/sqlite-drain.js';
+import { PURGE_BATCH } from '../../../src/store/sqlite/sqlite-delete.js';
+import { openRequestImporter } from '../../../src/store/sqlite/sqlite-import.js';
+import { SqliteStore } from '../../../src/store/sqlite/sqlite-store.js';
+import { tempDir } from '../../helpers/temp-dir.js';
 
 /** More than two purge batches, so a purge can be stopped after its first. */
 const ROWS = 2 * PURGE_BATCH + 200;

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { systemClock } from '../../src/shared/clock.js';
-import { openSqlite, type SqliteDb } from '../../src/store/sqlite/open.js';
-import { explainPlan, planRequestQueries, type IdRange } from '../../src/store/sqlite/request-query.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import type { RequestFilter } from '../../src/store/store.js';
-import { tempDir } from '../helpers/temp-dir.js';
+import { systemClock } from '../../../src/shared/clock.js';
+import { openSqlite, type SqliteDb } from '../../../src/store/sqlite/open.js';
+import { explainPlan, planRequestQueries, type IdRange } from '../../../src/store/sqlite/request-query.js';
+import { SqliteStore } from '../../../src/store/sqlite/sqlite-store.js';
+import type { RequestFilter } from '../../../src/store/store.js';
+import { tempDir } from '../../helpers/temp-dir.js';
 
 /**
  * The first page of `requests list` must be index ranges walked in id order: with a million rows a

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { openSqlite } from '../../src/store/sqlite/open.js';
-import { tempDir } from '../helpers/temp-dir.js';
+import { openSqlite } from '../../../src/store/sqlite/open.js';
+import { tempDir } from '../../helpers/temp-dir.js';
 
 describe('openSqlite', () => {
   const t = tempDir();

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { ManualClock } from '../../src/shared/clock.js';
-import { SqliteStore, migrate } from '../../src/store/sqlite/sqlite-store.js';
-import { openSqlite } from '../../src/store/sqlite/open.js';
-import { tempDir } from '../helpers/temp-dir.js';
+import { ManualClock } from '../../../src/shared/clock.js';
+import { SqliteStore, migrate } from '../../../src/store/sqlite/sqlite-store.js';
+import { openSqlite } from '../../../src/store/sqlite/open.js';
+import { tempDir } from '../../helpers/temp-dir.js';
 
 describe('SqliteStore', () => {
   const t = tempDir();

@@ -8,7 +8,7 @@ import {
   parseRetryOn,
   type Outcome,
   type Verdict,
-} from '../../src/drain/classify.js';
+} from '../../src/policy/classify.js';
 
 const status = (s: number): Outcome => ({ kind: 'response', status: s });
 

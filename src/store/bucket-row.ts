@@ -1,28 +1,14 @@
 import type { Selectable } from 'kysely';
-import { DEFAULT_RETRY_ON, formatRetryOn, parseRetryOn } from '../../drain/classify.js';
-import { DEFAULT_RETRY_BUDGET } from '../../drain/retry-budget.js';
-import { DEFAULT_SCHEDULE, type Jitter, type Schedule } from '../../drain/schedule.js';
-import { DEFAULT_BURST } from '../../drain/token-bucket.js';
-import type { BucketsTable } from '../schema.js';
-import { DEFAULT_PRUNE_STATES, parsePruneStates } from '../../retention/rules.js';
-import type { Bucket, DrainSettings, PrunableState } from '../store.js';
-
-/** Attempts in flight per bucket unless `--concurrency` says otherwise. */
-export const DEFAULT_CONCURRENCY = 10;
-export const DEFAULT_TIMEOUT_MS = 10_000; // 10s
-
-export const DEFAULT_DRAIN: DrainSettings = Object.freeze({
-  rate: null,
-  burst: DEFAULT_BURST,
-  concurrency: DEFAULT_CONCURRENCY,
-  timeoutMs: DEFAULT_TIMEOUT_MS,
-  schedule: DEFAULT_SCHEDULE,
-  retryOn: null,
-  retryBudget: DEFAULT_RETRY_BUDGET,
-  forwardPath: true,
-  forwardRawPath: false,
-  forwardHeaders: [],
-});
+/**
+ * The buckets row and the app's Bucket, both ways. Dialect-neutral: every dialect stores the same
+ * columns (integers for flags, epoch-ms integers for times), and values go through Number() so a
+ * driver returning bigint or numeric columns as strings reads the same.
+ */
+import { DEFAULT_RETRY_ON, formatRetryOn, parseRetryOn } from '../policy/classify.js';
+import { DEFAULT_SCHEDULE, type Jitter, type Schedule } from '../policy/schedule.js';
+import type { BucketsTable } from './schema.js';
+import { DEFAULT_PRUNE_STATES, parsePruneStates } from '../retention/rules.js';
+import type { Bucket, DrainSettings, PrunableState } from './store.js';
 
 /** A bucket row as the app sees it. */
 export function toBucket(r: Selectable<BucketsTable>): Bucket {

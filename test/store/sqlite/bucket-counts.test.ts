@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
-import { newId } from '../../src/shared/ids.js';
-import { BUCKET_TOTALS_SQL } from '../../src/store/sqlite/sqlite-bucket-counts.js';
-import { startConsumer, type Consumer } from '../helpers/consumer.js';
-import { drainBench, type DrainBench } from '../helpers/drain.js';
+import { newId } from '../../../src/shared/ids.js';
+import { BUCKET_TOTALS_SQL } from '../../../src/store/sqlite/sqlite-bucket-counts.js';
+import { startConsumer, type Consumer } from '../../helpers/consumer.js';
+import { drainBench, type DrainBench } from '../../helpers/drain.js';
 
 // `bucket list` reads every bucket's counts in a fixed number of aggregate queries
 // (allBucketCounts); they must be exactly what bucketCounts gives one bucket at a time.

@@ -8,7 +8,7 @@ import {
   recordAttempt,
   retryAllowance,
   type RetryBudgetState,
-} from '../../src/drain/retry-budget.js';
+} from '../../src/policy/retry-budget.js';
 
 const T0 = Date.UTC(2026, 0, 1);
 

@@ -8,7 +8,7 @@ import {
   takeToken,
   type TokenBucketConfig,
   type TokenBucketState,
-} from '../../src/drain/token-bucket.js';
+} from '../../src/policy/token-bucket.js';
 
 describe('parseRate', () => {
   const cases: Array<[string, { count: number; perMs: number } | undefined]> = [

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { afterLeaseExpiry, createClaimDecider, pacerConfigOf, type ClaimPolicy } from '../../src/drain/admission.js';
-import { block, newPacer } from '../../src/drain/pacer.js';
-import { DEFAULT_SCHEDULE } from '../../src/drain/schedule.js';
-import { DEFAULT_DRAIN } from '../../src/store/sqlite/bucket-row.js';
+import { afterLeaseExpiry, createClaimDecider, pacerConfigOf, type ClaimPolicy } from '../../src/policy/admission.js';
+import { block, newPacer } from '../../src/policy/pacer.js';
+import { DEFAULT_SCHEDULE } from '../../src/policy/schedule.js';
+import { DEFAULT_DRAIN } from '../../src/store/bucket-defaults.js';
 import type { Bucket, ClaimCandidate } from '../../src/store/store.js';
 
 const T0 = Date.UTC(2026, 0, 1);

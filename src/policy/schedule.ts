@@ -8,7 +8,7 @@
  * which is Svix's and Convoy's shape: exponential, capped. A multiplier of 1 gives fixed intervals.
  * Jitter then spreads deliveries that failed together, so that they do not come back together.
  */
-import { formatDuration } from '../config/units.js';
+import { formatDuration } from '../shared/format-duration.js';
 import { mulberry32 } from './prng.js';
 
 export type Jitter = 'full' | 'upper' | 'none';

@@ -11,9 +11,46 @@
  *   walk; the ones behind it keep their place untouched (no write per waiting row). A retry held
  *   by the budget does not hold back the first attempts behind it.
  */
-import type { Bucket, ClaimCandidate, ClaimDecision, LeaseExpiry } from '../store/store.js';
 import { admit, type DeferReason, type PacerConfig, type PacerState } from './pacer.js';
+import type { RetryBudgetConfig } from './retry-budget.js';
 import { FULL_BUCKET, takeToken, type Rate, type TokenBucketState } from './token-bucket.js';
+
+/**
+ * The bucket settings admission reads: a narrow view of the store's Bucket, so that policy
+ * depends on no store module (store/store.ts re-exports the candidate and decision types below).
+ */
+export interface AdmissionBucket {
+  drain: {
+    rate: Rate | null;
+    burst: number;
+    retryBudget: RetryBudgetConfig;
+    schedule: { readonly maxAttempts?: number | undefined };
+  };
+}
+
+/** A due delivery the claim query is about to take, for the worker's rate, budget and Retry-After decision. */
+export interface ClaimCandidate {
+  deliveryId: string;
+  requestId: string;
+  /** Attempts made so far (0: this would be the first). */
+  attempts: number;
+  state: 'pending' | 'retrying';
+  trigger: 'initial' | 'replay';
+  replayId: string | null;
+  nextAttemptAt: number;
+}
+
+export type ClaimDecision =
+  | { kind: 'claim' }
+  /** Held back (rate, budget, bucket-wide Retry-After): not an attempt, counted on the delivery with the reason. */
+  | { kind: 'defer'; reason: string }
+  /** Leave it for a later pass, untouched. */
+  | { kind: 'skip' }
+  /** Stop walking this bucket's due deliveries for this pass. */
+  | { kind: 'stop' };
+
+/** What happens to a delivery whose worker died mid-attempt (its lease expired). */
+export type LeaseExpiry = { kind: 'retry'; atMs: number } | { kind: 'exhausted' };
 
 export interface ClaimPolicy {
   nowMs: number;
@@ -89,7 +126,7 @@ export function createClaimDecider(p: ClaimPolicy): { decide: (c: ClaimCandidate
 }
 
 /** A bucket's admission settings, as the pacer takes them. */
-export function pacerConfigOf(b: Bucket): PacerConfig {
+export function pacerConfigOf(b: AdmissionBucket): PacerConfig {
   return { rate: b.drain.rate === null ? null : { rate: b.drain.rate, burst: b.drain.burst }, budget: b.drain.retryBudget };
 }
 
@@ -97,7 +134,7 @@ export function pacerConfigOf(b: Bucket): PacerConfig {
  * What follows an attempt whose worker died (its lease expired): due again at once, unless that
  * was the schedule's last attempt. A bucket deleted since is retried (its rows go with it anyway).
  */
-export function afterLeaseExpiry(b: Bucket | undefined, attempts: number, nowMs: number): LeaseExpiry {
+export function afterLeaseExpiry(b: AdmissionBucket | undefined, attempts: number, nowMs: number): LeaseExpiry {
   const max = b?.drain.schedule.maxAttempts;
   if (max !== undefined && attempts >= max) return { kind: 'exhausted' };
   return { kind: 'retry', atMs: nowMs };

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ERROR_CLASSES, parseRetryOn, type Outcome, type RetryOn } from '../../src/drain/classify.js';
-import { decideAttempt, type AttemptDecision, type AttemptFacts } from '../../src/drain/outcome.js';
-import { admit, block, newPacer, type Admission, type PacerConfig, type PacerState } from '../../src/drain/pacer.js';
-import { allowedRetries, DEFAULT_RETRY_BUDGET, nextRetryAllowedAt, retryAllowance, type RetryBudgetConfig } from '../../src/drain/retry-budget.js';
-import { DEFAULT_SCHEDULE, type Schedule } from '../../src/drain/schedule.js';
-import { takeToken } from '../../src/drain/token-bucket.js';
+import { ERROR_CLASSES, parseRetryOn, type Outcome, type RetryOn } from '../../src/policy/classify.js';
+import { decideAttempt, type AttemptDecision, type AttemptFacts } from '../../src/policy/outcome.js';
+import { admit, block, newPacer, type Admission, type PacerConfig, type PacerState } from '../../src/policy/pacer.js';
+import { allowedRetries, DEFAULT_RETRY_BUDGET, nextRetryAllowedAt, retryAllowance, type RetryBudgetConfig } from '../../src/policy/retry-budget.js';
+import { DEFAULT_SCHEDULE, type Schedule } from '../../src/policy/schedule.js';
+import { takeToken } from '../../src/policy/token-bucket.js';
 
 // A whole second, so that HTTP-dates (whole seconds) land exactly.
 const NOW = Date.UTC(2026, 0, 1, 12);

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { systemClock } from '../../src/shared/clock.js';
-import { createBucketDue, DUE_BUCKETS_SQL, NEXT_DUE_SQL } from '../../src/store/sqlite/bucket-due.js';
-import { openSqlite, type SqliteDb } from '../../src/store/sqlite/open.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import { tempDir } from '../helpers/temp-dir.js';
+import { systemClock } from '../../../src/shared/clock.js';
+import { createBucketDue, DUE_BUCKETS_SQL, NEXT_DUE_SQL } from '../../../src/store/sqlite/bucket-due.js';
+import { openSqlite, type SqliteDb } from '../../../src/store/sqlite/open.js';
+import { SqliteStore } from '../../../src/store/sqlite/sqlite-store.js';
+import { tempDir } from '../../helpers/temp-dir.js';
 
 /**
  * The drain's due questions must be a range of bucket_due_next, never a walk over every bucket:

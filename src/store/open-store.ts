@@ -1,0 +1,64 @@
+/**
+ * The one place that picks a storage dialect, from `--db`: a `postgres://` or `postgresql://` URL
+ * names a PostgreSQL server, anything else a SQLite file. Nothing is opened here: each part is
+ * opened when asked for, so `serve` opens the store, the ingest sink and (unless --no-worker) the
+ * drain store, `hookbucket worker` only the drain store, and a CLI command only the store. Each
+ * call opens a new instance that the caller closes.
+ */
+import type { Config } from '../config/config.js';
+import { isDatabaseUrl } from '../config/database-url.js';
+import { redactDbUrl } from '../policy/redact.js';
+import type { Clock } from '../shared/clock.js';
+import { AppError } from '../shared/errors.js';
+import type { Logger } from '../shared/logger.js';
+import type { DrainStore, IngestSink, Store } from './store.js';
+
+export type Dialect = 'sqlite' | 'postgres';
+
+export interface StoreOpeners {
+  readonly dialect: Dialect;
+  /** The database as logs and messages may show it: a URL's password redacted. */
+  readonly location: string;
+  /**
+   * The CLI/API store (creating and migrating the database when missing). `lockWaitMs`: how long
+   * a write waits for another connection's lock (default `--lock-timeout`; the CLI waits longer).
+   */
+  store(options?: { lockWaitMs?: number }): Promise<Store>;
+  /**
+   * The drain worker's store, on a connection of its own. `checkpoints`: run SQLite's WAL
+   * checkpoints itself (a standalone worker); inside serve the ingest sink does them.
+   */
+  drainStore(options?: { checkpoints?: boolean }): Promise<DrainStore>;
+  /** Ingest's group-commit sink; `onCommitted` runs after each batch commits (wakes the worker). */
+  ingestSink(options: { logger: Logger; onCommitted?: () => void }): Promise<IngestSink>;
+}
+
+export function dialectOf(db: string): Dialect {
+  return isDatabaseUrl(db) ? 'postgres' : 'sqlite';
+}
+
+export function openStore(config: Config, deps: { clock: Clock }): StoreOpeners {
+  const location = redactDbUrl(config.db);
+  if (dialectOf(config.db) === 'postgres') {
+    // The PostgreSQL dialect (src/store/postgres/) plugs in here.
+    throw new AppError('unsupported_store', `--db ${location}: the PostgreSQL dialect is not in this build yet; use a SQLite file path`);
+  }
+  return {
+    dialect: 'sqlite',
+    location,
+    // Each part's module is loaded when it is opened: a CLI command loads neither the drain store
+    // nor the ingest writer (a process start per command, so module loading counts).
+    store: async (options = {}) => {
+      const { SqliteStore } = await import('./sqlite/sqlite-store.js');
+      return SqliteStore.open({ path: config.db, durability: config.durability, busyTimeoutMs: options.lockWaitMs ?? config.lockTimeoutMs, clock: deps.clock });
+    },
+    drainStore: async (options = {}) => {
+      const { SqliteDrainStore } = await import('./sqlite/sqlite-drain.js');
+      return SqliteDrainStore.open({ path: config.db, checkpoints: options.checkpoints ?? true });
+    },
+    ingestSink: async (options) => {
+      const { SqliteIngest } = await import('./sqlite/sqlite-ingest.js');
+      return SqliteIngest.start({ config, logger: options.logger, ...(options.onCommitted ? { onCommitted: options.onCommitted } : {}) });
+    },
+  };
+}
