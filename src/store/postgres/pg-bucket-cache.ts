@@ -2,7 +2,7 @@ import pg from 'pg';
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../schema.js';
 import type { Bucket } from '../store.js';
-import { toBucket } from '../sqlite/bucket-row.js';
+import { toBucket } from '../bucket-row.js';
 import { BUCKETS_CHANNEL } from './pg-notify.js';
 
 /**

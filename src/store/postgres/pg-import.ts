@@ -4,30 +4,9 @@ import type { Clock } from '../../shared/clock.js';
 import { AppError } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { Database } from '../schema.js';
-import { deletingError } from '../store.js';
+import { deletingError, type RequestImporter } from '../store.js';
 import { notify, REQUESTS_CHANNEL } from './pg-notify.js';
 import { pgStorageErrorCode } from './pg-pool.js';
-
-/** A request read from an export file, to be stored as new (the contract's ImportItem). */
-export interface PgImportItem {
-  method: string;
-  path: string;
-  query: string | null;
-  rawHeaders: string[];
-  body: Buffer;
-  rawTrailers?: string[];
-}
-
-/** The bucket `requests import` checked: its name and creation time (the contract's ImportTarget). */
-export interface PgImportTarget {
-  name: string;
-  createdAt: number;
-}
-
-export interface PgRequestImporter {
-  write(bucket: PgImportTarget, items: readonly PgImportItem[], options: { createDelivery: boolean }): Promise<string[]>;
-  close(): Promise<void>;
-}
 
 /** Rows per INSERT statement, and body bytes per statement (bodies can be 100 MiB each). */
 const ROWS_PER_INSERT = 100;
@@ -46,7 +25,7 @@ const BYTES_PER_INSERT = 8 * 1024 * 1024; // 8 MiB
  * delete marks its tombstone with an UPDATE of that row, so it waits for the batch, and its purge
  * then sees the batch's rows.
  */
-export function createPgRequestImporter(db: Kysely<Database>, clock: Clock): PgRequestImporter {
+export function createPgRequestImporter(db: Kysely<Database>, clock: Clock): RequestImporter {
   return {
     async write(target, items, { createDelivery }) {
       const bucket = target.name;

@@ -1,4 +1,4 @@
-import { sql, type Kysely, type RawBuilder } from 'kysely';
+import { CompiledQuery, Kysely, PostgresDialect, sql, type RawBuilder } from 'kysely';
 import { AppError } from '../../shared/errors.js';
 import type { Clock } from '../../shared/clock.js';
 import type { BucketsTable, Database } from '../schema.js';
@@ -19,6 +19,7 @@ import {
   type Replay,
   type ReplayProgress,
   type RequestFilter,
+  type RequestImporter,
   type RequestPage,
   type RequestState,
   type StatsQuery,
@@ -29,15 +30,15 @@ import {
   type TailEvent,
   type WorkerHolder,
 } from '../store.js';
-import { DEFAULT_DRAIN, drainColumns, retentionColumns, toBucket } from '../sqlite/bucket-row.js';
-import { DEFAULT_MAX_BODY } from '../sqlite/sqlite-store.js';
+import { DEFAULT_DRAIN, DEFAULT_MAX_BODY } from '../bucket-defaults.js';
+import { drainColumns, retentionColumns, toBucket } from '../bucket-row.js';
 import { PgBucketCache } from './pg-bucket-cache.js';
-import { createPgRequestImporter, type PgRequestImporter } from './pg-import.js';
+import { createPgRequestImporter } from './pg-import.js';
 import { pgAllBucketCounts } from './pg-bucket-counts.js';
 import { pgDeleteBucket, pgPurgeDeleting } from './pg-delete.js';
 import { pgRequestHistory, pgTail } from './pg-history.js';
 import { BUCKETS_CHANNEL, notify } from './pg-notify.js';
-import { createPgPool, migratePostgres, pgKysely, type PgPoolOptions } from './pg-pool.js';
+import { createPgPool, migratePostgres, type PgPoolOptions } from './pg-pool.js';
 import { pgCreateReplay, pgGetReplay, pgListReplays, pgReplayProgress } from './pg-replay.js';
 import { pgCountMatching, pgIterateMatching, pgQueryPage } from './pg-request-query.js';
 import { pgPrune } from './pg-retention.js';
@@ -51,6 +52,11 @@ export interface PgStoreOptions extends PgPoolOptions {
    * Notices drop the cache as bucket writes commit.
    */
   bucketEpochCheckMs?: number;
+  /**
+   * How long a write waits for a row lock another connection holds (lock_timeout), ms; then it
+   * fails with store_busy, as a SQLite write does after its busy timeout. Omitted: the server's.
+   */
+  lockWaitMs?: number;
 }
 
 /** The fallback re-read of meta.bucket_epoch: as often as the worker's fallback poll (issue 12). */
@@ -80,7 +86,22 @@ export class PgStore implements Store {
 
   /** Creates the pool, migrates (safe from several processes at once) and returns the store. */
   static async open(options: PgStoreOptions): Promise<PgStore> {
-    const db = pgKysely(createPgPool(options));
+    const lockWaitMs = options.lockWaitMs;
+    const db = new Kysely<Database>({
+      dialect: new PostgresDialect({
+        pool: createPgPool(options),
+        // Once per new connection of the pool; set_config with a parameter, never a value in SQL text.
+        ...(lockWaitMs === undefined
+          ? {}
+          : {
+              onCreateConnection: async (c) => {
+                // At least 1 ms: lock_timeout = 0 would mean no limit at all.
+                const ms = Math.max(1, Math.floor(lockWaitMs));
+                await c.executeQuery(CompiledQuery.raw(`select set_config('lock_timeout', $1, false)`, [`${ms}ms`]));
+              },
+            }),
+      }),
+    });
     try {
       await migratePostgres(db);
     } catch (e) {
@@ -345,7 +366,7 @@ export class PgStore implements Store {
    * A writer for `requests import`: each batch one transaction on this store's pool, committed with
    * synchronous_commit = on (pg-import.ts).
    */
-  async openImporter(): Promise<PgRequestImporter> {
+  async openImporter(): Promise<RequestImporter> {
     return createPgRequestImporter(this.#db, this.#clock);
   }
 

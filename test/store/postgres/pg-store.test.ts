@@ -5,10 +5,10 @@ import BetterSqlite3 from 'better-sqlite3';
 import { sql, type Kysely } from 'kysely';
 import pg from 'pg';
 import { UUID } from 'uuidv7';
-import { parseRetryOn } from '../../../src/drain/classify.js';
+import { parseRetryOn } from '../../../src/policy/classify.js';
 import { ManualClock } from '../../../src/shared/clock.js';
 import { BUCKETS_CHANNEL } from '../../../src/store/postgres/pg-notify.js';
-import { createPgPool, pgKysely } from '../../../src/store/postgres/pg-pool.js';
+import { createPgPool, pgKysely, pgStorageErrorCode } from '../../../src/store/postgres/pg-pool.js';
 import { pgGlobRegex } from '../../../src/store/postgres/pg-request-query.js';
 import { PgStore, type PgStoreOptions } from '../../../src/store/postgres/pg-store.js';
 import type { Database } from '../../../src/store/schema.js';
@@ -306,6 +306,22 @@ describe('PgStore', { skip: server === undefined ? PG_SKIP_REASON : false }, () 
       await other.close();
       await noticed.close();
       await polled.close();
+    }
+  });
+
+  test('a bucket write waits lockWaitMs for a row another connection holds, then fails with a store_busy error', async () => {
+    const waiting = await PgStore.open(pgOptions(tdb.url, clock, { lockWaitMs: 150 }));
+    try {
+      await waiting.createBucket({ name: 'locked' });
+      await pgRaw.transaction().execute(async (trx) => {
+        await sql`select 1 from buckets where name = 'locked' for update`.execute(trx);
+        const started = performance.now();
+        await assert.rejects(waiting.updateBucket('locked', { ackStatus: 201 }), (e: unknown) => pgStorageErrorCode(e) === 'store_busy');
+        assert.ok(performance.now() - started >= 100, 'it waited');
+      });
+      assert.equal((await waiting.updateBucket('locked', { ackStatus: 201 })).ackStatus, 201, 'and works once the lock is gone');
+    } finally {
+      await waiting.close();
     }
   });
 
