@@ -234,6 +234,21 @@ describe('PgStore', { skip: server === undefined ? PG_SKIP_REASON : false }, () 
     }
   });
 
+  test('two processes creating one name at once: one bucket, the other told bucket_exists', async () => {
+    const other = await PgStore.open(pgOptions(tdb.url, clock));
+    try {
+      for (let i = 0; i < 5; i++) {
+        const results = await Promise.allSettled([store.createBucket({ name: `race-${i}` }), other.createBucket({ name: `race-${i}` })]);
+        assert.equal(results.filter((r) => r.status === 'fulfilled').length, 1, `round ${i}`);
+        const refused = results.find((r) => r.status === 'rejected') as PromiseRejectedResult;
+        assert.equal((refused.reason as { code?: string }).code, 'bucket_exists');
+        assert.equal((refused.reason as Error).message, `bucket race-${i} already exists`);
+      }
+    } finally {
+      await other.close();
+    }
+  });
+
   test('pause and resume keep the paused time; pause and resume are idempotent', async () => {
     await store.createBucket({ name: 'pz' });
     await sqlite.createBucket({ name: 'pz' });
