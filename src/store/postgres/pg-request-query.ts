@@ -1,0 +1,213 @@
+import { sql, type Kysely, type RawBuilder } from 'kysely';
+import { idFloorAt } from '../../shared/ids.js';
+import type { Database } from '../schema.js';
+import type { ListedRequest, RequestFilter, StoredRequest } from '../store.js';
+import { deliveryStatesFor, ID_SLACK_MS, toListed, type IdRange, type ListedRow } from '../sqlite/request-query.js';
+
+/**
+ * Finding a bucket's requests by filter on PostgreSQL: the twin of ../sqlite/request-query.ts,
+ * with the same plans and results.
+ *
+ * - A state is a range of the partial index deliveries_latest_state (bucket, state, request_id)
+ *   where latest = 1; several states are one branch each of a UNION ALL whose branches are each
+ *   ordered and limited, so the planner merges k index ranges (k ≤ 7) instead of sorting a bucket.
+ * - `none` and "any state" walk requests_bucket_id (bucket, id, size).
+ * - `--since/--until` become id bounds widened by ID_SLACK_MS (UUIDv7 ids begin with their time in
+ *   ms), and received_at is then compared exactly.
+ * - Method, path, header, body and status filters are checked per row on the walk.
+ *
+ * Ids are compared as text. With UUIDv7 ids (fixed-width lower-case hex, dashes at fixed places)
+ * every collation PostgreSQL offers orders them as bytes, as SQLite's binary collation and the
+ * JavaScript merge below do.
+ */
+
+/** Summary rows per page while iterating, and body bytes per full-row read (as on SQLite). */
+const ITERATE_PAGE = 500;
+const ITERATE_BYTES = 8 * 1024 * 1024; // 8 MiB
+
+type Fragment = RawBuilder<unknown>;
+
+/**
+ * A path glob as a PostgreSQL regular expression (ARE), anchored: `**` any run, `*` any run without
+ * `/`, `?` one character; every other character literal. The same language as globRegExp() in
+ * ../sqlite/request-query.ts (which SQLite runs through GLOB and a JavaScript function).
+ */
+export function pgGlobRegex(glob: string): string {
+  let re = '';
+  for (let i = 0; i < glob.length; i++) {
+    const c = glob[i]!;
+    if (c === '*') {
+      if (glob[i + 1] === '*') {
+        re += '.*';
+        while (glob[i + 1] === '*') i++;
+      } else re += '[^/]*';
+    } else if (c === '?') re += '.';
+    // An escaped non-alphanumeric is that character in an ARE; letters and digits are never escaped
+    // (a backslash before them starts an escape such as \d).
+    else re += /[\\^$.|?*+()[\]{}]/.test(c) ? `\\${c}` : c;
+  }
+  return `^${re}$`;
+}
+
+const SHOWN_PATH = sql`(case when r.path = '' then '/' else r.path end)`;
+
+function residuals(filter: RequestFilter): { where: Fragment[]; usesDelivery: boolean } {
+  const where: Fragment[] = [];
+  if (filter.sinceMs !== undefined) where.push(sql`r.received_at >= ${filter.sinceMs}`);
+  if (filter.untilMs !== undefined) where.push(sql`r.received_at < ${filter.untilMs}`);
+  if (filter.methods && filter.methods.length > 0) where.push(sql`r.method in (${sql.join(filter.methods)})`);
+  if (filter.ids && filter.ids.length > 0) where.push(sql`r.id in (${sql.join(filter.ids)})`);
+  if (filter.pathGlob !== undefined) where.push(sql`${SHOWN_PATH} ~ ${pgGlobRegex(filter.pathGlob)}`);
+  for (const h of filter.headers ?? []) {
+    // The stored text is JSON.stringify's, so a substring test for the value's JSON form skips most
+    // rows before the array is parsed; the element walk then checks the pairing: a name at an even
+    // zero-based index (odd ordinality), its value right after it.
+    where.push(
+      sql`position(${JSON.stringify(h.value)} in r.headers) > 0 and exists (
+        select 1 from json_array_elements_text(r.headers::json) with ordinality h(v, i)
+        where h.i % 2 = 1 and lower(h.v) = ${h.name.toLowerCase()} and (r.headers::json ->> h.i::int) = ${h.value})`,
+    );
+  }
+  // The body's bytes (bytea), searched for the UTF-8 bytes of the text: non-UTF-8 bodies match too.
+  if (filter.search !== undefined) where.push(sql`position(${Buffer.from(filter.search, 'utf8')}::bytea in r.body) > 0`);
+  let usesDelivery = false;
+  if (filter.status) {
+    usesDelivery = true;
+    if ('code' in filter.status) where.push(sql`d.last_status = ${filter.status.code}`);
+    else where.push(sql`d.last_status >= ${filter.status.class * 100} and d.last_status < ${filter.status.class * 100 + 100}`);
+  }
+  return { where, usesDelivery };
+}
+
+function idBounds(col: Fragment, filter: RequestFilter, range: IdRange): Fragment[] {
+  const where: Fragment[] = [];
+  if (filter.sinceMs !== undefined) where.push(sql`${col} >= ${idFloorAt(filter.sinceMs - ID_SLACK_MS)}`);
+  if (filter.untilMs !== undefined) where.push(sql`${col} < ${idFloorAt(filter.untilMs + ID_SLACK_MS)}`);
+  if (range.before !== undefined) where.push(sql`${col} < ${range.before}`);
+  if (range.after !== undefined) where.push(sql`${col} > ${range.after}`);
+  if (range.atMost !== undefined) where.push(sql`${col} <= ${range.atMost}`);
+  return where;
+}
+
+const and = (parts: Fragment[]) => sql.join(parts, sql` and `);
+
+const COLUMNS = sql`r.id, r.bucket, r.received_at, r.method, r.path, r.query, r.size`;
+const DELIVERY_COLUMNS = sql`d.state, d.attempts, d.last_status, d.generation`;
+
+/** The queries for one page (one per index range), or their `count(*)` forms when `count`. */
+export function planPgRequestQueries(bucket: string, filter: RequestFilter, paused: boolean, range: IdRange, count = false): Fragment[] {
+  const res = residuals(filter);
+  const dir = sql.raw(range.order === 'desc' ? 'desc' : 'asc');
+  const finish = (q: Fragment, idCol: Fragment) => (count ? q : sql`${q} order by ${idCol} ${dir} limit ${range.limit}`);
+
+  if (!filter.states) {
+    const select = count ? sql`count(*) as n` : sql`${COLUMNS}, ${DELIVERY_COLUMNS}`;
+    const where = and([sql`r.bucket = ${bucket}`, ...idBounds(sql`r.id`, filter, range), ...res.where]);
+    return [finish(sql`select ${select} from requests r left join deliveries d on d.request_id = r.id and d.latest = 1 where ${where}`, sql`r.id`)];
+  }
+
+  const plans: Fragment[] = [];
+  const { states, none } = deliveryStatesFor(filter.states, paused);
+  for (const state of states) {
+    const select = count ? sql`count(*) as n` : sql`${COLUMNS}, ${DELIVERY_COLUMNS}`;
+    const where = and([sql`d.bucket = ${bucket}`, sql`d.state = ${state}`, sql`d.latest = 1`, ...idBounds(sql`d.request_id`, filter, range), ...res.where]);
+    plans.push(finish(sql`select ${select} from deliveries d join requests r on r.id = d.request_id where ${where}`, sql`d.request_id`));
+  }
+  // A request without a delivery has no last status, so a status filter leaves `none` empty.
+  if (none && !res.usesDelivery) {
+    const select = count
+      ? sql`count(*) as n`
+      : sql`${COLUMNS}, null::text as state, 0 as attempts, null::integer as last_status, null::integer as generation`;
+    const where = and([
+      sql`r.bucket = ${bucket}`,
+      ...idBounds(sql`r.id`, filter, range),
+      sql`not exists (select 1 from deliveries d where d.request_id = r.id and d.latest = 1)`,
+      ...res.where,
+    ]);
+    plans.push(finish(sql`select ${select} from requests r where ${where}`, sql`r.id`));
+  }
+  return plans;
+}
+
+/** One page in id order; the extra row (limit + 1) says whether there is a next page. */
+export async function pgQueryPage(
+  db: Kysely<Database>,
+  bucket: string,
+  filter: RequestFilter,
+  paused: boolean,
+  range: IdRange,
+): Promise<{ requests: ListedRequest[]; more: boolean }> {
+  const plans = planPgRequestQueries(bucket, filter, paused, { ...range, limit: range.limit + 1 });
+  if (plans.length === 0) return { requests: [], more: false };
+  const dir = sql.raw(range.order === 'desc' ? 'desc' : 'asc');
+  const query =
+    plans.length === 1
+      ? plans[0]!
+      : sql`select * from (${sql.join(
+          plans.map((p) => sql`(${p})`),
+          sql` union all `,
+        )}) t order by t.id ${dir} limit ${range.limit + 1}`;
+  const rows = (await sql<ListedRow>`${query}`.execute(db)).rows;
+  const more = rows.length > range.limit;
+  return { requests: rows.slice(0, range.limit).map((r) => toListed(r, paused)), more };
+}
+
+export async function pgCountMatching(db: Kysely<Database>, bucket: string, filter: RequestFilter, paused: boolean): Promise<number> {
+  const plans = planPgRequestQueries(bucket, filter, paused, { order: 'desc', limit: 0 }, true);
+  if (plans.length === 0) return 0;
+  const q = sql<{ n: number | null }>`select sum(t.n) as n from (${sql.join(
+    plans.map((p) => sql`(${p})`),
+    sql` union all `,
+  )}) t`;
+  return Number((await q.execute(db)).rows[0]?.n ?? 0);
+}
+
+/**
+ * Every matching request, oldest first: ITERATE_PAGE summaries at a time, then their bodies in
+ * reads of at most ITERATE_BYTES (or one request, if larger). The newest id when the iteration
+ * starts bounds it, so requests stored later are left out (as on SQLite; ids are commit-ordered
+ * while one receiver writes).
+ */
+export async function* pgIterateMatching(db: Kysely<Database>, bucket: string, filter: RequestFilter, paused: boolean): AsyncGenerator<StoredRequest> {
+  const newest = (await sql<{ id: string | null }>`select max(id) as id from requests where bucket = ${bucket}`.execute(db)).rows[0]?.id ?? null;
+  if (newest === null) return;
+  let after: string | undefined;
+  for (;;) {
+    const page = await pgQueryPage(db, bucket, filter, paused, { order: 'asc', limit: ITERATE_PAGE, atMost: newest, ...(after ? { after } : {}) });
+    let i = 0;
+    while (i < page.requests.length) {
+      const group: ListedRequest[] = [];
+      let bytes = 0;
+      while (i < page.requests.length && (group.length === 0 || bytes + page.requests[i]!.size <= ITERATE_BYTES)) {
+        bytes += page.requests[i]!.size;
+        group.push(page.requests[i++]!);
+      }
+      const rows = (
+        await sql<{ id: string; headers: string; body: Buffer; sha256: string; peer: string | null; trailers: string | null }>`
+          select id, headers, body, sha256, peer, trailers from requests where id in (${sql.join(group.map((g) => g.id))})`.execute(db)
+      ).rows;
+      const byId = new Map(rows.map((r) => [r.id, r]));
+      for (const s of group) {
+        const r = byId.get(s.id);
+        if (!r) continue; // deleted (pruned) since the page was read
+        yield {
+          id: s.id,
+          bucket: s.bucket,
+          receivedAt: s.receivedAt,
+          method: s.method,
+          path: s.path,
+          query: s.query,
+          rawHeaders: JSON.parse(r.headers) as string[],
+          body: r.body,
+          size: s.size,
+          sha256: r.sha256,
+          peer: r.peer,
+          state: s.state,
+          rawTrailers: r.trailers === null ? [] : (JSON.parse(r.trailers) as string[]),
+        };
+      }
+    }
+    if (!page.more) return;
+    after = page.requests[page.requests.length - 1]!.id;
+  }
+}

@@ -1,0 +1,414 @@
+import { CompiledQuery, Kysely, PostgresDialect, sql, type RawBuilder } from 'kysely';
+import { AppError } from '../../shared/errors.js';
+import type { Clock } from '../../shared/clock.js';
+import type { BucketsTable, Database } from '../schema.js';
+import {
+  deletingError,
+  type Bucket,
+  type BucketCounts,
+  type BucketPatch,
+  type DeliveryHistory,
+  type ListRequestsOptions,
+  type NewBucket,
+  type NewReplay,
+  type PruneHooks,
+  type PruneOptions,
+  type PruneResult,
+  type PurgeHooks,
+  type PurgeResult,
+  type Replay,
+  type ReplayProgress,
+  type RequestFilter,
+  type RequestImporter,
+  type RequestPage,
+  type RequestState,
+  type StatsQuery,
+  type StatsSample,
+  type Store,
+  type StoredRequest,
+  type TailCursor,
+  type TailEvent,
+  type WorkerHolder,
+} from '../store.js';
+import { DEFAULT_DRAIN, DEFAULT_MAX_BODY } from '../bucket-defaults.js';
+import { drainColumns, retentionColumns, toBucket } from '../bucket-row.js';
+import { PgBucketCache } from './pg-bucket-cache.js';
+import { createPgRequestImporter } from './pg-import.js';
+import { pgAllBucketCounts } from './pg-bucket-counts.js';
+import { pgDeleteBucket, pgPurgeDeleting } from './pg-delete.js';
+import { pgRequestHistory, pgTail } from './pg-history.js';
+import { BUCKETS_CHANNEL, notify } from './pg-notify.js';
+import { createPgPool, migratePostgres, type PgPoolOptions } from './pg-pool.js';
+import { pgCreateReplay, pgGetReplay, pgListReplays, pgReplayProgress } from './pg-replay.js';
+import { pgCountMatching, pgIterateMatching, pgQueryPage } from './pg-request-query.js';
+import { pgPrune } from './pg-retention.js';
+import { pgStatsSamples } from './pg-stats.js';
+
+export interface PgStoreOptions extends PgPoolOptions {
+  clock: Clock;
+  /**
+   * How long resolveBucket trusts its cache without re-reading meta.bucket_epoch, ms: the bound on
+   * staleness when no notice arrives (before LISTEN is up, while it reconnects, a dead connection).
+   * Notices drop the cache as bucket writes commit.
+   */
+  bucketEpochCheckMs?: number;
+  /**
+   * How long a write waits for a row lock another connection holds (lock_timeout), ms; then it
+   * fails with store_busy, as a SQLite write does after its busy timeout. Omitted: the server's.
+   */
+  lockWaitMs?: number;
+}
+
+/** The fallback re-read of meta.bucket_epoch: as often as the worker's fallback poll (issue 12). */
+const DEFAULT_EPOCH_CHECK_MS = 1_000; // 1s
+
+/**
+ * The CLI/API store on PostgreSQL: the twin of SqliteStore, with the same results, errors and
+ * ordering through the Store contract. Replays, stats, retention and bucket deletion live in their
+ * own pg-*.ts files; bucket writes bump meta.bucket_epoch and NOTIFY BUCKETS_CHANNEL in their
+ * transaction, so other processes' caches and the worker notice them.
+ */
+export class PgStore implements Store {
+  readonly #db: Kysely<Database>;
+  readonly #clock: Clock;
+  readonly #buckets: PgBucketCache;
+
+  private constructor(db: Kysely<Database>, options: PgStoreOptions) {
+    this.#db = db;
+    this.#clock = options.clock;
+    this.#buckets = new PgBucketCache(db, {
+      url: options.url,
+      connectTimeoutMs: options.connectTimeoutMs,
+      applicationName: options.applicationName,
+      epochCheckMs: options.bucketEpochCheckMs ?? DEFAULT_EPOCH_CHECK_MS,
+    });
+  }
+
+  /** Creates the pool, migrates (safe from several processes at once) and returns the store. */
+  static async open(options: PgStoreOptions): Promise<PgStore> {
+    const lockWaitMs = options.lockWaitMs;
+    const db = new Kysely<Database>({
+      dialect: new PostgresDialect({
+        pool: createPgPool(options),
+        // Once per new connection of the pool; set_config with a parameter, never a value in SQL text.
+        ...(lockWaitMs === undefined
+          ? {}
+          : {
+              onCreateConnection: async (c) => {
+                // At least 1 ms: lock_timeout = 0 would mean no limit at all.
+                const ms = Math.max(1, Math.floor(lockWaitMs));
+                await c.executeQuery(CompiledQuery.raw(`select set_config('lock_timeout', $1, false)`, [`${ms}ms`]));
+              },
+            }),
+      }),
+    });
+    try {
+      await migratePostgres(db);
+    } catch (e) {
+      await db.destroy().catch(() => undefined);
+      throw e;
+    }
+    return new PgStore(db, options);
+  }
+
+  /** Whether resolveBucket's LISTEN connection is up (tests and diagnostics). */
+  get listeningForBuckets(): boolean {
+    return this.#buckets.listening;
+  }
+
+  async resolveBucket(name: string): Promise<Bucket | undefined> {
+    return this.#buckets.resolve(name);
+  }
+
+  async getBucket(name: string): Promise<Bucket | undefined> {
+    const row = await this.#db.selectFrom('buckets').selectAll().where('name', '=', name).executeTakeFirst();
+    return row ? toBucket(row) : undefined;
+  }
+
+  async listBuckets(): Promise<Bucket[]> {
+    // Byte order, as SQLite's binary collation sorts, whatever the database's collation.
+    const rows = await this.#db.selectFrom('buckets').selectAll().orderBy(sql`name collate "C"`).execute();
+    return rows.map(toBucket);
+  }
+
+  async createBucket(b: NewBucket): Promise<Bucket> {
+    const now = this.#clock.now();
+    let outcome: 'created' | 'deleting' | 'exists';
+    try {
+      outcome = await this.#db.transaction().execute(async (trx) => {
+        const existing = await trx.selectFrom('buckets').select('deleting_at').where('name', '=', b.name).executeTakeFirst();
+        if (existing) return existing.deleting_at === null ? 'exists' : 'deleting';
+        // No orphan adoption as on SQLite: foreign keys keep requests, deliveries and replays from
+        // outliving their bucket, and ingest counts a refusal for a gone bucket under ''.
+        await trx
+          .insertInto('buckets')
+          .values({
+            name: b.name,
+            destination: b.destination ?? null,
+            max_body: b.maxBody ?? DEFAULT_MAX_BODY,
+            ack_status: b.ackStatus ?? 200,
+            ack_body: b.ackBody ?? null,
+            ack_content_type: b.ackContentType ?? null,
+            paused: 0,
+            created_at: now,
+            updated_at: now,
+            paused_at: null,
+            paused_total_ms: 0,
+            ...retentionColumns({ retainMs: b.retainMs ?? null, ...(b.retainStates ? { retainStates: b.retainStates } : {}) }),
+            // Every drain setting is given here, defaults filled in, so every column is set.
+            ...(drainColumns({ ...DEFAULT_DRAIN, ...b.drain }) as DrainColumns),
+          })
+          .execute();
+        await bucketsChanged(trx, b.name);
+        return 'created';
+      });
+    } catch (e) {
+      // unique_violation: another process created it between our check and our insert.
+      if ((e as { code?: string }).code === '23505') outcome = 'exists';
+      else throw e;
+    }
+    this.#buckets.invalidate();
+    if (outcome === 'exists') throw new AppError('bucket_exists', `bucket ${b.name} already exists`);
+    if (outcome === 'deleting') throw deletingError(b.name);
+    return (await this.getBucket(b.name))!;
+  }
+
+  async updateBucket(name: string, patch: BucketPatch): Promise<Bucket> {
+    const values: Partial<BucketsTable> = { updated_at: this.#clock.now() };
+    if (patch.destination !== undefined) values.destination = patch.destination;
+    if (patch.maxBody !== undefined) values.max_body = patch.maxBody;
+    if (patch.ackStatus !== undefined) values.ack_status = patch.ackStatus;
+    if (patch.ackBody !== undefined) values.ack_body = patch.ackBody;
+    if (patch.ackContentType !== undefined) values.ack_content_type = patch.ackContentType;
+    if (patch.drain !== undefined) Object.assign(values, drainColumns(patch.drain));
+    Object.assign(values, retentionColumns(patch));
+    const found = await this.#db.transaction().execute(async (trx) => {
+      // FOR UPDATE: a delete marking the tombstone waits for this, or this for it.
+      const row = await trx.selectFrom('buckets').select('deleting_at').where('name', '=', name).forUpdate().executeTakeFirst();
+      if (!row) return 'missing';
+      if (row.deleting_at !== null) return 'deleting';
+      await trx.updateTable('buckets').set(values).where('name', '=', name).execute();
+      await bucketsChanged(trx, name);
+      // Its waiting rows are looked at again from the next pass: a destination set on a bucket
+      // without one makes them deliverable (../sqlite/bucket-due.ts).
+      await lowerDue(trx, name, values.updated_at!);
+      return 'updated';
+    });
+    this.#buckets.invalidate();
+    if (found === 'missing') throw new AppError('not_found', `bucket ${name} not found`);
+    if (found === 'deleting') throw deletingError(name);
+    return (await this.getBucket(name))!;
+  }
+
+  async pauseBucket(name: string): Promise<Bucket> {
+    const now = this.#clock.now();
+    return this.#setPaused(name, (b) => (b.paused ? {} : { paused: 1, paused_at: now, updated_at: now }));
+  }
+
+  async resumeBucket(name: string): Promise<Bucket> {
+    const now = this.#clock.now();
+    return this.#setPaused(name, (b) =>
+      b.paused ? { paused: 0, paused_at: null, paused_total_ms: b.pausedTotalMs + Math.max(0, now - (b.pausedAt ?? now)), updated_at: now } : {},
+    );
+  }
+
+  async #setPaused(name: string, change: (b: Bucket) => Partial<BucketsTable>): Promise<Bucket> {
+    const updated = await this.#db.transaction().execute(async (trx) => {
+      // FOR UPDATE: two pauses or resumes at once add the paused time once (SQLite's IMMEDIATE lock).
+      const row = await trx.selectFrom('buckets').selectAll().where('name', '=', name).forUpdate().executeTakeFirst();
+      if (!row) return 'missing';
+      if (row.deleting_at !== null) return 'deleting';
+      const values = change(toBucket(row));
+      if (Object.keys(values).length === 0) return 'updated';
+      await trx.updateTable('buckets').set(values).where('name', '=', name).execute();
+      await bucketsChanged(trx, name);
+      return 'updated';
+    });
+    this.#buckets.invalidate();
+    if (updated === 'missing') throw new AppError('not_found', `bucket ${name} not found`);
+    if (updated === 'deleting') throw deletingError(name);
+    return (await this.getBucket(name))!;
+  }
+
+  async deleteBucket(name: string, options: { force: boolean }): Promise<{ requests: number }> {
+    try {
+      return await pgDeleteBucket(this.#db, name, options, this.#clock.now());
+    } finally {
+      this.#buckets.invalidate();
+    }
+  }
+
+  async purgeDeleting(hooks?: PurgeHooks): Promise<PurgeResult> {
+    try {
+      return await pgPurgeDeleting(this.#db, hooks, this.#clock.now());
+    } finally {
+      this.#buckets.invalidate();
+    }
+  }
+
+  async bucketCounts(name: string): Promise<BucketCounts> {
+    const totals = await this.#db
+      .selectFrom('requests')
+      .select((eb) => [eb.fn.countAll<number>().as('n'), eb.fn.coalesce(eb.fn.sum<number>('size'), sql<number>`0`).as('bytes')])
+      .where('bucket', '=', name)
+      .executeTakeFirstOrThrow();
+    const bucket = await this.getBucket(name);
+    const states = await this.#db
+      .selectFrom('requests as r')
+      .select([sql<string>`${latestStateSql(pausedLit(bucket?.paused ?? false))}`.as('state'), (eb) => eb.fn.countAll<number>().as('n')])
+      .where('r.bucket', '=', name)
+      .groupBy(sql`1`)
+      .execute();
+    const rejections = await this.#db.selectFrom('rejections').select(['reason', 'count']).where('bucket', '=', name).execute();
+    return {
+      requests: Number(totals.n),
+      bytes: Number(totals.bytes),
+      states: Object.fromEntries(states.map((s) => [s.state, Number(s.n)])),
+      rejections: Object.fromEntries(rejections.map((r) => [r.reason, Number(r.count)])),
+    };
+  }
+
+  async allBucketCounts(): Promise<Map<string, BucketCounts>> {
+    return pgAllBucketCounts(this.#db);
+  }
+
+  async unattributedRejections(): Promise<Record<string, number>> {
+    const rows = await this.#db.selectFrom('rejections').select(['reason', 'count']).where('bucket', '=', '').execute();
+    return Object.fromEntries(rows.map((r) => [r.reason, Number(r.count)]));
+  }
+
+  async listRequests(bucket: string, filter: RequestFilter, page: ListRequestsOptions): Promise<RequestPage> {
+    const b = await this.#existing(bucket);
+    const { requests, more } = await pgQueryPage(this.#db, bucket, filter, b.paused, {
+      order: 'desc',
+      limit: page.limit,
+      ...(page.before !== undefined ? { before: page.before } : {}),
+    });
+    return { requests, nextCursor: more ? requests[requests.length - 1]!.id : null };
+  }
+
+  async *iterateRequests(bucket: string, filter: RequestFilter): AsyncIterable<StoredRequest> {
+    const b = await this.#existing(bucket);
+    yield* pgIterateMatching(this.#db, bucket, filter, b.paused);
+  }
+
+  async countRequests(bucket: string, filter: RequestFilter): Promise<number> {
+    const b = await this.#existing(bucket);
+    return pgCountMatching(this.#db, bucket, filter, b.paused);
+  }
+
+  async getRequest(id: string): Promise<StoredRequest | undefined> {
+    const row = await this.#db
+      .selectFrom('requests as r')
+      .innerJoin('buckets as b', 'b.name', 'r.bucket')
+      .selectAll('r')
+      .select(sql<RequestState>`${latestStateSql(sql.ref('b.paused'))}`.as('state'))
+      .where('r.id', '=', id)
+      .executeTakeFirst();
+    if (!row) return undefined;
+    return {
+      id: row.id,
+      bucket: row.bucket,
+      receivedAt: Number(row.received_at),
+      method: row.method,
+      path: row.path,
+      query: row.query,
+      rawHeaders: JSON.parse(row.headers) as string[],
+      body: row.body,
+      size: Number(row.size),
+      sha256: row.sha256,
+      peer: row.peer,
+      state: row.state,
+      rawTrailers: row.trailers === null ? [] : (JSON.parse(row.trailers) as string[]),
+    };
+  }
+
+  async requestHistory(id: string): Promise<DeliveryHistory[]> {
+    return pgRequestHistory(this.#db, id);
+  }
+
+  async createReplay(input: NewReplay): Promise<Replay> {
+    return pgCreateReplay(this.#db, input);
+  }
+
+  async getReplay(id: string): Promise<Replay | undefined> {
+    return pgGetReplay(this.#db, id);
+  }
+
+  async listReplays(options: { bucket?: string; limit: number }): Promise<Replay[]> {
+    return pgListReplays(this.#db, options);
+  }
+
+  async replayProgress(id: string): Promise<ReplayProgress> {
+    return pgReplayProgress(this.#db, id);
+  }
+
+  async activeWorker(nowMs: number): Promise<WorkerHolder | undefined> {
+    const row = await this.#db.selectFrom('worker_lease').selectAll().where('name', '=', 'drain').where('expires_at', '>', nowMs).executeTakeFirst();
+    if (!row) return undefined;
+    return { holder: row.holder, info: row.info, acquiredAt: Number(row.acquired_at), heartbeatAt: Number(row.heartbeat_at), expiresAt: Number(row.expires_at) };
+  }
+
+  async tail(bucket: string, cursor: TailCursor): Promise<{ events: TailEvent[]; cursor: TailCursor }> {
+    const b = await this.#existing(bucket);
+    return pgTail(this.#db, bucket, cursor, this.#clock.now(), b.paused);
+  }
+
+  async statsSamples(query: StatsQuery): Promise<{ buckets: StatsSample[]; unattributedRejections: Record<string, number> }> {
+    return pgStatsSamples(this.#db, query);
+  }
+
+  async prune(options: PruneOptions, hooks: PruneHooks = {}): Promise<PruneResult> {
+    return pgPrune(this.#db, options, hooks);
+  }
+
+  /**
+   * A writer for `requests import`: each batch one transaction on this store's pool, committed with
+   * synchronous_commit = on (pg-import.ts).
+   */
+  async openImporter(): Promise<RequestImporter> {
+    return createPgRequestImporter(this.#db, this.#clock);
+  }
+
+  async close(): Promise<void> {
+    await this.#buckets.close();
+    // Ends the pool (Kysely's PostgresDialect ends the pg.Pool it was given).
+    await this.#db.destroy();
+  }
+
+  async #existing(bucket: string): Promise<Bucket> {
+    const b = await this.getBucket(bucket);
+    if (!b) throw new AppError('not_found', `bucket ${bucket} not found`);
+    return b;
+  }
+}
+
+/**
+ * The request state: the latest generation's delivery to the bucket destination, 'held' when the
+ * bucket is paused (`paused` is an SQL expression: a literal or the joined `b.paused` column).
+ */
+function latestStateSql(paused: RawBuilder<unknown>) {
+  // `latest = 1` marks that delivery (maintained by ingest and replay); deliveries_request finds it.
+  const latest = sql`(select d.state from deliveries d where d.request_id = r.id and d.latest = 1)`;
+  return sql`coalesce(case when ${paused} = 1 and ${latest} in ('pending', 'retrying') then 'held' else ${latest} end, 'none')`;
+}
+
+const pausedLit = (paused: boolean) => sql.lit(paused ? 1 : 0);
+
+type DrainColumns = Omit<BucketsTable, 'name' | 'destination' | 'max_body' | 'ack_status' | 'ack_body' | 'ack_content_type' | 'paused' | 'created_at' | 'updated_at' | 'paused_at' | 'paused_total_ms'>;
+
+/**
+ * Every bucket write, in its transaction: the epoch other processes' caches compare, and a notice
+ * sent at commit (resolveBucket's cache, the worker's bucket list).
+ */
+async function bucketsChanged(trx: Kysely<Database>, name: string): Promise<void> {
+  await trx.updateTable('meta').set((eb) => ({ value: eb('value', '+', 1) })).where('key', '=', 'bucket_epoch').execute();
+  await notify(trx, BUCKETS_CHANNEL, [name]);
+}
+
+/** Lowers a bucket's next due time to `atMs` (never raises it; ../sqlite/bucket-due.ts explains the table). */
+async function lowerDue(trx: Kysely<Database>, bucket: string, atMs: number): Promise<void> {
+  await sql`insert into bucket_due (bucket, next_due_at) values (${bucket}, ${atMs})
+    on conflict (bucket) do update set next_due_at = excluded.next_due_at
+    where bucket_due.next_due_at is null or bucket_due.next_due_at > excluded.next_due_at`.execute(trx);
+}
