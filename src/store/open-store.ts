@@ -40,10 +40,10 @@ export function dialectOf(db: string): Dialect {
 export interface OpenStoreDeps {
   clock: Clock;
   /**
-   * PostgreSQL only, for tests: a clock that replaces the database's clock_timestamp() in the drain
-   * store's lease and due-time arithmetic (a manual clock). Omitted: the database's clock.
+   * PostgreSQL only, for tests with a manual clock: the drain store takes each call's nowMs as
+   * the database time (as SQLite does) instead of reading clock_timestamp().
    */
-  databaseClock?: Clock;
+  useCallerClock?: boolean;
 }
 
 /**
@@ -83,7 +83,7 @@ export function openStore(config: Config, deps: OpenStoreDeps): StoreOpeners {
           poolMax: Math.min(4, config.dbPool),
           synchronousCommit,
           connectTimeoutMs: PG_CONNECT_TIMEOUT_MS,
-          ...(deps.databaseClock ? { clock: deps.databaseClock } : {}),
+          useCallerClock: deps.useCallerClock === true,
         });
       },
       ingestSink: async (options) => {

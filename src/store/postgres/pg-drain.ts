@@ -105,8 +105,11 @@ export interface PgDrainStoreOptions {
   synchronousCommit?: 'on' | 'off';
   statementTimeoutMs?: number;
   connectTimeoutMs?: number;
-  /** For tests: replaces the database clock (clock_timestamp()) with this one, e.g. a ManualClock. */
-  clock?: { now(): number };
+  /**
+   * For tests with a manual clock: each call's own nowMs stands for the database clock
+   * (clock_timestamp()), as on SQLite; a completion alone uses its latest finishedAt.
+   */
+  useCallerClock?: boolean;
   /** Run pending migrations first (default true). */
   migrate?: boolean;
   /** Start the LISTEN connection (default true). */
@@ -117,12 +120,12 @@ export interface PgDrainStoreOptions {
 export class PgDrainStore implements DrainStore {
   readonly #db: Kysely<Database>;
   readonly #feed: PgChangeFeed | undefined;
-  readonly #clock: { now(): number } | undefined;
+  readonly #callerClock: boolean;
 
-  private constructor(db: Kysely<Database>, feed: PgChangeFeed | undefined, clock: { now(): number } | undefined) {
+  private constructor(db: Kysely<Database>, feed: PgChangeFeed | undefined, callerClock: boolean) {
     this.#db = db;
     this.#feed = feed;
-    this.#clock = clock;
+    this.#callerClock = callerClock;
   }
 
   /** Opens a bounded pool and the LISTEN connection (migrating the database first unless told not to). */
@@ -144,7 +147,7 @@ export class PgDrainStore implements DrainStore {
         feed = new PgChangeFeed({ url: options.url, connectTimeoutMs: options.connectTimeoutMs, logger: options.logger });
         await feed.start();
       }
-      return new PgDrainStore(db, feed, options.clock);
+      return new PgDrainStore(db, feed, options.useCallerClock === true);
     } catch (e) {
       await feed?.close();
       await db.destroy();
@@ -168,9 +171,9 @@ export class PgDrainStore implements DrainStore {
     }
   }
 
-  /** This transaction's now: the database clock, read once (or the test clock). */
-  async #now(trx: Trx): Promise<number> {
-    if (this.#clock) return this.#clock.now();
+  /** This transaction's now: the database clock, read once (or, for tests, the caller's now). */
+  async #now(trx: Trx, callerNow: number): Promise<number> {
+    if (this.#callerClock) return callerNow;
     const r = await sql<{ now: number }>`select ${DB_NOW} as now`.execute(trx);
     return Number(r.rows[0]!.now);
   }
@@ -277,7 +280,7 @@ export class PgDrainStore implements DrainStore {
       // statement (one round trip).
       const head = (
         await sql<{ now: number; created_at: number | null; deleting_at: number | null }>`
-          select ${this.#nowSql()} as now, b.created_at, b.deleting_at
+          select ${this.#nowSql(o.nowMs)} as now, b.created_at, b.deleting_at
           from (select 1) as one left join lateral (select created_at, deleting_at from buckets where name = ${bucket.name} for share) as b on true`.execute(trx)
       ).rows[0]!;
       const dbNow = Number(head.now);
@@ -428,7 +431,7 @@ export class PgDrainStore implements DrainStore {
 
   async #completeWith(results: AttemptResult[], workerNow: number): Promise<void> {
     await this.#tx(async (trx) => {
-      const dbNow = await this.#now(trx);
+      const dbNow = await this.#now(trx, workerNow);
       await this.#lockDue(trx, [], results);
       await this.#completeRows(trx, results, dbNow - workerNow);
     });
@@ -441,9 +444,9 @@ export class PgDrainStore implements DrainStore {
     await this.#completeWith(results, Math.max(...results.map((r) => r.finishedAt)));
   }
 
-  async recoverExpired(_nowMs: number, buckets: readonly Bucket[]): Promise<ExpiredDelivery[]> {
+  async recoverExpired(nowMs: number, buckets: readonly Bucket[]): Promise<ExpiredDelivery[]> {
     return this.#tx(async (trx) => {
-      const dbNow = await this.#now(trx);
+      const dbNow = await this.#now(trx, nowMs);
       // Bucket_due rows first (lock order): the buckets are read unlocked, then the rows locked;
       // a row another transaction holds (a completion in progress) is left to it.
       const candidates = await sql<{ bucket: string }>`
@@ -484,9 +487,9 @@ export class PgDrainStore implements DrainStore {
     });
   }
 
-  /** The clock as SQL: clock_timestamp() as epoch ms, or the test clock's time as a parameter. */
-  #nowSql() {
-    return this.#clock ? sql<number>`${this.#clock.now()}::bigint` : DB_NOW;
+  /** The clock as SQL: clock_timestamp() as epoch ms, or (tests) the caller's now as a parameter. */
+  #nowSql(callerNow: number) {
+    return this.#callerClock ? sql<number>`${callerNow}::bigint` : DB_NOW;
   }
 
   /** One statement outside a transaction, with storage errors mapped as #tx maps them. */
@@ -502,15 +505,15 @@ export class PgDrainStore implements DrainStore {
 
   // dueBuckets and nextDueAt are one statement each (a transaction of their own): the clock is
   // read once inside it, with no extra round trip.
-  async dueBuckets(_nowMs: number): Promise<string[]> {
-    const rows = await this.#read(sql<{ bucket: string }>`with t as (select ${this.#nowSql()} as now)
+  async dueBuckets(nowMs: number): Promise<string[]> {
+    const rows = await this.#read(sql<{ bucket: string }>`with t as (select ${this.#nowSql(nowMs)} as now)
       select d.bucket from t, bucket_due d join buckets b on b.name = d.bucket
       where d.next_due_at <= t.now and b.paused = 0 and b.deleting_at is null order by d.next_due_at, d.bucket`);
     return rows.map((x) => x.bucket);
   }
 
   async nextDueAt(nowMs: number): Promise<number | null> {
-    const rows = await this.#read(sql<{ now: number; lease: number | null; due: number | null }>`with t as (select ${this.#nowSql()} as now)
+    const rows = await this.#read(sql<{ now: number; lease: number | null; due: number | null }>`with t as (select ${this.#nowSql(nowMs)} as now)
       select t.now,
         (select min(lease_until) from deliveries where state = 'delivering') as lease,
         (select d.next_due_at from bucket_due d join buckets b on b.name = d.bucket
@@ -522,9 +525,9 @@ export class PgDrainStore implements DrainStore {
     return at === null ? null : Number(at) - (Number(now) - nowMs);
   }
 
-  async acquireWorkerLease(holder: string, info: string, _nowMs: number, ttlMs: number): Promise<WorkerLeaseResult> {
+  async acquireWorkerLease(holder: string, info: string, nowMs: number, ttlMs: number): Promise<WorkerLeaseResult> {
     return this.#tx(async (trx) => {
-      const dbNow = await this.#now(trx);
+      const dbNow = await this.#now(trx, nowMs);
       await sql`insert into worker_lease (name, holder, info, acquired_at, heartbeat_at, expires_at)
                 values (${WORKER_LEASE}, ${holder}, ${info}, ${dbNow}, ${dbNow}, ${dbNow + ttlMs})
                 on conflict (name) do update set holder = excluded.holder, info = excluded.info,

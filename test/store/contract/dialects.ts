@@ -112,7 +112,7 @@ const sqlite: Dialect = {
  * when HOOKBUCKET_TEST_PG is set).
  */
 async function openPostgresSet(url: string, deps: { clock: Clock; config: Config }): Promise<StoreSet> {
-  const openers = openStore({ ...deps.config, db: url }, { clock: deps.clock, databaseClock: deps.clock });
+  const openers = openStore({ ...deps.config, db: url }, { clock: deps.clock, useCallerClock: true });
   const opened: Array<{ close(): Promise<void> }> = [];
   const track = async <T extends { close(): Promise<void> }>(p: Promise<T>): Promise<T> => {
     const part = await p;

@@ -126,7 +126,7 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     const tdb: TestDatabase = await createTestDatabase(server!);
     open.push(() => tdb.drop());
     const clock = new ManualClock(T0);
-    const store = await PgDrainStore.open({ url: tdb.url, clock: options.databaseClock ? undefined : clock, listen: options.listen ?? false });
+    const store = await PgDrainStore.open({ url: tdb.url, useCallerClock: !options.databaseClock, listen: options.listen ?? false });
     open.push(() => store.close());
     const admin = pgKysely(
       createPgPool({ url: tdb.url, max: 2, statementTimeoutMs: 30_000, idleInTransactionTimeoutMs: 30_000, connectTimeoutMs: 5_000, synchronousCommit: 'on', applicationName: 'hookbucket-test' }),
@@ -456,7 +456,7 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
 
   test('two connections claiming the same bucket at once never claim the same delivery', async () => {
     const f = await fixture();
-    const other = await PgDrainStore.open({ url: f.url, clock: f.clock, listen: false, migrate: false });
+    const other = await PgDrainStore.open({ url: f.url, useCallerClock: true, listen: false, migrate: false });
     open.push(() => other.close());
     await addBucket(f.admin, 'race');
     const n = 40;
