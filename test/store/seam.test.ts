@@ -23,6 +23,16 @@ describe('the store seam', () => {
     assert.deepEqual(bad.map((e) => `${e.file} → ${e.specifier}`), []);
   });
 
+  it('one dialect folder never imports from the other (what they share lives in src/store)', () => {
+    const bad = (['sqlite', 'postgres'] as const).flatMap((dialect) => {
+      const other = dialect === 'sqlite' ? 'postgres' : 'sqlite';
+      const files = sourceFiles(`src/store/${dialect}`);
+      assert.ok(files.length >= 5, `${dialect}: found ${files.length} files`);
+      return files.flatMap(importsOf).filter((e) => e.target !== null && e.target.startsWith(`src/store/${other}/`));
+    });
+    assert.deepEqual(bad.map((e) => `${e.file} → ${e.specifier}`), []);
+  });
+
   it('storage-error.ts loads no driver: the classifiers it asks import only types', () => {
     const classifiers = importsOf('src/store/storage-error.ts').filter((e) => e.target !== null && /^src\/store\/(sqlite|postgres)\//.test(e.target));
     assert.ok(classifiers.length >= 1);

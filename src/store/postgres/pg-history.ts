@@ -6,8 +6,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { AttemptsTable, Database, DeliveriesTable } from '../schema.js';
 import type { DeliveryHistory, TailCursor, TailEvent } from '../store.js';
-import { toListed, type ListedRow } from '../sqlite/request-query.js';
-import { toAttemptRecord } from '../sqlite/sqlite-history.js';
+import { toAttemptRecord, toListed, type ListedRow } from '../request-rows.js';
 
 export async function pgRequestHistory(db: Kysely<Database>, requestId: string): Promise<DeliveryHistory[]> {
   // id last: ties in (generation, created_at) or (started_at, number) come out in one fixed order.

@@ -2,7 +2,7 @@ import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { idFloorAt } from '../../shared/ids.js';
 import type { Database } from '../schema.js';
 import type { ListedRequest, RequestFilter, StoredRequest } from '../store.js';
-import { deliveryStatesFor, ID_SLACK_MS, toListed, type IdRange, type ListedRow } from '../sqlite/request-query.js';
+import { deliveryStatesFor, ID_SLACK_MS, toListed, type IdRange, type ListedRow } from '../request-rows.js';
 
 /**
  * Finding a bucket's requests by filter on PostgreSQL: the twin of ../sqlite/request-query.ts,

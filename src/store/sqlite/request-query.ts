@@ -2,6 +2,7 @@ import type { Statement } from 'better-sqlite3';
 import type { DeliveryState } from '../schema.js';
 import type { ListedRequest, RequestFilter, RequestState, StoredRequest } from '../store.js';
 import { idFloorAt } from '../../shared/ids.js';
+import { deliveryStatesFor, ID_SLACK_MS, toListed, type IdRange, type ListedRow } from '../request-rows.js';
 import type { SqliteDb } from './open.js';
 
 /**
@@ -22,62 +23,15 @@ import type { SqliteDb } from './open.js';
  * walks further: body search reads every body it passes (README "Benchmark: Listing" has the figures).
  */
 
-/**
- * How far an id's embedded time may be from its received_at: the uuidv7 generator keeps its last
- * time through a clock step back of up to 10 s, so an id can run ahead of the clock that long.
- */
-export const ID_SLACK_MS = 60_000;
-
 /** Summary rows per page while iterating, and body bytes per full-row read. */
 const ITERATE_PAGE = 500;
 const ITERATE_BYTES = 8 * 1024 * 1024; // 8 MiB
-
-export interface IdRange {
-  order: 'desc' | 'asc';
-  limit: number;
-  /** Ids strictly below (cursor of a newest-first page). */
-  before?: string;
-  /** Ids strictly above (cursor of an oldest-first walk). */
-  after?: string;
-  /** Ids at or below (a snapshot taken when an iteration starts). */
-  atMost?: string;
-}
 
 export interface PlannedQuery {
   /** Which index range this walks: one delivery state, `none`, or every request (`all`). */
   source: DeliveryState | 'none' | 'all';
   sql: string;
   params: unknown[];
-}
-
-/** A request row joined to its latest delivery to the bucket destination (list, tail). */
-export type ListedRow = {
-  id: string;
-  bucket: string;
-  received_at: number;
-  method: string;
-  path: string;
-  query: string | null;
-  size: number;
-  state: string | null;
-  attempts: number | null;
-  last_status: number | null;
-  generation: number | null;
-};
-
-/** The delivery states to walk for the requested request states (`held` depends on the pause). */
-export function deliveryStatesFor(states: readonly RequestState[], paused: boolean): { states: DeliveryState[]; none: boolean } {
-  const out = new Set<DeliveryState>();
-  let none = false;
-  for (const s of states) {
-    if (s === 'none') none = true;
-    else if (s === 'held') {
-      if (paused) out.add('pending').add('retrying');
-    } else if (s === 'pending' || s === 'retrying') {
-      if (!paused) out.add(s);
-    } else out.add(s);
-  }
-  return { states: [...out], none };
 }
 
 /** A path glob as a JavaScript RegExp: `**` any run, `*` any run without `/`, `?` one character. */
@@ -284,25 +238,6 @@ function prepare(db: SqliteDb, sql: string): Statement {
 export function explainPlan(db: SqliteDb, q: PlannedQuery): string[] {
   prepare(db, 'select 1');
   return (db.prepare(`explain query plan ${q.sql}`).all(...q.params) as Array<{ detail: string }>).map((r) => r.detail);
-}
-
-export function toListed(r: ListedRow, paused: boolean): ListedRequest {
-  const d = r.state as DeliveryState | null;
-  const state: RequestState =
-    d === null ? 'none' : paused && (d === 'pending' || d === 'retrying') ? 'held' : (d as Exclude<DeliveryState, 'superseded'>);
-  return {
-    id: r.id,
-    bucket: r.bucket,
-    receivedAt: Number(r.received_at),
-    method: r.method,
-    path: r.path,
-    query: r.query,
-    size: Number(r.size),
-    state,
-    generation: r.generation === null ? null : Number(r.generation),
-    attempts: r.attempts === null ? 0 : Number(r.attempts),
-    lastStatus: r.last_status === null ? null : Number(r.last_status),
-  };
 }
 
 /**

@@ -5,27 +5,7 @@
 import type { SqliteDb } from './open.js';
 import type { AttemptsTable, DeliveriesTable } from '../schema.js';
 import type { AttemptRecord, DeliveryHistory, TailCursor, TailEvent } from '../store.js';
-import { toListed, type ListedRow } from './request-query.js';
-
-export function toAttemptRecord(a: AttemptsTable): AttemptRecord {
-  return {
-    id: a.id,
-    number: Number(a.number),
-    url: a.url,
-    startedAt: Number(a.started_at),
-    durationMs: a.duration_ms === null ? null : Number(a.duration_ms),
-    status: a.status === null ? null : Number(a.status),
-    errorClass: a.error_class,
-    errorMessage: a.error_message,
-    responseHeaders: a.response_headers === null ? null : (JSON.parse(a.response_headers) as string[]),
-    responseBody: a.response_body,
-    responseTruncated: Number(a.response_truncated) === 1,
-    outcome: a.outcome,
-    reason: a.reason,
-    nextAttemptAt: a.next_attempt_at === null ? null : Number(a.next_attempt_at),
-    nextWhy: a.next_why,
-  };
-}
+import { toAttemptRecord, toListed, type ListedRow } from '../request-rows.js';
 
 export function requestHistory(db: SqliteDb, requestId: string): DeliveryHistory[] {
   const deliveries = db.prepare('select * from deliveries where request_id = ? order by generation, created_at').all(requestId) as DeliveriesTable[];
