@@ -134,7 +134,7 @@ export async function startWorker(
   mode: StartMode,
   options: { loop?: boolean; checkpoints?: boolean } = {},
 ): Promise<RunningWorker> {
-  const store = await openStore(config, { clock: deps.clock }).drainStore({ checkpoints: options.checkpoints ?? true });
+  const store = await openStore(config, { clock: deps.clock }).drainStore({ checkpoints: options.checkpoints ?? true, logger: deps.logger });
   const dispatcher = createDeliveryAgent();
   const close = async (graceMs = config.shutdownGraceMs) => {
     await worker.stop(graceMs);

@@ -204,9 +204,11 @@ export function redactDbUrl(url: string): string {
   if (!scheme) return url;
   let out = url;
   const start = scheme[0].length;
-  const end = out.slice(start).search(/[/?#]/);
-  const authorityEnd = end < 0 ? out.length : start + end;
-  const at = out.lastIndexOf('@', authorityEnd - 1);
+  // The last `@` anywhere, not the last one before the first `/`, `?` or `#`: a password with an
+  // unencoded `/`, `?`, `#` or `@` (generated ones often have them) makes the URL invalid, and
+  // the error message that quotes it must still hide it. An `@` in the query hides the host too:
+  // too much hidden is safe, too little is not.
+  const at = out.lastIndexOf('@');
   if (at >= start) {
     const colon = out.indexOf(':', start);
     if (colon >= 0 && colon < at) out = `${out.slice(0, colon + 1)}${REDACTED}${out.slice(at)}`;

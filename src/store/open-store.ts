@@ -28,7 +28,7 @@ export interface StoreOpeners {
    * The drain worker's store, on a connection of its own. `checkpoints`: run SQLite's WAL
    * checkpoints itself (a standalone worker); inside serve the ingest sink does them.
    */
-  drainStore(options?: { checkpoints?: boolean }): Promise<DrainStore>;
+  drainStore(options?: { checkpoints?: boolean; logger?: Logger }): Promise<DrainStore>;
   /** Ingest's group-commit sink; `onCommitted` runs after each batch commits (wakes the worker). */
   ingestSink(options: { logger: Logger; onCommitted?: () => void }): Promise<IngestSink>;
 }
@@ -76,9 +76,10 @@ export function openStore(config: Config, deps: OpenStoreDeps): StoreOpeners {
           lockWaitMs: options.lockWaitMs ?? config.lockTimeoutMs,
         });
       },
-      drainStore: async () => {
+      drainStore: async (options = {}) => {
         const { PgDrainStore } = await import('./postgres/pg-drain.js');
         return PgDrainStore.open({
+          ...(options.logger ? { logger: options.logger } : {}),
           url: config.db,
           poolMax: Math.min(4, config.dbPool),
           synchronousCommit,

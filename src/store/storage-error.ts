@@ -6,6 +6,7 @@
  * PostgreSQL's SQLSTATEs and the pg driver's connection errors). Classifiers are pure and import
  * no driver.
  */
+import { AppError } from '../shared/errors.js';
 import { pgStorageErrorCode } from './postgres/pg-error.js';
 import { sqliteStorageErrorCode } from './sqlite/sqlite-error.js';
 
@@ -18,6 +19,8 @@ const CLASSIFIERS: readonly StorageErrorClassifier[] = [sqliteStorageErrorCode, 
 
 /** The storage error code for a driver error of any dialect; undefined for anything else. */
 export function storageErrorCode(e: unknown): StorageErrorCode | undefined {
+  // A store's own error that already carries one of these codes (a lookup that timed out).
+  if (e instanceof AppError && (e.code === 'storage_full' || e.code === 'store_busy' || e.code === 'storage_error')) return e.code;
   for (const classify of CLASSIFIERS) {
     const code = classify(e);
     if (code !== undefined) return code;

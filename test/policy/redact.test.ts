@@ -200,6 +200,10 @@ describe('redactDbUrl: a database URL for logs', () => {
     ['postgres://app:s3cret@db', 'postgres://app:[redacted]@db'],
     ['data/hookbucket.db', 'data/hookbucket.db'],
     ['/var/lib/hb/a:b@c.db', '/var/lib/hb/a:b@c.db'],
+    // Unencoded `/`, `#`, `?` or `@` in the password: not a valid URL, and still hidden.
+    ['postgres://app:Zx9/Qw+7@db.example:5432/hb', 'postgres://app:[redacted]@db.example:5432/hb'],
+    ['postgres://app:a#b?c@db/hb', 'postgres://app:[redacted]@db/hb'],
+    ['postgres://app:p@ss@db/hb', 'postgres://app:[redacted]@db/hb'],
   ];
   for (const [url, shown] of cases) it(`${url} → ${shown}`, () => assert.equal(redactDbUrl(url), shown));
 });

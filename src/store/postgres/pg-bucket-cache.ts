@@ -2,6 +2,7 @@ import pg from 'pg';
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../schema.js';
 import type { Bucket } from '../store.js';
+import { AppError } from '../../shared/errors.js';
 import { toBucket } from '../bucket-row.js';
 import { BUCKETS_CHANNEL } from './pg-notify.js';
 
@@ -32,8 +33,22 @@ export interface BucketCacheOptions {
   applicationName: string;
   /** Longest a cached bucket is trusted without re-reading the epoch, ms (notices drop it sooner). */
   epochCheckMs: number;
+  /**
+   * Longest a lookup waits for the database, ms (ingest's --lock-timeout): past it, a cached bucket
+   * is served (the ingest batch checks the bucket again under its row lock, with its own deadline),
+   * and a miss fails with storage_error (503). A network that drops packets would otherwise hold
+   * the request until TCP gives up, many minutes later. Omitted: no limit.
+   */
+  lookupTimeoutMs?: number;
   /** A monotonic clock in ms for that interval (staleness, not a domain time); default performance.now. */
   monotonicNow?: () => number;
+}
+
+/** A bucket lookup the database did not answer in time: storage_error, so ingest answers 503. */
+class LookupTimeout extends AppError {
+  constructor(ms: number) {
+    super('storage_error', `the database did not answer a bucket lookup within ${ms} ms`);
+  }
 }
 
 const RECONNECT_MIN_MS = 1_000;
@@ -78,14 +93,35 @@ export class PgBucketCache {
     }
     // Also while listening: a connection that died without a word (no RST, keepalive not yet
     // failed) would otherwise leave the cache stale until the OS noticed, hours by default.
-    await this.#checkEpoch();
+    const check = this.#checkEpoch();
+    if (check !== undefined) {
+      const cached = this.#cache.get(name);
+      try {
+        await this.#bounded(check);
+      } catch (e) {
+        if (cached !== undefined && e instanceof LookupTimeout) return cached;
+        throw e;
+      }
+    }
     const hit = this.#cache.get(name);
     if (hit !== undefined) return hit;
     const generation = this.#generation;
-    const row = await this.#db.selectFrom('buckets').selectAll().where('name', '=', name).where('deleting_at', 'is', null).executeTakeFirst();
+    const row = await this.#bounded(this.#db.selectFrom('buckets').selectAll().where('name', '=', name).where('deleting_at', 'is', null).executeTakeFirst());
     const bucket = row ? toBucket(row) : undefined;
     if (bucket && generation === this.#generation && !this.#closed) this.#cache.set(name, bucket);
     return bucket;
+  }
+
+  /** `p`, or a LookupTimeout after lookupTimeoutMs (the query itself goes on, and its answer is dropped). */
+  #bounded<T>(p: Promise<T>): Promise<T> {
+    const ms = this.#options.lookupTimeoutMs;
+    if (ms === undefined) return p;
+    p.catch(() => undefined);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new LookupTimeout(ms)), ms);
+    });
+    return Promise.race([p, late]).finally(() => clearTimeout(timer));
   }
 
   /** Re-reads the epoch at most every epochCheckMs; concurrent lookups share one read. */

@@ -180,10 +180,13 @@ export class PgDrainStore implements DrainStore {
 
   /**
    * Locks bucket_due rows in name order (step 2 of the lock order above): those of `buckets`, and
-   * of the buckets the results' retries and releases make due again, in one statement.
+   * of every result's bucket, in one statement. Every result, not only retries and releases: lease
+   * recovery takes the bucket_due row before the delivery and then the attempt, so a completion
+   * that took the attempt and delivery rows first could deadlock with it (40P01, seen with the
+   * two orders interleaved by hand); holding the bucket's row first makes them queue instead.
    */
   async #lockDue(trx: Trx, buckets: readonly string[], results: readonly AttemptResult[] = []): Promise<void> {
-    const ids = results.filter((r) => r.outcome === 'retry' || r.outcome === 'released').map((r) => r.deliveryId);
+    const ids = results.map((r) => r.deliveryId);
     if (buckets.length === 0 && ids.length === 0) return;
     await sql`select bucket from bucket_due
       where bucket in (select unnest(${buckets}::text[]) union select bucket from deliveries where id = any(${ids}::text[]))

@@ -299,6 +299,7 @@ export class PgIngest implements IngestSink {
       const outcome = await this.#commit(rows, rejections, deadline);
       if (this.#lastFailure) this.#log.info('database writes work again');
       this.#lastFailure = undefined;
+      this.#lastAnsweredAt = performance.now();
       const missing = new Set(outcome.missing);
       for (const r of rows) {
         if (missing.has(r.seq)) this.#settle(r.seq)?.reject(new AppError('unknown_bucket', 'no such bucket'));
@@ -422,8 +423,21 @@ export class PgIngest implements IngestSink {
    * tells /healthz when it is back, so a load balancer that stopped sending traffic on `degraded`
    * (and so no batch would probe) sees it recover.
    */
+  /**
+   * A `select 1` within the lock timeout: after a lost connection, until the database answers
+   * again (so `degraded` clears with no traffic); and while idle, once a tick with no commit in
+   * it, so a database that went silent (a dropped network, no RST) shows as degraded on /healthz
+   * before traffic finds it.
+   */
+  /** When the database last answered (a commit or a probe), performance.now() ms. */
+  #lastAnsweredAt = performance.now();
+
   async #probe(): Promise<void> {
-    if (this.#probing || !this.#lastFailure?.connectionLost) return;
+    if (this.#probing) return;
+    // Idle: no batch in flight (a batch in flight has its own deadline and watchdog, and a probe
+    // would wait behind it for a connection) and none answered within the last tick.
+    const idle = this.#inflight === 0 && performance.now() - this.#lastAnsweredAt >= (this.#opts.diskCheckEveryMs ?? DISK_CHECK_MS);
+    if (!this.#lastFailure?.connectionLost && !idle) return;
     this.#probing = true;
     const waitMs = this.#opts.config.lockTimeoutMs;
     let timer: NodeJS.Timeout | undefined;
@@ -449,12 +463,15 @@ export class PgIngest implements IngestSink {
         client.release(e as Error);
         throw e;
       }
+      this.#lastAnsweredAt = performance.now();
       if (this.#lastFailure?.connectionLost) {
         this.#lastFailure = undefined;
         this.#log.info('database reachable again');
       }
-    } catch {
-      // still unreachable; the next tick tries again
+    } catch (e) {
+      // Unreachable (or still): degraded until a probe or a batch gets an answer.
+      if (!this.#lastFailure) this.#log.warn({ err: e }, 'database not answering');
+      this.#lastFailure = { code: 'storage_error', message: `database not answering: ${(e as Error).message}`, connectionLost: true };
     } finally {
       clearTimeout(timer);
       this.#probing = false;

@@ -81,6 +81,7 @@ export class PgStore implements Store {
       connectTimeoutMs: options.connectTimeoutMs,
       applicationName: options.applicationName,
       epochCheckMs: options.bucketEpochCheckMs ?? DEFAULT_EPOCH_CHECK_MS,
+      ...(options.lockWaitMs === undefined ? {} : { lookupTimeoutMs: options.lockWaitMs }),
     });
   }
 
