@@ -261,7 +261,6 @@ describe('the CLI on PostgreSQL says what it says on SQLite', { skip: pgServer =
     pgRun = await runScenario(pgDb.url, consumer);
     assert.deepEqual(pgRun.rawBody, pgRun.posted, '--raw writes the exact bytes');
     assert.equal(pgRun.reclaimed, 0, 'autovacuum reuses the space; nothing goes back to the disk');
-    if (process.env.CLIPG_DUMP) for (const [n, r] of [['sqlite', sqliteRun], ['pg', pgRun]] as const) writeFileSync(`/tmp/clipg-${n}.txt`, r.steps.map((s) => `=== ${s.name} (${s.code})\n${s.out}\n--- err\n${s.err}`).join('\n'));
     assert.deepEqual(
       pgRun.steps.map((s) => s.name),
       sqliteRun.steps.map((s) => s.name),
