@@ -40,6 +40,8 @@ function normaliser() {
       // The consumer's Date header, kept in an attempt's response headers.
       .replace(/[A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d GMT/g, '<date>')
       .replace(/127\.0\.0\.1:\d+/g, '127.0.0.1:<port>')
+      // A worker lease holder: pid, host, and `host:pid:random`.
+      .replace(/\bpid \d+ on (\S+) \(\S+\)/g, 'pid <pid> on $1 (<holder>)')
       .replace(/\/tmp\/[^\s"']+/g, '<tmp>');
 }
 
@@ -211,6 +213,12 @@ async function runScenario(db: string, consumer: Consumer): Promise<Scenario> {
     const reclaimed = JSON.parse(pruned.stdout).reclaimed_bytes as number;
     await human('prune human', ['prune', '--state', 'none', '--older-than', '1ms']);
     await run('list after prune', ['requests', 'list', 'shop', '--json'], { json: true });
+
+    // The worker: refused while serve's worker holds the lease (a row on PostgreSQL), then one pass
+    // of its own once serve has stopped and released it.
+    await human('worker refused', ['worker', '--once', '--log-level', 'silent'], 1);
+    await server.close(2000);
+    await run('worker --once --json', ['worker', '--once', '--json', '--log-level', 'silent'], { json: true });
 
     // Delete: --force with imported requests; then both buckets gone.
     await run('bucket delete --force', ['bucket', 'delete', 'other', '--force', '--json'], { json: true });
