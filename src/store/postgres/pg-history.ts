@@ -82,11 +82,13 @@ export async function pgTail(
     const stored = await sql<{ id: string }>`select id from requests where bucket = ${bucket} and id >= ${floor} and id <= ${newest}`.execute(db);
     seenRequests.push(newest, ...stored.rows.map((r) => r.id));
   }
-  // An empty cursor (an empty bucket when the tail started): every request is above it.
+  // An empty cursor (an empty bucket when the tail started): every request is above it. `seen` is
+  // the window's ids (15 s of ingest: 15,000 at 1,000 requests/s), so NOT IN over a subquery, which
+  // PostgreSQL hashes once, rather than `<> all(…)`, which compares each row with every id.
   const window =
     newest === '' || first
       ? sql`r.id > ${newest}`
-      : sql`r.id >= ${idFloorAt(idTimeMs(newest) - TAIL_ID_LOOKBACK_MS)} and r.id <> all(${cursor.seen}::text[])`;
+      : sql`r.id >= ${idFloorAt(idTimeMs(newest) - TAIL_ID_LOOKBACK_MS)} and r.id not in (select unnest(${cursor.seen}::text[]))`;
   const requests = (
     await sql<ListedRow>`
       select r.id, r.bucket, r.received_at, r.method, r.path, r.query, r.size, d.state, d.attempts, d.last_status, d.generation
