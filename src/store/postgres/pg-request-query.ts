@@ -165,8 +165,10 @@ export async function pgCountMatching(db: Kysely<Database>, bucket: string, filt
 /**
  * Every matching request, oldest first: ITERATE_PAGE summaries at a time, then their bodies in
  * reads of at most ITERATE_BYTES (or one request, if larger). The newest id when the iteration
- * starts bounds it, so requests stored later are left out (as on SQLite; ids are commit-ordered
- * while one receiver writes).
+ * starts bounds it. Every request committed before then has an id at or below that bound, and each
+ * page is its own statement that sees it, so none is missed. Ids are not in commit order once
+ * several receivers write (each makes UUIDv7 ids from its own clock), so a request committed during
+ * the export with an id below the bound is included too; those with a newer id are left out.
  */
 export async function* pgIterateMatching(db: Kysely<Database>, bucket: string, filter: RequestFilter, paused: boolean): AsyncGenerator<StoredRequest> {
   const newest = (await sql<{ id: string | null }>`select max(id) as id from requests where bucket = ${bucket}`.execute(db)).rows[0]?.id ?? null;
