@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import { newId } from '../../../src/shared/ids.js';
 import { pausedMsAt, type Bucket, type NewBucket } from '../../../src/store/store.js';
 import { captured, claim, DEST, drainBucket, freshPolicy, ingestN, LEASE_MS, result, submitAll, T0, type Ctx } from './harness.js';
+import { until } from '../../helpers/until.js';
 
 const MINUTE = 60_000;
 
@@ -32,6 +33,9 @@ const EVERYTHING: NewBucket = {
     ],
   },
 };
+
+/** How long another process's bucket write may take to reach a cached lookup (a bound that catches a lost notice, not a timing target). */
+const NOTICE_BOUND_MS = 5_000;
 
 export function bucketsContract(ctx: Ctx): void {
   describe('buckets', () => {
@@ -146,12 +150,15 @@ export function bucketsContract(ctx: Ctx): void {
       assert.equal(await store.resolveBucket('b'), undefined);
       await other.createBucket({ name: 'b', ackStatus: 201 });
       assert.equal((await store.resolveBucket('b'))?.ackStatus, 201, 'a miss is not remembered');
+      // A cached bucket follows another process's writes within a bound, not at once: on
+      // PostgreSQL a NOTIFY reaches the cache a moment after the commit (and an epoch re-read
+      // within 1 s covers a lost one); SQLite's data_version check happens to be immediate.
       await other.updateBucket('b', { ackStatus: 204 });
-      assert.equal((await store.resolveBucket('b'))?.ackStatus, 204);
+      await until(async () => (await store.resolveBucket('b'))?.ackStatus === 204, 'the change seen', NOTICE_BOUND_MS);
       await other.pauseBucket('b');
-      assert.equal((await store.resolveBucket('b'))?.paused, true);
+      await until(async () => (await store.resolveBucket('b'))?.paused === true, 'the pause seen', NOTICE_BOUND_MS);
       await other.deleteBucket('b', { force: false });
-      assert.equal(await store.resolveBucket('b'), undefined);
+      await until(async () => (await store.resolveBucket('b')) === undefined, 'the delete seen', NOTICE_BOUND_MS);
     });
 
     it('bucketCounts and allBucketCounts agree: requests, bytes, states (held, none), refusals', async () => {
@@ -230,8 +237,9 @@ export function bucketsContract(ctx: Ctx): void {
       const { store, sink, drain } = ctx.set;
       const other = await ctx.set.another();
       await store.createBucket({ name: 'big', destination: DEST });
-      // Enough rows that the purge takes several batches (500 rows or 8 MiB each).
-      const n = 3000;
+      // Enough rows that the purge takes many batches (500 rows or 8 MiB each, 100 ms apart: about
+      // 2 s), so every check below runs while the tombstone stands, on a loaded machine too.
+      const n = 10_000;
       const ids = await ingestN(ctx.set, 'big', n, T0, { body: 'x' });
       const stale = await drainBucket(ctx.set, 'big');
       assert.equal((await other.resolveBucket('big'))?.name, 'big');
@@ -246,6 +254,8 @@ export function bucketsContract(ctx: Ctx): void {
       while (!settled && (tomb = await other.getBucket('big'))?.deletingAt == null) await new Promise((r) => setImmediate(r));
       assert.ok(!settled && tomb?.deletingAt != null, 'the tombstone was seen before the purge ended (more rows would widen the window)');
       assert.equal(tomb.deletingAt, T0);
+      // Ingest stops finding it (within the notice bound: `other` had it cached).
+      await until(async () => (await other.resolveBucket('big')) === undefined, 'ingest no longer finding it', NOTICE_BOUND_MS);
       const checks = await Promise.allSettled([
         other.resolveBucket('big'),
         sink.submit(captured('big', T0 + 10_000), { createDelivery: true }),
