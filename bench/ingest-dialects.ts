@@ -2,7 +2,7 @@
  * Ingest on SQLite against ingest on PostgreSQL: the same receiver (`serve`, the real CLI binary,
  * --durability full on both), the same closed-loop load as bench/ingest.ts, in alternating rounds.
  *
- *   npm run bench:ingest-dialects                      # 3 rounds, 10 s per measured run: about 3 min
+ *   npm run bench:ingest-dialects                      # 3 rounds, 10 s per measured run: about 3.5 min
  *   npm run bench:ingest-dialects -- --rounds 5 --duration 20
  *   npm run bench:ingest-dialects -- --json > out.json # report on stderr, JSON on stdout
  *
@@ -11,6 +11,10 @@
  * dropped at the end; `--durability full` is `synchronous_commit = on` there (the report prints the
  * server's fsync and wal_sync_method). Each dialect keeps its database over the run, as
  * bench/ingest.ts does. Bucket with a destination, so each request also writes its delivery row.
+ * serve runs with --no-worker: with its worker on, every stored delivery is also attempted against
+ * the unused destination (refused, recorded, rescheduled), and that drain work grew serve's main
+ * thread CPU per request run after run on SQLite (125 → 336 µs over three 4 s runs in one try), so
+ * the figures would compare two drains as much as two ingests.
  *
  * Round i runs, for each connection count, both dialects one after the other, SQLite first in odd
  * rounds and PostgreSQL first in even ones, so neither always runs on a machine warmed (or loaded)
@@ -56,7 +60,7 @@ const BUCKET = 'bench';
 const DESTINATION = 'http://127.0.0.1:9/unused'; // never called: no drain runs (see bench/ingest.ts)
 const DEFAULT_CONNECTIONS = [32, 256];
 const DEFAULT_DURATION_S = 10;
-const DEFAULT_WARMUP_S = 2;
+const DEFAULT_WARMUP_S = 3;
 const DEFAULT_ROUNDS = 3;
 
 function median(values: readonly number[]): number {
@@ -198,7 +202,7 @@ export function renderDialectReport(
   lines.push(`machine   ${machine.cpuCount} x ${machine.cpuModel}, ${machine.totalMemGiB} GiB RAM, ${machine.platform}, node ${machine.node}`);
   lines.push(`load      1/5/15-min load average: ${avg(loadAvg.before)} before, ${avg(loadAvg.after)} after; 1-min at the end of each run in the table`);
   lines.push(`load gen  autocannon, closed loop, POST ${BODY_BYTES} B JSON to /b/${BUCKET}, ${opts.durationS} s measured after ${opts.warmupS} s warm-up per run, ${opts.rounds} rounds`);
-  lines.push('receiver  hookbucket serve --durability full, bucket with a destination (request + delivery row per request)');
+  lines.push('receiver  hookbucket serve --durability full --no-worker, bucket with a destination (request + delivery row per request)');
   lines.push(`sqlite    a file in a temp folder (synchronous=FULL, WAL)`);
   lines.push(`postgres  ${Object.entries(pgSettings).map(([k, v]) => `${k}=${v}`).join(', ')}; serve sets synchronous_commit=on`);
   lines.push('');
@@ -252,7 +256,15 @@ const CLI_BIN = resolve(here, '../src/cli/bin.js');
 const progress = (msg: string) => process.stderr.write(`${msg}\n`);
 
 async function storedCount(db: string, cwd: string): Promise<number> {
-  const shown = JSON.parse(await cli(db, cwd, ['bucket', 'show', BUCKET, '--json'])) as { requests?: unknown };
+  let out: string;
+  try {
+    out = await cli(db, cwd, ['bucket', 'show', BUCKET, '--json']);
+  } catch (e) {
+    // execFile's error: its message holds only the command line when the child was killed.
+    const x = e as { killed?: boolean; signal?: string; code?: unknown; stderr?: string };
+    throw new Error(`bucket show --json failed (code ${String(x.code)}, signal ${x.signal ?? '-'}, killed ${x.killed === true}): ${x.stderr?.trim() ?? ''}`);
+  }
+  const shown = JSON.parse(out) as { requests?: unknown };
   if (typeof shown.requests !== 'number') throw new Error('bucket show --json gave no numeric .requests');
   return shown.requests;
 }
@@ -294,7 +306,7 @@ async function main(): Promise<number> {
           if (aborter.signal.aborted) throw new Error('interrupted');
           const port = await freePort();
           const baseUrl = `http://127.0.0.1:${port}`;
-          const args = [CLI_BIN, '--db', dbs[dialect], '--spool-dir', spool(dialect), 'serve', '--port', String(port), '--host', '127.0.0.1', '--log-level', 'warn', '--durability', 'full'];
+          const args = [CLI_BIN, '--db', dbs[dialect], '--spool-dir', spool(dialect), 'serve', '--port', String(port), '--host', '127.0.0.1', '--log-level', 'warn', '--durability', 'full', '--no-worker'];
           running = startChild(`serve-${dialect}`, args, tmp);
           await waitReady(running, baseUrl);
           const url = `${baseUrl}/b/${BUCKET}`;
