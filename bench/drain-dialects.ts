@@ -41,7 +41,7 @@ import type { CapturedRequest } from '../src/store/store.js';
 import { ConsumerProcess, median, senderHeaders, spanRate } from './drain.js';
 import { DIALECTS, roundOrder, type BenchDialect } from './ingest-dialects.js';
 import { machineInfo, makeBody, type MachineInfo } from './ingest.js';
-import { benchPgServer, createBenchDatabase, serverSettings, startPgCpuSampler, type BenchDatabase, type PgCpu } from './pg-bench.js';
+import { benchPgServer, createBenchDatabase, pgBucketTotals, serverSettings, startPgCpuSampler, type BenchDatabase, type PgCpu } from './pg-bench.js';
 
 const BODY_BYTES = 2048;
 const DEFAULT_REQUESTS = 5_000;
@@ -253,7 +253,8 @@ async function oneRun(
     }
     const load1 = os.loadavg()[0]!;
     const dump = await ctx.consumer.dump();
-    const counts = await store.bucketCounts(BUCKET);
+    // PostgreSQL: plain SQL, not bucketCounts (see pgBucketTotals).
+    const counts = pgDb ? await pgBucketTotals(pgDb.url, BUCKET) : await store.bucketCounts(BUCKET);
     const delivered = (counts.states as Record<string, number>).delivered ?? 0;
     if (delivered !== n || counts.requests !== n) ctx.problems.push(`${at}: ${delivered} of ${n} deliveries delivered in the db (states ${JSON.stringify(counts.states)})`);
     if (dump.distinctIds !== n || dump.at.length !== n) ctx.problems.push(`${at}: the consumer got ${dump.at.length} requests (${dump.distinctIds} distinct) of ${n}`);

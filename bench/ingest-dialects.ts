@@ -50,7 +50,7 @@ import {
   type Managed,
   type StoredCheck,
 } from './ingest.js';
-import { benchPgServer, createBenchDatabase, procCpuUs, serverSettings, startPgCpuSampler, type BenchDatabase, type PgCpu } from './pg-bench.js';
+import { benchPgServer, createBenchDatabase, pgBucketTotals, procCpuUs, serverSettings, startPgCpuSampler, type BenchDatabase, type PgCpu } from './pg-bench.js';
 
 export const DIALECTS = ['sqlite', 'postgres'] as const;
 export type BenchDialect = (typeof DIALECTS)[number];
@@ -329,8 +329,9 @@ async function main(): Promise<number> {
           await stopChild(running);
           running = undefined;
 
-          // Counted after a clean stop, so every request serve accepted has been committed.
-          const total = await storedCount(dbs[dialect], tmp);
+          // Counted after a clean stop, so every request serve accepted has been committed. SQLite:
+          // `bucket show --json`, as bench/ingest.ts; PostgreSQL: SQL (see pgBucketTotals).
+          const total = dialect === 'postgres' ? (await pgBucketTotals(pgDb.url, BUCKET)).requests : await storedCount(dbs[dialect], tmp);
           const runs = [warmup, measured].filter((s): s is LoadSummary => s !== undefined);
           const storedCheck = checkStored(
             total - storedSoFar[dialect],
