@@ -149,10 +149,11 @@ export function renderDrainDialectReport(
     r.dialect === 'postgres' ? fixed(r.pgCpuUsPerDelivery, 0) : '',
     fixed(r.pgAuxCpuUsPerDelivery, 1),
     r.dialect === 'postgres' ? String(r.pg.backends) : '',
+    r.dialect === 'postgres' ? fixed(r.pg.commits / r.requests, 2) : '',
     fixed(r.passesPerDelivery, 2),
     fixed(r.load1, 2),
   ]);
-  for (const l of table(['round', 'dialect', 'deliveries/s', 'span ms', 'worker µs/dlv', 'pg µs/dlv', 'pg aux µs/dlv', 'backends', 'passes/dlv', 'load1'], rows, 2)) lines.push(l);
+  for (const l of table(['round', 'dialect', 'deliveries/s', 'span ms', 'worker µs/dlv', 'pg µs/dlv', 'pg aux µs/dlv', 'backends', 'commits/dlv', 'passes/dlv', 'load1'], rows, 2)) lines.push(l);
   lines.push('(worker: this process; pg: backends on the run\'s database; pg aux: server-wide WAL writer + checkpointer +');
   lines.push(' background writer, shared with anything else using the server)');
   lines.push('');

@@ -217,10 +217,11 @@ export function renderDialectReport(
     p.dialect === 'postgres' ? fixed(p.pgCpuUsPerReq, 0) : '',
     fixed(p.pgAuxCpuUsPerReq, 1),
     p.dialect === 'postgres' ? String(p.pg.backends) : '',
+    p.dialect === 'postgres' ? fixed(p.pg.commits / Math.max(1, p.measured.ok2xx), 3) : '',
     p.storedCheck.verdict,
     fixed(p.load1, 2),
   ]);
-  for (const l of table(['round', 'dialect', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'serve µs/req', 'pg µs/req', 'pg aux µs/req', 'backends', 'stored', 'load1'], rows, 2)) lines.push(l);
+  for (const l of table(['round', 'dialect', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'serve µs/req', 'pg µs/req', 'pg aux µs/req', 'backends', 'commits/req', 'stored', 'load1'], rows, 2)) lines.push(l);
   lines.push('(serve: /proc/<pid>/stat of the serve process; pg: backends on the bench database; pg aux: server-wide');
   lines.push(' WAL writer + checkpointer + background writer, shared with anything else using the server)');
   lines.push('');

@@ -115,6 +115,12 @@ export interface PgCpu {
    */
   auxUs: Record<string, number>;
   auxTotalUs: number;
+  /**
+   * Transactions committed in the bench's database over the window (pg_stat_database.xact_commit;
+   * backends report it when idle or at most once a second, so the window's edges blur it by up to
+   * a second's worth). 0 without a database.
+   */
+  commits: number;
 }
 
 const SAMPLE_MS = 200;
@@ -153,6 +159,15 @@ export async function startPgCpuSampler(serverUrl: string, database: string | un
     initial = false;
   };
 
+  const commits = async () => {
+    if (database === undefined) return 0;
+    // pg_stat_force_next_flush() is PostgreSQL 15+; it only affects this session's own counts, so
+    // the snapshot is cleared instead, to read what the other backends have reported by now.
+    await client.query('select pg_stat_clear_snapshot()');
+    const { rows } = await client.query<{ n: string }>('select xact_commit as n from pg_stat_database where datname = $1', [database]);
+    return Number(rows[0]?.n ?? 0);
+  };
+  const commits0 = await commits();
   await sample();
   const timer = setInterval(() => {
     sampling = sampling.then(sample).catch(() => {});
@@ -163,6 +178,7 @@ export async function startPgCpuSampler(serverUrl: string, database: string | un
       clearInterval(timer);
       await sampling;
       await sample().catch(() => {});
+      const commits1 = await commits().catch(() => commits0);
       await client.end();
       const databaseUs: Record<string, number> = {};
       const auxUs: Record<string, number> = {};
@@ -178,7 +194,7 @@ export async function startPgCpuSampler(serverUrl: string, database: string | un
         }
       }
       const sum = (r: Record<string, number>) => Object.values(r).reduce((a, b) => a + b, 0);
-      return { readable, databaseUs, databaseTotalUs: sum(databaseUs), backends, auxUs, auxTotalUs: sum(auxUs) };
+      return { readable, databaseUs, databaseTotalUs: sum(databaseUs), backends, auxUs, auxTotalUs: sum(auxUs), commits: commits1 - commits0 };
     },
   };
 }

@@ -36,7 +36,7 @@ describe('dialect benchmarks: pure parts', () => {
       workerCpuUsPerDelivery: cpu,
       pgCpuUsPerDelivery: dialect === 'postgres' ? cpu / 2 : 0,
       pgAuxCpuUsPerDelivery: 0,
-      pg: { readable: true, databaseUs: {}, databaseTotalUs: 0, backends: 0, auxUs: {}, auxTotalUs: 0 },
+      pg: { readable: true, databaseUs: {}, databaseTotalUs: 0, backends: 0, auxUs: {}, auxTotalUs: 0, commits: 0 },
       passesPerDelivery: 0,
       load1: 0,
     });
