@@ -560,7 +560,7 @@ export class ConsumerProcess {
 }
 
 /** The 10 headers a webhook sender sends, in its order and case; host and content-length are not forwarded. */
-function senderHeaders(seq: number, bodyBytes: number): string[] {
+export function senderHeaders(seq: number, bodyBytes: number): string[] {
   const hex = (n: number) => newId().replace(/-/g, '').repeat(3).slice(0, n);
   return [
     'Host', '127.0.0.1:8787',
