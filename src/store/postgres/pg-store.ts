@@ -248,25 +248,7 @@ export class PgStore implements Store {
   }
 
   async bucketCounts(name: string): Promise<BucketCounts> {
-    const totals = await this.#db
-      .selectFrom('requests')
-      .select((eb) => [eb.fn.countAll<number>().as('n'), eb.fn.coalesce(eb.fn.sum<number>('size'), sql<number>`0`).as('bytes')])
-      .where('bucket', '=', name)
-      .executeTakeFirstOrThrow();
-    const bucket = await this.getBucket(name);
-    const states = await this.#db
-      .selectFrom('requests as r')
-      .select([sql<string>`${latestStateSql(pausedLit(bucket?.paused ?? false))}`.as('state'), (eb) => eb.fn.countAll<number>().as('n')])
-      .where('r.bucket', '=', name)
-      .groupBy(sql`1`)
-      .execute();
-    const rejections = await this.#db.selectFrom('rejections').select(['reason', 'count']).where('bucket', '=', name).execute();
-    return {
-      requests: Number(totals.n),
-      bytes: Number(totals.bytes),
-      states: Object.fromEntries(states.map((s) => [s.state, Number(s.n)])),
-      rejections: Object.fromEntries(rejections.map((r) => [r.reason, Number(r.count)])),
-    };
+    return (await pgAllBucketCounts(this.#db, name)).get(name) ?? { requests: 0, bytes: 0, states: {}, rejections: {} };
   }
 
   async allBucketCounts(): Promise<Map<string, BucketCounts>> {
@@ -394,7 +376,6 @@ function latestStateSql(paused: RawBuilder<unknown>) {
   return sql`coalesce(case when ${paused} = 1 and ${latest} in ('pending', 'retrying') then 'held' else ${latest} end, 'none')`;
 }
 
-const pausedLit = (paused: boolean) => sql.lit(paused ? 1 : 0);
 
 type DrainColumns = Omit<BucketsTable, 'name' | 'destination' | 'max_body' | 'ack_status' | 'ack_body' | 'ack_content_type' | 'paused' | 'created_at' | 'updated_at' | 'paused_at' | 'paused_total_ms'>;
 
