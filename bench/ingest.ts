@@ -40,7 +40,7 @@ const BODY_BYTES = 2048; // 2 KiB, a typical webhook payload
 const DEFAULT_DURATION_S = 30;
 const DEFAULT_WARMUP_S = 3;
 const BUCKET = 'bench';
-// Port 9 (discard) on loopback: nothing listens there, and this run never starts a drain anyway;
+// Port 9 (discard) on loopback: nothing listens there, and serve runs with --no-worker (ingest alone);
 // the destination only makes ingest write a delivery row beside each request.
 const DESTINATION = 'http://127.0.0.1:9/unused';
 
@@ -530,7 +530,7 @@ async function main(): Promise<number> {
         const args =
           server === 'noop'
             ? [NOOP_SERVER, '--port', String(port)]
-            : [CLI_BIN, '--db', dbPath, 'serve', '--port', String(port), '--host', '127.0.0.1', '--log-level', 'warn'];
+            : [CLI_BIN, '--db', dbPath, 'serve', '--no-worker', '--port', String(port), '--host', '127.0.0.1', '--log-level', 'warn'];
         const baseUrl = `http://127.0.0.1:${port}`;
         running = startChild(server, args, tmp);
         await waitReady(running, baseUrl);
