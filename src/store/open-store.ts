@@ -40,8 +40,9 @@ export function dialectOf(db: string): Dialect {
 export interface OpenStoreDeps {
   clock: Clock;
   /**
-   * PostgreSQL only, for tests with a manual clock: the drain store takes each call's nowMs as
-   * the database time (as SQLite does) instead of reading clock_timestamp().
+   * PostgreSQL only, for tests with a manual clock: each call's own time (the drain store's nowMs,
+   * a request's receipt time, a replay's nowMs, the store's clock) stands for the database's
+   * clock_timestamp() in due times and leases, as on SQLite.
    */
   useCallerClock?: boolean;
 }
@@ -73,6 +74,7 @@ export function openStore(config: Config, deps: OpenStoreDeps): StoreOpeners {
           synchronousCommit,
           applicationName: 'hookbucket',
           clock: deps.clock,
+          useCallerClock: deps.useCallerClock === true,
           lockWaitMs: options.lockWaitMs ?? config.lockTimeoutMs,
         });
       },
@@ -89,7 +91,12 @@ export function openStore(config: Config, deps: OpenStoreDeps): StoreOpeners {
       },
       ingestSink: async (options) => {
         const { PgIngest } = await import('./postgres/pg-ingest.js');
-        return PgIngest.start({ config, logger: options.logger, ...(options.onCommitted ? { onCommitted: options.onCommitted } : {}) });
+        return PgIngest.start({
+          config,
+          logger: options.logger,
+          useCallerClock: deps.useCallerClock === true,
+          ...(options.onCommitted ? { onCommitted: options.onCommitted } : {}),
+        });
       },
     };
   }

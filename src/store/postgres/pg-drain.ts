@@ -53,6 +53,7 @@ import {
   type WorkerLeaseResult,
 } from '../store.js';
 import { toBucket } from '../bucket-row.js';
+import { DB_NOW } from './pg-clock.js';
 import { PgChangeFeed } from './pg-change-feed.js';
 import { pgStorageErrorCode } from './pg-error.js';
 import { createPgPool, migratePostgres, pgKysely } from './pg-pool.js';
@@ -91,7 +92,6 @@ const nothingClaimed = (policy: ClaimPolicyState): ClaimResult => ({
 });
 
 /** The database's clock as epoch ms (whole ms, as every stored time). */
-const DB_NOW = sql<number>`floor(extract(epoch from clock_timestamp()) * 1000)::bigint`;
 
 export interface PgDrainStoreOptions {
   url: string;

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { newId } from '../../shared/ids.js';
+import { DB_NOW_TEXT } from './pg-clock.js';
 import { noticePayload, REQUESTS_CHANNEL } from './pg-notify.js';
 
 /**
@@ -87,6 +88,8 @@ export async function writeIngestBatch(
   rows: readonly PgIngestRow[],
   rejections: readonly PgRejectionCount[],
   limits: BatchLimits,
+  /** Tests with a manual clock: first attempts due at their receipt time, as on SQLite, not the database's now. */
+  useCallerClock = false,
 ): Promise<BatchOutcome> {
   // A bucket deleted, or made a tombstone (deleting_at set), before this point is refused, like
   // SQLite's check inside its write lock. FOR SHARE conflicts with the UPDATE that sets
@@ -131,20 +134,25 @@ export async function writeIngestBatch(
   // First deliveries: four array parameters whatever the row count, so no cap is needed.
   const delivered = keep.filter((r) => r.createDelivery);
   if (delivered.length > 0) {
-    await client.query({
+    // Due from the database's clock (read once: an uncorrelated subquery is evaluated once per
+    // statement), which the worker compares against: a receiver whose clock runs behind or ahead
+    // does not make its requests wait or jump the queue. created_at keeps the receipt time.
+    const inserted = await client.query<{ bucket: string; next_attempt_at: number }>({
       text: `insert into deliveries (id, request_id, bucket, destination, generation, state, attempts, next_attempt_at,
                lease_until, trigger, replay_id, deferrals, last_deferral_reason, created_at, updated_at)
-             select t.id, t.request_id, t.bucket, null, 1, 'pending', 0, t.at, null, 'initial', null, 0, null, t.at, t.at
-             from unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) as t(id, request_id, bucket, at)`,
+             select t.id, t.request_id, t.bucket, null, 1, 'pending', 0, ${useCallerClock ? 't.at' : `(select ${DB_NOW_TEXT})`}, null, 'initial', null, 0, null, t.at, t.at
+             from unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) as t(id, request_id, bucket, at)
+             returning bucket, next_attempt_at`,
       values: [delivered.map(() => newId()), delivered.map((r) => r.id), delivered.map((r) => r.bucket), delivered.map((r) => r.receivedAt)],
     });
     // The earliest first attempt per bucket lowers its due time (bucket-due.ts). The upsert locks
     // the row even when it changes nothing, and must: a claim reading the bucket's due rows under
     // that lock then either sees this delivery or runs after this COMMIT and is lowered again.
     const dueAt = new Map<string, number>();
-    for (const r of delivered) {
+    for (const r of inserted.rows) {
       const at = dueAt.get(r.bucket);
-      if (at === undefined || r.receivedAt < at) dueAt.set(r.bucket, r.receivedAt);
+      const next = Number(r.next_attempt_at);
+      if (at === undefined || next < at) dueAt.set(r.bucket, next);
     }
     const due = [...dueAt].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     await client.query({

@@ -25,6 +25,8 @@ export interface PgIngestOptions {
   diskCheckEveryMs?: number;
   /** Called after each committed batch that stored requests. */
   onCommitted?: () => void;
+  /** Tests with a manual clock: first attempts due at their receipt time, not the database's now. */
+  useCallerClock?: boolean;
   /** Statement caps (tests lower them to exercise the split). */
   limits?: Partial<BatchLimits>;
 }
@@ -349,7 +351,7 @@ export class PgIngest implements IngestSink {
         text: `select set_config('lock_timeout', $1, true), set_config('synchronous_commit', $2, true)`,
         values: [`${Math.max(1, Math.floor(deadline - Date.now()))}ms`, this.#opts.config.durability === 'normal' ? 'off' : 'on'],
       });
-      const outcome = await writeIngestBatch(client, rows, rejections, this.#limits);
+      const outcome = await writeIngestBatch(client, rows, rejections, this.#limits, this.#opts.useCallerClock === true);
       at.phase = 'commit';
       await client.query('commit');
       return outcome;

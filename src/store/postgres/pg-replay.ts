@@ -33,6 +33,7 @@ import { newId } from '../../shared/ids.js';
 import type { Database, DeliveriesTable, ReplaysTable } from '../schema.js';
 import { deletingError, type NewReplay, type Replay, type ReplayProgress } from '../store.js';
 import { notify, REQUESTS_CHANNEL } from './pg-notify.js';
+import { dueNow } from './pg-clock.js';
 
 const REPLAY_BATCH = 500;
 /** Runs of one batch when it is a deadlock victim (each rolled back whole before the next). */
@@ -71,8 +72,11 @@ function rounds(ids: readonly string[]): string[][] {
   return out;
 }
 
-async function replayBatch(trx: Kysely<Database>, r: NewReplay, ids: readonly string[]): Promise<void> {
+async function replayBatch(trx: Kysely<Database>, r: NewReplay, ids: readonly string[], useCallerClock: boolean): Promise<void> {
   await mustBeLive(trx, r.bucket);
+  // The new generations are due at the database's now (the worker's clock of record), not the
+  // CLI host's; created_at and the superseded times keep the replay's own time.
+  const dueAt = await dueNow(trx, r.nowMs, useCallerClock);
   await sql`select 1 from bucket_due where bucket = ${r.bucket} for update`.execute(trx);
   let total = 0;
   let superseded = 0;
@@ -105,7 +109,7 @@ async function replayBatch(trx: Kysely<Database>, r: NewReplay, ids: readonly st
       generation: (maxGen.get(id) ?? 0) + 1,
       state: 'pending',
       attempts: 0,
-      next_attempt_at: r.nowMs,
+      next_attempt_at: dueAt,
       lease_until: null,
       trigger: 'replay',
       replay_id: r.id,
@@ -129,12 +133,13 @@ async function replayBatch(trx: Kysely<Database>, r: NewReplay, ids: readonly st
   await sql`update replays set total = total + ${total}, superseded = superseded + ${superseded} where id = ${r.id}`.execute(trx);
   if (total > 0) {
     // The new generations are due now (--to rows of a bucket without a destination too).
-    await lowerDue(trx, r.bucket, r.nowMs);
+    await lowerDue(trx, r.bucket, dueAt);
     await notify(trx, REQUESTS_CHANNEL, [r.bucket]);
   }
 }
 
-export async function pgCreateReplay(db: Kysely<Database>, r: NewReplay): Promise<Replay> {
+/** `useCallerClock`: tests with a manual clock; new generations are due at `r.nowMs`, as on SQLite. */
+export async function pgCreateReplay(db: Kysely<Database>, r: NewReplay, useCallerClock = false): Promise<Replay> {
   await db.transaction().execute(async (trx) => {
     await mustBeLive(trx, r.bucket);
     await trx
@@ -156,7 +161,7 @@ export async function pgCreateReplay(db: Kysely<Database>, r: NewReplay): Promis
     const ids = r.requestIds.slice(i, i + REPLAY_BATCH);
     for (let attempt = 1; ; attempt++) {
       try {
-        await db.transaction().execute((trx) => replayBatch(trx, r, ids));
+        await db.transaction().execute((trx) => replayBatch(trx, r, ids, useCallerClock));
         break;
       } catch (e) {
         if ((e as { code?: unknown }).code !== '40P01' || attempt >= DEADLOCK_TRIES) throw e;

@@ -43,6 +43,7 @@ import { pgCreateReplay, pgGetReplay, pgListReplays, pgReplayProgress } from './
 import { pgCountMatching, pgIterateMatching, pgQueryPage } from './pg-request-query.js';
 import { pgPrune } from './pg-retention.js';
 import { pgStatsSamples } from './pg-stats.js';
+import { DB_NOW, dueNow } from './pg-clock.js';
 
 export interface PgStoreOptions extends PgPoolOptions {
   clock: Clock;
@@ -57,6 +58,11 @@ export interface PgStoreOptions extends PgPoolOptions {
    * fails with store_busy, as a SQLite write does after its busy timeout. Omitted: the server's.
    */
   lockWaitMs?: number;
+  /**
+   * Tests with a manual clock: due times (a replay's new generations, a bucket update's rows) and
+   * the worker lease's expiry are compared on the store's clock, as on SQLite, not the database's.
+   */
+  useCallerClock?: boolean;
 }
 
 /** The fallback re-read of meta.bucket_epoch: as often as the worker's fallback poll (issue 12). */
@@ -71,11 +77,13 @@ const DEFAULT_EPOCH_CHECK_MS = 1_000; // 1s
 export class PgStore implements Store {
   readonly #db: Kysely<Database>;
   readonly #clock: Clock;
+  readonly #useCallerClock: boolean;
   readonly #buckets: PgBucketCache;
 
   private constructor(db: Kysely<Database>, options: PgStoreOptions) {
     this.#db = db;
     this.#clock = options.clock;
+    this.#useCallerClock = options.useCallerClock === true;
     this.#buckets = new PgBucketCache(db, {
       url: options.url,
       connectTimeoutMs: options.connectTimeoutMs,
@@ -192,7 +200,7 @@ export class PgStore implements Store {
       await bucketsChanged(trx, name);
       // Its waiting rows are looked at again from the next pass: a destination set on a bucket
       // without one makes them deliverable (../sqlite/bucket-due.ts).
-      await lowerDue(trx, name, values.updated_at!);
+      await lowerDue(trx, name, await dueNow(trx, values.updated_at!, this.#useCallerClock));
       return 'updated';
     });
     this.#buckets.invalidate();
@@ -311,7 +319,7 @@ export class PgStore implements Store {
   }
 
   async createReplay(input: NewReplay): Promise<Replay> {
-    return pgCreateReplay(this.#db, input);
+    return pgCreateReplay(this.#db, input, this.#useCallerClock);
   }
 
   async getReplay(id: string): Promise<Replay | undefined> {
@@ -327,7 +335,13 @@ export class PgStore implements Store {
   }
 
   async activeWorker(nowMs: number): Promise<WorkerHolder | undefined> {
-    const row = await this.#db.selectFrom('worker_lease').selectAll().where('name', '=', 'drain').where('expires_at', '>', nowMs).executeTakeFirst();
+    // The lease row is written in the database's time (pg-drain.ts): compared on the same clock.
+    const row = await this.#db
+      .selectFrom('worker_lease')
+      .selectAll()
+      .where('name', '=', 'drain')
+      .where('expires_at', '>', this.#useCallerClock ? sql<number>`${nowMs}::bigint` : DB_NOW)
+      .executeTakeFirst();
     if (!row) return undefined;
     return { holder: row.holder, info: row.info, acquiredAt: Number(row.acquired_at), heartbeatAt: Number(row.heartbeat_at), expiresAt: Number(row.expires_at) };
   }

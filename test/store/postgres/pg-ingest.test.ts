@@ -120,8 +120,11 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
     const listener = await listen();
     try {
       const reqs = Array.from({ length: 30 }, (_, i) => request(i % 3 === 0 ? b : a, `{"n":${i}}`, { receivedAt: 1_000_000 + i }));
+      const dbNow = async () => Number((await admin.query<{ now: string }>('select floor(extract(epoch from clock_timestamp()) * 1000)::bigint as now')).rows[0]!.now);
+      const before = await dbNow();
       // All submitted before the event loop turns: one flush, one transaction.
       await Promise.all(reqs.map((r) => sink.submit(r, { createDelivery: r.bucket === a })));
+      const after = await dbNow();
       const { rows } = await admin.query<{ xmin: string; n: number }>('select xmin::text as xmin, count(*) as n from requests where bucket = any($1) group by xmin', [[a, b]]);
       assert.deepEqual(rows, [{ xmin: rows[0]!.xmin, n: 30 }]);
       await until(() => listener.notices.length >= 1, 'the NOTIFY');
@@ -130,14 +133,20 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
       assert.equal(listener.notices.length, 1);
       assert.deepEqual((parseNoticePayload(listener.notices[0]) as string[]).sort(), [a, b].sort());
 
-      // Deliveries for the bucket with a destination only, and its due time lowered to the earliest.
-      const d = await admin.query<{ bucket: string; n: number; first: number }>(
-        `select bucket, count(*) as n, min(next_attempt_at) as first from deliveries where bucket = any($1) group by bucket`,
+      // Deliveries for the bucket with a destination only, due at the database's now (read once for
+      // the statement, not the receipt times 1,000,001…), and its due time lowered to that.
+      const d = await admin.query<{ bucket: string; n: number; first: number; last: number; created: number }>(
+        `select bucket, count(*) as n, min(next_attempt_at) as first, max(next_attempt_at) as last, min(created_at) as created
+         from deliveries where bucket = any($1) group by bucket`,
         [[a, b]],
       );
-      assert.deepEqual(d.rows, [{ bucket: a, n: 20, first: 1_000_001 }]);
+      assert.equal(d.rows.length, 1);
+      const { bucket: da, n, first, last, created } = d.rows[0]!;
+      assert.deepEqual({ da, n, created }, { da: a, n: 20, created: 1_000_001 });
+      assert.equal(first, last, 'one clock reading for the statement');
+      assert.ok(first >= before && first <= after, `due at the database's now (${before} ≤ ${first} ≤ ${after})`);
       const due = await admin.query<{ bucket: string; next_due_at: number }>('select bucket, next_due_at from bucket_due where bucket = any($1)', [[a, b]]);
-      assert.deepEqual(due.rows, [{ bucket: a, next_due_at: 1_000_001 }]);
+      assert.deepEqual(due.rows, [{ bucket: a, next_due_at: first }]);
       const states = await admin.query<{ state: string; generation: number; trigger: string; attempts: number }>(
         'select distinct state, generation, trigger, attempts from deliveries where bucket = $1',
         [a],

@@ -15,6 +15,9 @@ import { pgStatsSamples } from '../../../src/store/postgres/pg-stats.js';
 import { createTestDatabase, pgTestServer, PG_SKIP_REASON, sweepStaleTestDatabases, type TestDatabase } from '../../helpers/pg-database.js';
 import { until } from '../../helpers/until.js';
 
+/** The fixtures' times stand for the database clock (useCallerClock), as on SQLite. */
+const createReplayAtCallerClock = (db: Parameters<typeof pgCreateReplay>[0], r: Parameters<typeof pgCreateReplay>[1]) => pgCreateReplay(db, r, true);
+
 const server = pgTestServer();
 
 const T0 = 1_764_800_000_000;
@@ -147,7 +150,7 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
       const l = await listen(tdb.url);
       try {
         const now = T0 + 1_000;
-        const replay = await pgCreateReplay(db, {
+        const replay = await createReplayAtCallerClock(db, {
           id: newId(),
           bucket: 'b',
           requestIds: [pending, retrying, inFlight, delivered, none, foreign, idAt(T0)],
@@ -197,7 +200,7 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
       const r = await addRequest(db, 'b');
       await addDelivery(db, 'b', r, { state: 'pending' });
       await sql`insert into bucket_due (bucket, next_due_at) values ('b', ${T0 - 5})`.execute(db);
-      const replay = await pgCreateReplay(db, {
+      const replay = await createReplayAtCallerClock(db, {
         id: newId(),
         bucket: 'b',
         requestIds: [r],
@@ -222,7 +225,7 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
       await addBucket(db, 'b');
       const r = await addRequest(db, 'b');
       await addDelivery(db, 'b', r, { state: 'delivered' });
-      const replay = await pgCreateReplay(db, { id: newId(), bucket: 'b', requestIds: [r, r], selection: {}, destination: null, rate: null, nowMs: T0 });
+      const replay = await createReplayAtCallerClock(db, { id: newId(), bucket: 'b', requestIds: [r, r], selection: {}, destination: null, rate: null, nowMs: T0 });
       assert.deepEqual([replay.total, replay.superseded], [2, 1]);
       assert.deepEqual(
         (await deliveriesOf(db, r)).map((x) => [x.generation, x.state, x.latest]),
@@ -242,7 +245,7 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
         select id, 'b', ${T0}, 'POST', '', '[]', '\\x'::bytea, 0, '' from unnest(${ids}::text[]) as t(id)`.execute(db);
       await sql`insert into deliveries (id, request_id, bucket, generation, state, next_attempt_at, trigger, created_at, updated_at, latest)
         select 'd' || id, id, 'b', 1, 'pending', ${T0}, 'initial', ${T0}, ${T0}, 1 from unnest(${ids}::text[]) as t(id)`.execute(db);
-      const replay = await pgCreateReplay(db, { id: newId(), bucket: 'b', requestIds: ids, selection: {}, destination: null, rate: null, nowMs: T0 + 1 });
+      const replay = await createReplayAtCallerClock(db, { id: newId(), bucket: 'b', requestIds: ids, selection: {}, destination: null, rate: null, nowMs: T0 + 1 });
       assert.deepEqual([replay.total, replay.superseded], [1_201, 1_201]);
       const live = await sql<{ n: number }>`select count(*) as n from deliveries where state = 'pending' and latest = 1 and generation = 2`.execute(db);
       assert.equal(live.rows[0]!.n, 1_201);
@@ -251,8 +254,8 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
     test('refuses a missing or deleting bucket', async () => {
       await addBucket(db, 'gone', { deletingAt: T0 });
       const input = { id: newId(), requestIds: [], selection: {}, destination: null, rate: null, nowMs: T0 };
-      await assert.rejects(pgCreateReplay(db, { ...input, bucket: 'nope' }), { code: 'not_found', message: 'bucket nope not found' });
-      await assert.rejects(pgCreateReplay(db, { ...input, bucket: 'gone' }), {
+      await assert.rejects(createReplayAtCallerClock(db, { ...input, bucket: 'nope' }), { code: 'not_found', message: 'bucket nope not found' });
+      await assert.rejects(createReplayAtCallerClock(db, { ...input, bucket: 'gone' }), {
         code: 'bucket_deleting',
         message: 'bucket gone is being deleted; finish it with: hookbucket bucket delete gone',
       });
@@ -263,7 +266,7 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
       await addBucket(db, 'a');
       await addBucket(db, 'b');
       const mk = (bucket: string, nowMs: number, id = newId()) =>
-        pgCreateReplay(db, { id, bucket, requestIds: [], selection: {}, destination: null, rate: null, nowMs });
+        createReplayAtCallerClock(db, { id, bucket, requestIds: [], selection: {}, destination: null, rate: null, nowMs });
       const x = await mk('a', T0 + 1, '00000000-0000-7000-8000-00000000000a');
       const y = await mk('a', T0 + 1, '00000000-0000-7000-8000-00000000000b');
       const z = await mk('b', T0 + 2);
@@ -276,7 +279,7 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
     test('progress counts by state, waiting ones as held while the bucket is paused', async () => {
       await addBucket(db, 'b');
       const ids = [await addRequest(db, 'b'), await addRequest(db, 'b'), await addRequest(db, 'b'), await addRequest(db, 'b')];
-      const replay = await pgCreateReplay(db, { id: newId(), bucket: 'b', requestIds: ids, selection: {}, destination: null, rate: null, nowMs: T0 });
+      const replay = await createReplayAtCallerClock(db, { id: newId(), bucket: 'b', requestIds: ids, selection: {}, destination: null, rate: null, nowMs: T0 });
       const mine = await sql<{ id: string }>`select id from deliveries where replay_id = ${replay.id} order by request_id`.execute(db);
       const [d0, d1, d2] = mine.rows.map((r) => r.id);
       await sql`update deliveries set state = 'delivered', settled_at = ${T0 + 50} where id = ${d0!}`.execute(db);
@@ -326,7 +329,7 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
       try {
         await completer.query('begin');
         await completer.query(completeSql, [T0 + 5, d, 'a1']);
-        const replay = pgCreateReplay(db, { id: newId(), bucket: 'b', requestIds: [r], selection: {}, destination: null, rate: null, nowMs: T0 + 10 });
+        const replay = createReplayAtCallerClock(db, { id: newId(), bucket: 'b', requestIds: [r], selection: {}, destination: null, rate: null, nowMs: T0 + 10 });
         await until(async () => {
           const { rows } = await sql<{ n: number }>`select count(*) as n from pg_stat_activity
             where datname = current_database() and wait_event_type = 'Lock'`.execute(db);
@@ -363,7 +366,7 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
         // deadlock_timeout, 1 s by default) and so the victim: this one waits 30 s before looking.
         await other.query(`set local deadlock_timeout = '30s'`);
         await other.query(completeSql, [T0 + 5, d, 'a1']);
-        const replay = pgCreateReplay(db, { id: newId(), bucket: 'b', requestIds: [r], selection: {}, destination: null, rate: null, nowMs: T0 + 10 });
+        const replay = createReplayAtCallerClock(db, { id: newId(), bucket: 'b', requestIds: [r], selection: {}, destination: null, rate: null, nowMs: T0 + 10 });
         await until(async () => {
           const { rows } = await sql<{ n: number }>`select count(*) as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(db);
           return Number(rows[0]!.n) > 0;
@@ -397,7 +400,7 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
             await completer.query(completeSql, [T0 + 5, d, `a${round}`]);
             await completer.query('commit');
           })();
-          const replay = pgCreateReplay(db, { id: newId(), bucket: 'b', requestIds: [r], selection: {}, destination: null, rate: null, nowMs: T0 + 10 });
+          const replay = createReplayAtCallerClock(db, { id: newId(), bucket: 'b', requestIds: [r], selection: {}, destination: null, rate: null, nowMs: T0 + 10 });
           const [, done] = await Promise.all([complete, replay]);
           assert.equal(await liveOwn(r), 1, `round ${round}: one live generation`);
           const rows = await deliveriesOf(db, r);
@@ -661,7 +664,7 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
       await addBucket(db, 'b', { deletingAt: T0 });
       await fill('b', 3, 'pending');
       await assert.rejects(
-        pgCreateReplay(db, { id: newId(), bucket: 'b', requestIds: [], selection: {}, destination: null, rate: null, nowMs: T0 }),
+        createReplayAtCallerClock(db, { id: newId(), bucket: 'b', requestIds: [], selection: {}, destination: null, rate: null, nowMs: T0 }),
         { code: 'bucket_deleting' },
       );
       const e0 = await epoch(db);

@@ -36,6 +36,8 @@ function pgOptions(url: string, clock: ManualClock, extra: Partial<PgStoreOption
     synchronousCommit: 'on',
     applicationName: 'hookbucket-pg-store-test',
     clock,
+    // The manual clock stands for the database's in due times and the lease, as on SQLite.
+    useCallerClock: true,
     ...extra,
   };
 }
