@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
-import type BetterSqlite3 from 'better-sqlite3';
+import BetterSqlite3 from 'better-sqlite3';
 import { createTestDatabase, type TestDatabase } from '../../helpers/pg-database.js';
 import { checkInvariant, openForCheck, type InvariantOptions, type InvariantReport } from './invariant.js';
 import { checkPgInvariant } from './pg-invariant.js';
@@ -34,6 +34,12 @@ export interface TestStore {
    * MODE` (it conflicts with the ROW EXCLUSIVE lock every INSERT takes; reads go on).
    */
   holdWriteLock(ms: number): Promise<HookbucketProcess>;
+  /**
+   * Takes the write lock from a connection of its own and lets go at once: the ms it waited, or
+   * an error past `timeoutMs` (a transaction left open by the receiver holds it). SQLite: BEGIN
+   * IMMEDIATE; PostgreSQL: LOCK TABLE requests IN EXCLUSIVE MODE under lock_timeout.
+   */
+  takeWriteLock(timeoutMs: number): Promise<number>;
   /** Closes this side's connection (and drops a PostgreSQL database). */
   dispose(): Promise<void>;
 }
@@ -61,6 +67,17 @@ export function sqliteTestStore(path: string): TestStore {
       }
     },
     holdWriteLock: (ms) => holdLock(path, 'write', ms),
+    takeWriteLock: async (timeoutMs) => {
+      const other = new BetterSqlite3(path, { timeout: timeoutMs });
+      const t0 = performance.now();
+      try {
+        other.exec('BEGIN IMMEDIATE');
+        other.exec('ROLLBACK');
+        return performance.now() - t0;
+      } finally {
+        other.close();
+      }
+    },
     dispose: async () => {
       conn?.close();
       conn = undefined;
@@ -97,6 +114,19 @@ export async function pgTestStore(server: string, dir: string): Promise<TestStor
     all: async <T>(sql: string, ...params: unknown[]) => (await (await c()).query(numbered(sql), params)).rows as T[],
     sizeBytes: async () => Number((await (await c()).query({ text: 'select pg_database_size(current_database())', rowMode: 'array' })).rows[0]?.[0] ?? 0),
     holdWriteLock: (ms) => holdPgLock(database.url, ms),
+    takeWriteLock: async (timeoutMs) => {
+      const other = new pg.Client({ connectionString: database.url, lock_timeout: timeoutMs });
+      await other.connect();
+      const t0 = performance.now();
+      try {
+        await other.query('begin');
+        await other.query('lock table requests in exclusive mode');
+        await other.query('rollback');
+        return performance.now() - t0;
+      } finally {
+        await other.end();
+      }
+    },
     dispose: async () => {
       await client?.end().catch(() => undefined);
       client = undefined;
