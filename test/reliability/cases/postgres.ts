@@ -108,8 +108,8 @@ async function connectionLoss(ctx: CaseContext): Promise<CaseResult> {
     const healthAfter = await fetch(`${serve.url}/healthz`, { signal: AbortSignal.timeout(5000) }).then((res) => res.status);
     if (healthAfter !== 200) r.fail(`/healthz after recovery: ${healthAfter}`);
     const term = await serve.proc.term();
+    if (term.code !== 0) r.fail(`SIGTERM: exit ${term.code ?? term.signal}; last log: ${serve.proc.tail(8)}`);
     serve = undefined;
-    if (term.code !== 0) r.fail(`SIGTERM: exit ${term.code ?? term.signal}`);
 
     const seqs = new Map<number, string>();
     const inv = await store.check({ acks: acks.all(), sent: l.sent, seqs, expectDeliveries: true });
@@ -137,7 +137,10 @@ async function connectionLoss(ctx: CaseContext): Promise<CaseResult> {
     r.figure('acked before the away phase ended', String(acksBeforeBack));
   } catch (e) {
     r.fail(e instanceof Error ? (e.stack ?? e.message) : String(e));
-    if (serve) r.fail(`serve ${serve.proc.exit ? `exited ${serve.proc.exit.code ?? serve.proc.exit.signal}` : 'still running'}; last log: ${serve.proc.tail(15)}`);
+    if (serve) r.fail(`serve ${serve.proc.exit ? `exited ${serve.proc.exit.code ?? serve.proc.exit.signal}` : 'still running'}; last log: ${serve.proc.tail(5)}`);
+    // A crash prints its stack as plain lines (not the JSON log): keep them whole.
+    const plain = serve?.proc.logs.filter((l) => Object.keys(l).length === 1).map((l) => String(l.msg)) ?? [];
+    if (plain.length > 0) r.note(`serve's non-JSON output: ${plain.slice(0, 40).join(' | ')}`);
   } finally {
     if (away) await admin.query(`alter database ${name} allow_connections true`).catch(() => undefined);
     await load?.stop();
