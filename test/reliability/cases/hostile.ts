@@ -16,7 +16,6 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { METHODS } from 'node:http';
 import { connect, type Socket } from 'node:net';
-import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createGzip, gzipSync } from 'node:zlib';
 import type BetterSqlite3 from 'better-sqlite3';
