@@ -18,6 +18,10 @@ export function pgStorageErrorCode(e: unknown): StorageErrorCode | undefined {
     // lock_not_available, deadlock, serialization failure, query_canceled (statement_timeout)
     if (code === '55P03' || code === '40P01' || code === '40001' || code === '57014') return 'store_busy';
     if (code.startsWith('08') || code.startsWith('57P') || code.startsWith('58') || code === '25P03' || code === 'XX000') return 'storage_error';
+    // object_not_in_prerequisite_state at connect: the database is closed to connections
+    // (ALTER DATABASE … ALLOW_CONNECTIONS false, as during maintenance); ingest answers 503 until
+    // it opens again (reliability case 7q). Any other 55000 stays a bug, not a storage error.
+    if (code === '55000' && /not currently accepting connections/.test(String((e as { message?: unknown }).message))) return 'storage_error';
     return undefined;
   }
   const message = (e as { message?: unknown } | null)?.message;

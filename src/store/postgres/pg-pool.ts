@@ -56,11 +56,11 @@ export function createPgPool(o: PgPoolOptions): pg.Pool {
   // An idle connection the server closed (restart, pg_terminate_backend) emits 'error' on the pool;
   // unhandled, that would crash the process. The next checkout opens a new connection.
   pool.on('error', () => undefined);
-  // A connection checked out of the pool has no error listener of the pool's (pg-pool removes its
-  // idle listener on checkout), and pg's Client emits 'error' when its socket ends unexpectedly:
-  // unhandled, a server restart or a dropped network mid-query would crash the process. The
-  // query in progress still fails with the error, and the client, no longer queryable, is
-  // discarded on release.
+  // A checked-out connection has no listener of the pool's: the server closing it between two
+  // statements (inside a Kysely transaction, or just acquired) emits 'error' with no query to fail,
+  // and unheard that crashed serve (reliability case 7q, 2 runs in 3: 57P01 from
+  // pg_terminate_backend). The next statement on it fails instead, and the pool drops it at release
+  // (pg-pool removes a client that is no longer queryable).
   pool.on('connect', (client) => client.on('error', () => undefined));
   return pool;
 }

@@ -11,6 +11,7 @@ import { countByRequestId, duplicatesIn, startConsumer, type Consumer } from '..
 import { checkInvariant, openForCheck, type InvariantReport } from '../lib/invariant.js';
 import { framedBody, LoadGenerator, sleep, type Outcome } from '../lib/load.js';
 import { mib, newResult, secs, until } from '../lib/result.js';
+import { openTestStore } from '../lib/test-store.js';
 import { freePort, hookbucket, HookbucketProcess, runHookbucket, startServe, startWorkerProcess, type ServeHandle } from '../lib/serve-process.js';
 import { randomInt } from '../lib/seed.js';
 import type { CaseContext, CaseResult, ReliabilityCase } from '../lib/types.js';
@@ -45,10 +46,12 @@ function unexpectedStatuses(byStatus: Record<number, number>): string[] {
 // ---------------------------------------------------------------------------------------------
 // 1. kill -9 under load
 
-async function killUnderLoad(ctx: CaseContext): Promise<CaseResult> {
+export async function killUnderLoad(ctx: CaseContext, rounds = KILL_ROUNDS): Promise<CaseResult> {
   const r = newResult();
   const dir = ctx.tmpDir();
-  const db = join(dir, 'crash.db');
+  const store = await openTestStore(ctx, dir, 'crash.db');
+  const db = store.db;
+  const serveFlags = [...store.serveFlags, '--no-worker'];
   // A destination, so every request also writes its first delivery in the same commit (the worker
   // is off, so nothing is forwarded): a request without its delivery would be a half-written commit.
   await hookbucket(['--db', db, 'bucket', 'create', 'crash', '--destination', 'http://127.0.0.1:9/never']);
@@ -66,10 +69,9 @@ async function killUnderLoad(ctx: CaseContext): Promise<CaseResult> {
   let serve: ServeHandle | undefined;
 
   /** Checks what the last round acked (bodies re-hashed) and that earlier acks are still there. */
-  const check = (where: string, full: boolean) => {
+  const check = async (where: string, full: boolean) => {
     const fresh = acks.since(checkedUpTo);
-    const inv = checkInvariant({
-      db,
+    const inv = await store.check({
       acks: full ? acks.all() : fresh,
       stillPresent: full ? [] : acks.all().slice(0, checkedUpTo),
       sent: load.sent,
@@ -85,9 +87,9 @@ async function killUnderLoad(ctx: CaseContext): Promise<CaseResult> {
   };
 
   try {
-    serve = await startServe({ db, port, flags: ['--no-worker'] });
-    ctx.log(`receiver up in ${secs(serve.startMs)}; ${KILL_ROUNDS} kill rounds, 20 connections, bodies 0–256 KiB`);
-    for (let round = 1; round <= KILL_ROUNDS && !ctx.signal.aborted; round++) {
+    serve = await startServe({ db, port, flags: serveFlags });
+    ctx.log(`receiver (${store.dialect}) up in ${secs(serve.startMs)}; ${rounds} kill rounds, 20 connections, bodies 0–256 KiB`);
+    for (let round = 1; round <= rounds && !ctx.signal.aborted; round++) {
       const before = load.outcomes.length;
       load.start();
       // Half the kills land at a random time; half follow an ack by 0–2 ms, when the next group
@@ -106,11 +108,11 @@ async function killUnderLoad(ctx: CaseContext): Promise<CaseResult> {
       await serve.proc.kill9();
       await load.stop();
       const resets = load.outcomes.slice(before).filter((o): o is Extract<Outcome, { kind: 'reset' }> => o.kind === 'reset');
-      serve = await startServe({ db, port, flags: ['--no-worker'] });
+      serve = await startServe({ db, port, flags: serveFlags });
       const restartMs = performance.now() - killedAt;
       restarts.push(restartMs);
       if (restartMs > RESTART_BOUND_MS) r.fail(`round ${round}: restart took ${secs(restartMs)}`);
-      const inv = check(`after kill ${round}`, false);
+      const inv = await check(`after kill ${round}`, false);
       // Requests cut off by the kill: stored (committed, ack not yet sent) or absent; never partial.
       for (const o of resets) {
         if (seqs.has(o.seq)) unansweredStored++;
@@ -125,13 +127,13 @@ async function killUnderLoad(ctx: CaseContext): Promise<CaseResult> {
     // Two kills during start-up (opening, migrating, spawning the writer thread).
     for (const delay of [randomInt(ctx.random, 5, 60), randomInt(ctx.random, 60, 200)]) {
       await serve.proc.kill9();
-      const p = new HookbucketProcess(['--db', db, 'serve', '--host', '127.0.0.1', '--port', String(port), '--no-worker', '--min-free-disk', '0']);
+      const p = new HookbucketProcess(['--db', db, 'serve', '--host', '127.0.0.1', '--port', String(port), '--min-free-disk', '0', ...serveFlags]);
       await sleep(delay);
       await p.kill9();
-      serve = await startServe({ db, port, flags: ['--no-worker'] });
+      serve = await startServe({ db, port, flags: serveFlags });
       ctx.log(`killed a start-up after ${delay} ms; restarted in ${secs(serve.startMs)}`);
     }
-    const final = check('final check (every acked body re-hashed)', true);
+    const final = await check('final check (every acked body re-hashed)', true);
     const term = await serve.proc.term();
     serve = undefined;
     if (term.code !== 0) r.fail(`final SIGTERM: exit ${term.code ?? term.signal}`);
@@ -141,34 +143,21 @@ async function killUnderLoad(ctx: CaseContext): Promise<CaseResult> {
     await serve?.proc.kill9();
     await load.stop();
   }
+  const dbBytes = await store.sizeBytes();
+  await store.dispose();
   const s = load.stats;
   r.sent = s.sent;
   r.acked = s.acked;
   const odd = unexpectedStatuses(s.byStatus);
   if (odd.length > 0) r.fail(`answers other than 2xx/503: ${odd.join(', ')}`);
   if (acks.duplicateIds > 0) r.fail(`${acks.duplicateIds} ids acknowledged twice`);
-  r.figure('kills under load', `${restarts.length} (${afterAckKills} right after an ack)`, `≥ ${KILL_ROUNDS}`);
+  r.figure('kills under load', `${restarts.length} (${afterAckKills} right after an ack)`, `≥ ${rounds}`);
   r.figure('restart time (kill → listening) median / max', `${secs(median(restarts))} / ${secs(Math.max(...restarts))}`, `≤ ${secs(RESTART_BOUND_MS)}`);
   r.figure('requests cut off by a kill: committed / not stored', `${unansweredStored} / ${unansweredAbsent}`);
   r.figure('503 answers', String(s.byStatus[503] ?? 0));
   r.figure('invariant check time median / max', `${secs(median(checks))} / ${secs(Math.max(...checks))}`);
-  r.figure('database size', mib(fileSize(db)));
+  r.figure('database size', mib(dbBytes));
   return r;
-}
-
-function fileSize(path: string): number {
-  try {
-    const db = openForCheck(path);
-    try {
-      const pages = db.pragma('page_count', { simple: true }) as number;
-      const size = db.pragma('page_size', { simple: true }) as number;
-      return pages * size;
-    } finally {
-      db.close();
-    }
-  } catch {
-    return 0;
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -177,13 +166,14 @@ function fileSize(path: string): number {
 /** Clients that drip a body slower than the shutdown grace (10 s), so SIGTERM finds them mid-body. */
 const DRIP_KIB = [64, 32, 8];
 
-async function sigtermUnderLoad(ctx: CaseContext): Promise<CaseResult> {
+export async function sigtermUnderLoad(ctx: CaseContext): Promise<CaseResult> {
   const r = newResult();
   const dir = ctx.tmpDir();
-  const db = join(dir, 'term.db');
+  const store = await openTestStore(ctx, dir, 'term.db');
+  const db = store.db;
   await hookbucket(['--db', db, 'bucket', 'create', 'term', '--destination', 'http://127.0.0.1:9/never']);
   const acks = new AckLog(join(dir, 'acks.ndjson'));
-  const serve = await startServe({ db, flags: ['--no-worker'] });
+  const serve = await startServe({ db, flags: [...store.serveFlags, '--no-worker'] });
   const url = new URL(serve.url);
   const load = new LoadGenerator({ url: serve.url, bucket: 'term', connections: 20, random: ctx.random, ackLog: acks });
   const drips: Array<Promise<{ seq: number; size: number; status: number | 'reset' }>> = [];
@@ -221,7 +211,7 @@ async function sigtermUnderLoad(ctx: CaseContext): Promise<CaseResult> {
     if (odd.length > 0) r.fail(`answers other than 2xx/503: ${odd.join(', ')}`);
 
     const seqs = new Map<number, string>();
-    const inv = checkInvariant({ db, acks: acks.all(), sent: load.sent, buckets: ['term'], seqs, expectDeliveries: true });
+    const inv = await store.check({ acks: acks.all(), sent: load.sent, buckets: ['term'], seqs, expectDeliveries: true });
     addInvariant(r, inv, 'after SIGTERM');
     // A reset is allowed only when nothing of that request is half-stored: it is absent or whole
     // (the invariant compared every stored row carrying a seq with what was sent).
@@ -252,6 +242,7 @@ async function sigtermUnderLoad(ctx: CaseContext): Promise<CaseResult> {
     dripAbort.abort();
     await serve.proc.kill9();
     await load.stop();
+    await store.dispose();
   }
   return r;
 }
@@ -372,7 +363,7 @@ async function recoverDeliveries(
   for (const a of acks.all()) if ((seen.get(a.id) ?? 0) < 1) r.fail(`request ${a.id} never reached the consumer`);
   const expired = final.attempts.filter((a) => a.outcome === 'lease_expired');
   if (expired.length !== o.inFlight) r.fail(`${o.inFlight} deliveries were in flight at the ${o.what}, ${expired.length} attempts closed as lease_expired`);
-  const inv = checkInvariant({ db, acks: acks.all(), sent: load.sent, expectDeliveries: true });
+  const inv = await checkInvariant({ db, acks: acks.all(), sent: load.sent, expectDeliveries: true });
   addInvariant(r, inv, 'after recovery');
   r.sent = load.stats.sent;
   r.acked = load.stats.acked;

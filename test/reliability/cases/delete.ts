@@ -86,8 +86,8 @@ function checkIngest(r: Result, load: LoadGenerator, what: string): void {
   r.figure(`${what}: answers other than 2xx`, String(bad.length), '0');
 }
 
-function checkAcks(r: Result, db: string, acks: AckLog, load: LoadGenerator, buckets: string[]): void {
-  const inv = checkInvariant({ db, acks: acks.all(), sent: load.sent, buckets, expectDeliveries: true });
+async function checkAcks(r: Result, db: string, acks: AckLog, load: LoadGenerator, buckets: string[]): Promise<void> {
+  const inv = await checkInvariant({ db, acks: acks.all(), sent: load.sent, buckets, expectDeliveries: true });
   if (!inv.ok) r.fail(inv.problems.join('; '));
   r.sent = load.stats.sent;
   r.acked = load.stats.acked;
@@ -177,7 +177,7 @@ async function deleteUnderLoad(ctx: CaseContext): Promise<CaseResult> {
     if (countByRequestId(newC.received).size !== NEW_ROWS) r.fail(`the new destination got ${countByRequestId(newC.received).size} distinct requests, not ${NEW_ROWS}`);
 
     checkIngest(r, load, 'ingest to other');
-    checkAcks(r, db, acks, load, ['other']);
+    await checkAcks(r, db, acks, load, ['other']);
     r.duplicates = duplicatesIn(otherC.received);
     const term = await serve.proc.term();
     if (term.code !== 0) r.fail(`SIGTERM: exit ${term.code ?? term.signal}`);
@@ -231,7 +231,7 @@ async function changesUnderLoad(ctx: CaseContext): Promise<CaseResult> {
       r.fail(`${acks.all().filter((a) => !seen.has(a.id)).length} of ${acks.size} acknowledged requests not delivered within 120 s`);
     }
     checkIngest(r, load, 'ingest');
-    checkAcks(r, db, acks, load, ['hot']);
+    await checkAcks(r, db, acks, load, ['hot']);
     r.duplicates = duplicatesIn(consumer.received);
     const term = await serve.proc.term();
     if (term.code !== 0) r.fail(`SIGTERM: exit ${term.code ?? term.signal}`);

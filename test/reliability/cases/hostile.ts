@@ -16,7 +16,6 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { METHODS } from 'node:http';
 import { connect, type Socket } from 'node:net';
-import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createGzip, gzipSync } from 'node:zlib';
 import type BetterSqlite3 from 'better-sqlite3';
@@ -24,10 +23,11 @@ import { openFilesUnder } from '../../helpers/open-files.js';
 import { rawRequest, type RawResponse } from '../../helpers/raw-http.js';
 import { AckLog, headerListDigest, sha256Hex, type SentRequest } from '../lib/ack-log.js';
 import { startConsumer, type Consumer, type Received } from '../lib/consumer.js';
-import { checkInvariant, openForCheck } from '../lib/invariant.js';
+import { openForCheck } from '../lib/invariant.js';
 import { mib, newResult, secs, until } from '../lib/result.js';
 import { randomBytesFrom } from '../lib/seed.js';
 import { BIN, hookbucket, runHookbucket, startServe, type ServeHandle } from '../lib/serve-process.js';
+import { openTestStore, type TestStore } from '../lib/test-store.js';
 import type { CaseContext, CaseResult, ReliabilityCase } from '../lib/types.js';
 
 // ───────────────────────────── memory ─────────────────────────────
@@ -380,29 +380,23 @@ function receivedFor(c: Consumer, id: string): Received[] {
  * first, plus receipts the attempt log cannot account for (a send whose attempt row was lost).
  * A retry after a failed attempt is not a duplicate; a replay's new generation is not either.
  */
-export function duplicateDeliveries(db: string, received: readonly Received[]): number {
+export async function duplicateDeliveries(store: TestStore, received: readonly Received[]): Promise<number> {
   const receipts = new Map<string, number>();
   for (const r of received) {
     const key = `${headerValues(r.rawHeaders, 'x-hookbucket-request-id')[0]}/${headerValues(r.rawHeaders, 'x-hookbucket-delivery-generation')[0]}`;
     receipts.set(key, (receipts.get(key) ?? 0) + 1);
   }
-  const conn = openForCheck(db);
-  try {
-    const rows = conn
-      .prepare(
-        `select d.request_id || '/' || d.generation as key, count(*) as attempts,
-                sum(case when a.status between 200 and 299 then 1 else 0 end) as ok
-         from attempts a join deliveries d on d.id = a.delivery_id group by d.id`,
-      )
-      .all() as Array<{ key: string; attempts: number; ok: number }>;
-    let n = 0;
-    const known = new Map(rows.map((r) => [r.key, r]));
-    for (const r of rows) n += Math.max(0, r.ok - 1);
-    for (const [key, count] of receipts) n += Math.max(0, count - (known.get(key)?.attempts ?? 0));
-    return n;
-  } finally {
-    conn.close();
-  }
+  // count() and sum() come back as bigint text from pg: Number() reads both dialects.
+  const rows = await store.all<{ key: string; attempts: number | string; ok: number | string }>(
+    `select d.request_id || '/' || d.generation as key, count(*) as attempts,
+            sum(case when a.status between 200 and 299 then 1 else 0 end) as ok
+     from attempts a join deliveries d on d.id = a.delivery_id group by d.id`,
+  );
+  let n = 0;
+  const known = new Map(rows.map((r) => [r.key, r]));
+  for (const r of rows) n += Math.max(0, Number(r.ok) - 1);
+  for (const [key, count] of receipts) n += Math.max(0, count - Number(known.get(key)?.attempts ?? 0));
+  return n;
 }
 
 // ───────────────────────────── the bench ─────────────────────────────
@@ -423,7 +417,8 @@ export interface BenchOptions {
 }
 
 /**
- * One case's world: a database in the case's temp folder, its buckets (made with the CLI), the
+ * One case's world: a database (a SQLite file in the case's temp folder, or a fresh PostgreSQL
+ * database for a PostgreSQL twin: lib/test-store.ts), its buckets (made with the CLI), the
  * real `serve` child, an optional consumer, the ack log, and the result being filled in.
  */
 export class Bench {
@@ -435,26 +430,33 @@ export class Bench {
 
   private constructor(
     readonly ctx: CaseContext,
-    readonly db: string,
+    readonly store: TestStore,
     readonly serve: ServeHandle,
     readonly consumer: Consumer | undefined,
   ) {}
 
   static async start(ctx: CaseContext, o: BenchOptions): Promise<Bench> {
-    const db = join(ctx.tmpDir(), 'hookbucket.db');
+    const store = await openTestStore(ctx, ctx.tmpDir(), 'hookbucket.db');
+    const db = store.db;
     const consumer = o.consumer ? await startConsumer() : undefined;
     try {
       for (const b of o.buckets) {
         const flags = (b.flags ?? []).map((f) => (consumer ? f.replace('{consumer}', consumer.url) : f));
         await hookbucket(['--db', db, 'bucket', 'create', b.name, ...flags]);
       }
-      const serve = await startServe({ db, flags: o.serve ?? [], ...(o.env ? { env: o.env } : {}) });
-      ctx.log(`serve pid ${serve.proc.pid} at ${serve.url}, up in ${secs(serve.startMs)}`);
-      return new Bench(ctx, db, serve, consumer);
+      const serve = await startServe({ db, flags: [...store.serveFlags, ...(o.serve ?? [])], ...(o.env ? { env: o.env } : {}) });
+      ctx.log(`serve pid ${serve.proc.pid} (${store.dialect}) at ${serve.url}, up in ${secs(serve.startMs)}`);
+      return new Bench(ctx, store, serve, consumer);
     } catch (e) {
       await consumer?.close();
+      await store.dispose();
       throw e;
     }
+  }
+
+  /** The `--db` value (a SQLite file, or a PostgreSQL URL). */
+  get db(): string {
+    return this.store.db;
   }
 
   get url(): string {
@@ -511,7 +513,9 @@ export class Bench {
     return this.check(a.status === status && (code === undefined || got === code), `${label}: expected ${status}${code ? ` ${code}` : ''}, got ${a.status}${got ? ` ${got}` : ''}`);
   }
 
+  /** The synchronous reads below are SQLite's; a PostgreSQL twin reads through `store` (async). */
   #db(): BetterSqlite3.Database {
+    if (this.store.dialect !== 'SQLite') throw new Error(`Bench's synchronous reads are SQLite only (this case runs on ${this.store.dialect})`);
     return (this.#reader ??= openForCheck(this.db));
   }
 
@@ -529,8 +533,8 @@ export class Bench {
 
   /** Waits until no delivery is pending, retrying or in flight (or the time is up). */
   async settled(timeoutMs: number): Promise<boolean> {
-    const open = () => this.rowsWhere(`select count(*) from deliveries where state in ('pending', 'retrying', 'delivering')`);
-    return (await until(() => (open() === 0 ? true : undefined), timeoutMs, 100)) === true;
+    const open = () => this.store.scalar(`select count(*) from deliveries where state in ('pending', 'retrying', 'delivering')`);
+    return (await until(async () => ((await open()) === 0 ? true : undefined), timeoutMs, 100)) === true;
   }
 
   rowsWhere(sql: string, ...params: unknown[]): number {
@@ -556,24 +560,20 @@ export class Bench {
       const stop = await this.serve.proc.term(20_000);
       r.figure('serve stop (SIGTERM)', secs(stop.ms), '≤ 20 s');
       this.check(!stop.forced && stop.code === 0, `serve did not stop cleanly: ${stop.code ?? stop.signal}${stop.forced ? ' (killed)' : ''}`);
-      const inv = checkInvariant({ db: this.db, acks: this.acks.all(), sent: this.sent, expectDeliveries: true });
+      const inv = await this.store.check({ acks: this.acks.all(), sent: this.sent, expectDeliveries: true });
       const ackIds = new Set(this.acks.all().map((a) => a.id));
       r.verified = inv.verified;
       r.lostAcked = inv.lost.length + inv.altered.filter((a) => ackIds.has(a.id)).length;
       for (const p of inv.problems) this.fail(`invariant: ${p}`);
       this.check(inv.storedUnacked === 0, `${inv.storedUnacked} stored row(s) were never acknowledged`);
-      const db = openForCheck(this.db);
-      try {
-        const total = db.prepare('select count(*) from requests').pluck().get() as number;
-        this.check(total === this.acks.size, `${total} rows stored, ${this.acks.size} acknowledged`);
-      } finally {
-        db.close();
-      }
+      const total = await this.store.scalar('select count(*) from requests');
+      this.check(total === this.acks.size, `${total} rows stored, ${this.acks.size} acknowledged`);
       r.figure('invariant', `${inv.verified}/${this.acks.size} acked verified, ${inv.rowsScanned} rows scanned, integrity ${inv.integrity}, ${inv.ms.toFixed(0)} ms`);
-      if (this.consumer) r.duplicates = duplicateDeliveries(this.db, this.consumer.received);
+      if (this.consumer) r.duplicates = await duplicateDeliveries(this.store, this.consumer.received);
     } finally {
       await this.consumer?.close();
       if (!this.serve.proc.exit) await this.serve.proc.kill9();
+      await this.store.dispose();
     }
     return r;
   }
@@ -601,8 +601,8 @@ function pct(xs: number[], p: number): number {
 const ms = (x: number) => `${x.toFixed(0)} ms`;
 
 /** Spool files the serve process still holds open (they are unlinked when opened, so only /proc shows a leak). */
-function spoolLeft(pid: number, db: string): string[] {
-  return openFilesUnder(pid, `${db}-spool`);
+function spoolLeft(b: Bench): string[] {
+  return openFilesUnder(b.pid, b.store.spoolDir);
 }
 
 // ───────────────────────────── the cases ─────────────────────────────
@@ -717,8 +717,8 @@ const case11: ReliabilityCase = {
         b.result.figure(`chunked limit+1 ×${runs} in a row: server peak RSS growth`, `${mib(run.growth)} (${run.how}) for ${mib(runs * payload.length)} sent`, `< ${mib(flatBound)}`);
         b.check(run.growth < flatBound, `chunked limit+1 ×${runs}: peak RSS grew ${mib(run.growth)}`);
         // The last refusal's spool closes just after its 413 went out: a leak would never clear.
-        await until(() => (spoolLeft(b.pid, b.db).length === 0 ? true : undefined), 5000);
-        const left = spoolLeft(b.pid, b.db);
+        await until(() => (spoolLeft(b).length === 0 ? true : undefined), 5000);
+        const left = spoolLeft(b);
         b.check(left.length === 0, `spool files still open in serve: ${left.join(', ')}`);
       }
     });
@@ -779,27 +779,21 @@ const case13: ReliabilityCase = {
         b.expect(ok, 200, undefined, `request after reset ${i}`);
       }
       b.result.figure('resets', `${resets} (cut at ${cuts.join(' ')} of the request)`);
-      b.check(b.rows() === b.acks.size, `${b.rows() - b.acks.size} reset request(s) stored`);
+      const stored = await b.store.scalar('select count(*) from requests');
+      b.check(stored === b.acks.size, `${stored - b.acks.size} reset request(s) stored`);
       // The in-flight budget came back: a body of 7.5 MiB still fits in the 8 MiB budget.
       const big = await b.send(b.wire({ bucket: 'hooks', path: '/budget', body: randomBytesFrom(ctx.random, budget - 512 * KiB) }));
       b.expect(big, 200, undefined, 'a 7.5 MiB body after the resets (in-flight budget released)');
-      // No write transaction left open: another process takes the write lock at once.
-      const { default: Sqlite } = await import('better-sqlite3');
-      const other = new Sqlite(b.db, { timeout: 2000 });
-      const t0 = performance.now();
+      // No write transaction left open: another connection takes the write lock at once.
       try {
-        other.exec('BEGIN IMMEDIATE');
-        other.exec('ROLLBACK');
-        const waited = performance.now() - t0;
-        b.result.figure('write lock taken by another process after the resets', ms(waited), '< 1000 ms');
+        const waited = await b.store.takeWriteLock(2000);
+        b.result.figure(`write lock taken by another ${b.store.dialect === 'SQLite' ? 'process' : 'connection'} after the resets`, ms(waited), '< 1000 ms');
         b.check(waited < 1000, `the write lock took ${ms(waited)}`);
       } catch (e) {
-        b.fail(`another process could not take the write lock: ${(e as Error).message}`);
-      } finally {
-        other.close();
+        b.fail(`another connection could not take the write lock: ${(e as Error).message}`);
       }
       await new Promise((r) => setTimeout(r, 1200)); // refusal counts are flushed every second
-      const aborted = b.rowsWhere(`select coalesce(sum(count), 0) from rejections where reason = 'client_aborted'`);
+      const aborted = await b.store.scalar(`select coalesce(sum(count), 0) from rejections where reason = 'client_aborted'`);
       b.result.figure('client_aborted refusals counted', String(aborted));
     });
   },

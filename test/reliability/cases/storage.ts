@@ -13,6 +13,7 @@ import { checkInvariant, openForCheck, type InvariantReport } from '../lib/invar
 import { LoadGenerator, sleep, type LoadOptions, type Outcome } from '../lib/load.js';
 import { mib, newResult, secs, until } from '../lib/result.js';
 import { BIN, holdLock, hookbucket, HookbucketProcess, runHookbucket, startServe, type ServeHandle } from '../lib/serve-process.js';
+import { openTestStore } from '../lib/test-store.js';
 import type { CaseContext, CaseResult, ReliabilityCase } from '../lib/types.js';
 
 type Result = ReturnType<typeof newResult>;
@@ -125,7 +126,7 @@ async function diskFull(ctx: CaseContext): Promise<CaseResult> {
     serve = undefined;
     if (term.code !== 0) r.fail(`SIGTERM: exit ${term.code ?? term.signal}`);
     const seqs = new Map<number, string>();
-    const inv = checkInvariant({ db, acks: acks.all(), sent: before.sent, seqs });
+    const inv = await checkInvariant({ db, acks: acks.all(), sent: before.sent, seqs });
     addInvariant(r, inv, 'after recovery');
     const lying = refusedButStored(all, seqs);
     if (lying > 0) r.fail(`${lying} requests answered 503 were stored`);
@@ -186,18 +187,19 @@ function fill(path: string, bytes: number): number {
 const LOCK_HOLD_MS = 10_000; // 10 s
 const LOCK_TIMEOUT_MS = 2_000; // serve's --lock-timeout (the default)
 
-async function writeLockHeld(ctx: CaseContext): Promise<CaseResult> {
+export async function writeLockHeld(ctx: CaseContext): Promise<CaseResult> {
   const r = newResult();
-  const db = join(ctx.tmpDir(), 'lock.db');
+  const store = await openTestStore(ctx, ctx.tmpDir(), 'lock.db');
+  const db = store.db;
   await hookbucket(['--db', db, 'bucket', 'create', 'locked', '--destination', 'http://127.0.0.1:9/never']);
-  const serve = await startServe({ db, flags: ['--no-worker', '--lock-timeout', `${LOCK_TIMEOUT_MS}ms`] });
+  const serve = await startServe({ db, flags: [...store.serveFlags, '--no-worker', '--lock-timeout', `${LOCK_TIMEOUT_MS}ms`] });
   const acks = new AckLog();
   const load = loadOf(ctx, serve.url, 'locked', acks, { connections: 8, maxBody: 64 * 1024 });
   let holder: HookbucketProcess | undefined;
   try {
     load.start();
     await sleep(1000);
-    holder = await holdLock(db, 'write', LOCK_HOLD_MS);
+    holder = await store.holdWriteLock(LOCK_HOLD_MS);
     const heldAt = performance.now();
     await Promise.race([holder.exited, sleep(LOCK_HOLD_MS + 10_000)]);
     const releasedAt = performance.now();
@@ -226,7 +228,7 @@ async function writeLockHeld(ctx: CaseContext): Promise<CaseResult> {
     const afterRelease = answered.filter((o) => o.sentAt > releasedAt + 100);
     if (afterRelease.length === 0 || afterRelease.some((o) => o.status >= 300)) r.fail('ingest did not answer 2xx again after the lock was released');
     const seqs = new Map<number, string>();
-    const inv = checkInvariant({ db, acks: acks.all(), sent: load.sent, seqs, expectDeliveries: true });
+    const inv = await store.check({ acks: acks.all(), sent: load.sent, seqs, expectDeliveries: true });
     addInvariant(r, inv, 'after the lock');
     const lying = refusedButStored(load.outcomes, seqs);
     if (lying > 0) r.fail(`${lying} requests answered 503 were stored`);
@@ -243,6 +245,7 @@ async function writeLockHeld(ctx: CaseContext): Promise<CaseResult> {
     await holder?.kill9();
     await serve.proc.kill9();
     await load.stop();
+    await store.dispose();
   }
   return r;
 }
@@ -316,7 +319,7 @@ async function secondServe(ctx: CaseContext): Promise<CaseResult> {
     if (term.code !== 0) r.fail(`B on SIGTERM: exit ${term.code ?? term.signal}`);
 
     const attempts = attemptsPerDelivery(db);
-    const inv = checkInvariant({ db, acks: acks.all(), sent: la.sent, expectDeliveries: true });
+    const inv = await checkInvariant({ db, acks: acks.all(), sent: la.sent, expectDeliveries: true });
     addInvariant(r, inv, 'at the end');
     const dups = duplicatesIn(consumer.received);
     if (overlaps > 0) r.fail(`${overlaps} times the consumer had two attempts of one request at once`);
@@ -484,7 +487,7 @@ async function longReader(ctx: CaseContext): Promise<CaseResult> {
     if (!emptied) r.fail(`the WAL was still ${mib(wal.sample())} 10 s after ingest stopped`);
     const term = await serve.proc.term();
     if (term.code !== 0) r.fail(`SIGTERM: exit ${term.code ?? term.signal}`);
-    const inv = checkInvariant({ db, acks: acks.all(), sent: loads[0]!.sent });
+    const inv = await checkInvariant({ db, acks: acks.all(), sent: loads[0]!.sent });
     addInvariant(r, inv, 'at the end');
     r.sent = loads.reduce((n, l) => n + l.stats.sent, 0);
     r.acked = acks.size;

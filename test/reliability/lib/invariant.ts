@@ -4,8 +4,9 @@ import BetterSqlite3 from 'better-sqlite3';
 import type { AckEntry, SentRequest } from './ack-log.js';
 
 /**
- * The suite's invariant, checked on the SQLite file itself through a connection of its own (read
- * only when it can be), never through the receiver:
+ * The suite's invariant, checked on the database itself through a connection of its own (read
+ * only when it can be), never through the receiver; the same checks on SQLite and (pg-invariant.ts)
+ * PostgreSQL:
  * - every acknowledged request is present with the same method, raw path, raw query, raw header
  *   list (order, case, repeats) and a body with the same sha256 (recomputed from the stored bytes);
  * - every stored row is whole: its body hashes to its sha256 column and has its size, and a row
@@ -13,7 +14,7 @@ import type { AckEntry, SentRequest } from './ack-log.js';
  *   no sent request is stored twice;
  * - every delivery references an existing request, every attempt an existing delivery, and (when
  *   asked) every request in a bucket with a destination has its first delivery;
- * - `PRAGMA integrity_check` is ok.
+ * - the database's own check is ok (`PRAGMA integrity_check` on SQLite).
  */
 
 export interface InvariantOptions {
@@ -63,7 +64,7 @@ export interface InvariantReport {
   problems: string[];
 }
 
-interface RequestRow {
+export interface RequestRow {
   id: string;
   bucket: string;
   method: string;
@@ -71,8 +72,27 @@ interface RequestRow {
   query: string | null;
   headers: string;
   body: Buffer;
-  size: number;
+  /** A number (SQLite) or a bigint's text (pg). */
+  size: number | string;
   sha256: string;
+}
+
+/**
+ * What the invariant reads from a database: one small reader per dialect (SQLite here,
+ * PostgreSQL in pg-invariant.ts), so the comparisons below are the same code for both.
+ */
+export interface InvariantRows {
+  requestById(id: string): Promise<RequestRow | undefined>;
+  sha256Of(id: string): Promise<string | undefined>;
+  bucketNames(): Promise<string[]>;
+  requestIds(bucket: string): Promise<string[]>;
+  orphanDeliveries(): Promise<number>;
+  orphanAttempts(): Promise<number>;
+  /** Requests in a bucket with a destination that have no delivery. */
+  missingDeliveries(): Promise<number>;
+  /** The database's own consistency check ('ok' when it passes). */
+  integrity(): Promise<string>;
+  close(): Promise<void>;
 }
 
 /** Opens the file for checking: read-only, or (when SQLite needs to write the WAL index) read-write. */
@@ -86,9 +106,39 @@ export function openForCheck(path: string): BetterSqlite3.Database {
   }
 }
 
-export function checkInvariant(o: InvariantOptions): InvariantReport {
+/** The SQLite reader: a connection of its own on the file. */
+export function sqliteInvariantRows(path: string): InvariantRows {
+  const db = openForCheck(path);
+  const byId = db.prepare('select id, bucket, method, path, query, headers, body, size, sha256 from requests where id = ?');
+  const shaOf = db.prepare('select sha256 from requests where id = ?').pluck();
+  const ids = db.prepare('select id from requests where bucket = ? order by id').pluck();
+  return {
+    requestById: async (id) => byId.get(id) as RequestRow | undefined,
+    sha256Of: async (id) => shaOf.get(id) as string | undefined,
+    bucketNames: async () => db.prepare('select name from buckets').pluck().all() as string[],
+    requestIds: async (bucket) => ids.all(bucket) as string[],
+    orphanDeliveries: async () => db.prepare(ORPHAN_DELIVERIES).pluck().get() as number,
+    orphanAttempts: async () => db.prepare(ORPHAN_ATTEMPTS).pluck().get() as number,
+    missingDeliveries: async () => db.prepare(MISSING_DELIVERIES).pluck().get() as number,
+    integrity: async () => (db.pragma('integrity_check') as Array<{ integrity_check: string }>).map((x) => x.integrity_check).join('; '),
+    close: async () => void db.close(),
+  };
+}
+
+/** The checks' SQL, the same text on both dialects. */
+export const ORPHAN_DELIVERIES = 'select count(*) from deliveries d where not exists (select 1 from requests q where q.id = d.request_id)';
+export const ORPHAN_ATTEMPTS = 'select count(*) from attempts a where not exists (select 1 from deliveries d where d.id = a.delivery_id)';
+export const MISSING_DELIVERIES = `select count(*) from requests q join buckets b on b.name = q.bucket
+  where b.destination is not null and not exists (select 1 from deliveries d where d.request_id = q.id)`;
+
+/** The invariant on a SQLite file. */
+export function checkInvariant(o: InvariantOptions): Promise<InvariantReport> {
+  return checkRows(sqliteInvariantRows(o.db), o);
+}
+
+/** The invariant through any dialect's reader (closed at the end). */
+export async function checkRows(db: InvariantRows, o: Omit<InvariantOptions, 'db'>): Promise<InvariantReport> {
   const t0 = performance.now();
-  const db = openForCheck(o.db);
   const r: InvariantReport = {
     ok: true,
     verified: 0,
@@ -106,9 +156,8 @@ export function checkInvariant(o: InvariantOptions): InvariantReport {
     problems: [],
   };
   try {
-    const byId = db.prepare('select id, bucket, method, path, query, headers, body, size, sha256 from requests where id = ?');
     for (const a of o.acks) {
-      const row = byId.get(a.id) as RequestRow | undefined;
+      const row = await db.requestById(a.id);
       if (!row) {
         r.lost.push(a.id);
         continue;
@@ -118,9 +167,8 @@ export function checkInvariant(o: InvariantOptions): InvariantReport {
       else r.verified++;
     }
 
-    const shaOf = db.prepare('select sha256 from requests where id = ?').pluck();
     for (const a of o.stillPresent ?? []) {
-      const sha = shaOf.get(a.id) as string | undefined;
+      const sha = await db.sha256Of(a.id);
       if (sha === undefined) r.lost.push(a.id);
       else if (sha !== a.sha256) r.altered.push({ id: a.id, why: 'sha256 column changed since an earlier check' });
       else r.verified++;
@@ -128,13 +176,11 @@ export function checkInvariant(o: InvariantOptions): InvariantReport {
 
     const acked = new Set([...o.acks, ...(o.stillPresent ?? [])].map((a) => a.id));
     const seqs = o.seqs ?? new Map<number, string>();
-    const buckets = o.buckets ?? (db.prepare('select name from buckets').pluck().all() as string[]);
-    const ids = db.prepare('select id from requests where bucket = ? order by id').pluck();
-    const row = db.prepare('select id, bucket, method, path, query, headers, body, size, sha256 from requests where id = ?');
+    const buckets = o.buckets ?? (await db.bucketNames());
     for (const b of buckets) {
-      for (const id of ids.all(b) as string[]) {
+      for (const id of await db.requestIds(b)) {
         if (o.scanned?.has(id)) continue;
-        const rw = row.get(id) as RequestRow | undefined;
+        const rw = await db.requestById(id);
         if (!rw) continue;
         r.rowsScanned++;
         o.scanned?.add(id);
@@ -154,20 +200,12 @@ export function checkInvariant(o: InvariantOptions): InvariantReport {
       }
     }
 
-    r.orphanDeliveries = db.prepare('select count(*) from deliveries d where not exists (select 1 from requests q where q.id = d.request_id)').pluck().get() as number;
-    r.orphanAttempts = db.prepare('select count(*) from attempts a where not exists (select 1 from deliveries d where d.id = a.delivery_id)').pluck().get() as number;
-    if (o.expectDeliveries) {
-      r.missingDeliveries = db
-        .prepare(
-          `select count(*) from requests q join buckets b on b.name = q.bucket
-           where b.destination is not null and not exists (select 1 from deliveries d where d.request_id = q.id)`,
-        )
-        .pluck()
-        .get() as number;
-    }
-    if (!o.skipIntegrity) r.integrity = (db.pragma('integrity_check') as Array<{ integrity_check: string }>).map((x) => x.integrity_check).join('; ');
+    r.orphanDeliveries = await db.orphanDeliveries();
+    r.orphanAttempts = await db.orphanAttempts();
+    if (o.expectDeliveries) r.missingDeliveries = await db.missingDeliveries();
+    if (!o.skipIntegrity) r.integrity = await db.integrity();
   } finally {
-    db.close();
+    await db.close();
   }
   const p = r.problems;
   if (r.lost.length) p.push(`${r.lost.length} acknowledged request(s) missing: ${r.lost.slice(0, 5).join(', ')}`);
@@ -177,7 +215,7 @@ export function checkInvariant(o: InvariantOptions): InvariantReport {
   if (r.orphanDeliveries) p.push(`${r.orphanDeliveries} delivery row(s) without their request`);
   if (r.orphanAttempts) p.push(`${r.orphanAttempts} attempt row(s) without their delivery`);
   if (r.missingDeliveries) p.push(`${r.missingDeliveries} request(s) in a bucket with a destination have no delivery`);
-  if (r.integrity !== 'ok' && r.integrity !== 'skipped') p.push(`integrity_check: ${r.integrity.slice(0, 300)}`);
+  if (r.integrity !== 'ok' && r.integrity !== 'skipped') p.push(`integrity check: ${r.integrity.slice(0, 300)}`);
   r.ok = p.length === 0;
   r.ms = performance.now() - t0;
   return r;

@@ -14,6 +14,11 @@ export interface CaseContext {
   log(line: string): void;
   /** Aborted when the case's overall time bound passes: stop loops and children promptly. */
   signal: AbortSignal;
+  /**
+   * A PostgreSQL server URL when the case is a PostgreSQL twin (ids ending in `p`): the case runs
+   * on a fresh database there (lib/test-store.ts) instead of a SQLite file.
+   */
+  postgres?: string;
 }
 
 export interface CaseFigure {

@@ -125,6 +125,8 @@ describe('PostgreSQL migrations', { skip: server === undefined ? PG_SKIP_REASON 
     assert.equal(pgStorageErrorCode({ code: '40P01' }), 'store_busy');
     assert.equal(pgStorageErrorCode({ code: '57P01' }), 'storage_error');
     assert.equal(pgStorageErrorCode({ code: '08006' }), 'storage_error');
+    assert.equal(pgStorageErrorCode({ code: '55000', message: 'database "x" is not currently accepting connections' }), 'storage_error');
+    assert.equal(pgStorageErrorCode({ code: '55000', message: 'currval of sequence "s" is not yet defined in this session' }), undefined);
     assert.equal(pgStorageErrorCode({ code: 'ECONNREFUSED' }), 'storage_error');
     assert.equal(pgStorageErrorCode({ code: 'EPIPE' }), 'storage_error');
     assert.equal(pgStorageErrorCode(new Error('Connection terminated unexpectedly')), 'storage_error');
