@@ -57,6 +57,7 @@ import { DB_NOW } from './pg-clock.js';
 import { PgChangeFeed } from './pg-change-feed.js';
 import { pgStorageErrorCode } from './pg-error.js';
 import { createPgPool, migratePostgres, pgKysely } from './pg-pool.js';
+import { settleWithin } from './pg-close.js';
 
 interface DueRow {
   id: string;
@@ -572,7 +573,7 @@ export class PgDrainStore implements DrainStore {
   }
 
   async close(): Promise<void> {
-    await this.#feed?.close();
-    await this.#db.destroy();
+    if (this.#feed) await settleWithin(this.#feed.close());
+    await settleWithin(this.#db.destroy());
   }
 }

@@ -8,6 +8,7 @@ import type { CapturedRequest, IngestSink, StorageHealth } from '../store.js';
 import { MAX_BIND_PARAMS, MAX_STATEMENT_BYTES, writeIngestBatch, type BatchLimits, type BatchOutcome, type PgIngestRow, type PgRejectionCount } from './pg-ingest-batch.js';
 import { pgStorageErrorCode } from './pg-error.js';
 import { createPgPool } from './pg-pool.js';
+import { settleWithin } from './pg-close.js';
 
 export interface PgIngestOptions {
   /**
@@ -216,7 +217,7 @@ export class PgIngest implements IngestSink {
       await this.#idle();
     }
     clearTimeout(this.#expiryTimer);
-    if (this.#ownPool) await this.#pool.end();
+    if (this.#ownPool) await settleWithin(this.#pool.end());
   }
 
   #schedule(): void {

@@ -44,6 +44,7 @@ import { pgCountMatching, pgIterateMatching, pgQueryPage } from './pg-request-qu
 import { pgPrune } from './pg-retention.js';
 import { pgStatsSamples } from './pg-stats.js';
 import { DB_NOW, dueNow } from './pg-clock.js';
+import { settleWithin } from './pg-close.js';
 
 export interface PgStoreOptions extends PgPoolOptions {
   clock: Clock;
@@ -368,9 +369,9 @@ export class PgStore implements Store {
   }
 
   async close(): Promise<void> {
-    await this.#buckets.close();
+    await settleWithin(this.#buckets.close());
     // Ends the pool (Kysely's PostgresDialect ends the pg.Pool it was given).
-    await this.#db.destroy();
+    await settleWithin(this.#db.destroy());
   }
 
   async #existing(bucket: string): Promise<Bucket> {
