@@ -204,8 +204,9 @@ export interface Store {
   statsSamples(query: StatsQuery): Promise<{ buckets: StatsSample[]; unattributedRejections: Record<string, number> }>;
   /**
    * Deletes old requests in terminal states with their deliveries and attempts, in short batches,
-   * never one with a live delivery (src/retention/rules.ts); then gives the disk back in small
-   * incremental_vacuum steps.
+   * never one with a live delivery (src/retention/rules.ts). SQLite then gives the disk back in
+   * small incremental_vacuum steps; on PostgreSQL autovacuum makes the space reusable and nothing
+   * is given back (reclaimedBytes 0; README "Running on PostgreSQL").
    */
   prune(options: PruneOptions, hooks?: PruneHooks): Promise<PruneResult>;
   /** Every delivery of a request (all generations and destinations) with its attempts, oldest first. */
@@ -324,7 +325,7 @@ export interface PruneCounts {
 
 export interface PruneResult extends PruneCounts {
   buckets: Record<string, PruneCounts>;
-  /** File bytes given back by incremental vacuum (0 in a dry run). */
+  /** File bytes given back by incremental vacuum (0 in a dry run, and always 0 on PostgreSQL). */
   reclaimedBytes: number;
 }
 
