@@ -5,7 +5,7 @@ import type { ProcessRecord } from './store.js';
 /** Heartbeats come every third of this; a process that misses three is taken as dead. */
 export const PROCESS_TTL_MS = 15_000;
 
-export function toProcessRecord(r: WorkersTable, nowMs: number): ProcessRecord {
+export function toProcessRecord(r: WorkersTable, nowMs: number, inflight = 0): ProcessRecord {
   const stoppedAt = r.stopped_at === null ? null : Number(r.stopped_at);
   return {
     id: r.id,
@@ -19,5 +19,6 @@ export function toProcessRecord(r: WorkersTable, nowMs: number): ProcessRecord {
     expiresAt: Number(r.expires_at),
     stoppedAt,
     alive: stoppedAt === null && Number(r.expires_at) > nowMs,
+    inflight,
   };
 }

@@ -465,6 +465,8 @@ export interface ProcessRecord extends ProcessBeat {
   stoppedAt: number | null;
   /** Beating at the time asked about: not stopped and its last heartbeat not expired. */
   alive: boolean;
+  /** Deliveries in `delivering` whose current attempt this process made: a dead worker's wait for their lease to end. */
+  inflight: number;
 }
 
 /** The process registry both stores write: receivers beat through Store, workers through DrainStore. */

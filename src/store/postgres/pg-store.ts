@@ -363,7 +363,10 @@ export class PgStore implements Store {
     // Heartbeats are written in the database's time: `alive` is judged on the same clock.
     const now = await dueNow(this.#db, nowMs, this.#useCallerClock);
     const rows = await this.#db.selectFrom('workers').selectAll().orderBy('started_at', 'desc').orderBy('id').limit(options.limit ?? 100).execute();
-    return rows.map((r) => toProcessRecord(r, now));
+    const held = await sql<{ id: string | null; n: number }>`
+      select a.worker_id as id, count(*) as n from deliveries d join attempts a on a.id = d.lease_attempt where d.state = 'delivering' group by a.worker_id`.execute(this.#db);
+    const inflight = new Map(held.rows.map((h) => [h.id, Number(h.n)]));
+    return rows.map((r) => toProcessRecord(r, now, inflight.get(r.id) ?? 0));
   }
 
   async tail(bucket: string, cursor: TailCursor): Promise<{ events: TailEvent[]; cursor: TailCursor }> {

@@ -470,7 +470,11 @@ export class SqliteStore implements Store {
 
   async processes(nowMs: number, options: { limit?: number } = {}): Promise<ProcessRecord[]> {
     const rows = this.#raw.prepare('select * from workers order by started_at desc, id limit ?').all(options.limit ?? 100) as WorkersTable[];
-    return rows.map((r) => toProcessRecord(r, nowMs));
+    const held = this.#raw
+      .prepare(`select a.worker_id as id, count(*) as n from deliveries d join attempts a on a.id = d.lease_attempt where d.state = 'delivering' group by a.worker_id`)
+      .all() as Array<{ id: string | null; n: number }>;
+    const inflight = new Map(held.map((h) => [h.id, Number(h.n)]));
+    return rows.map((r) => toProcessRecord(r, nowMs, inflight.get(r.id) ?? 0));
   }
 
   async tail(bucket: string, cursor: TailCursor): Promise<{ events: TailEvent[]; cursor: TailCursor }> {

@@ -70,10 +70,10 @@ export function pacingContract(ctx: Ctx): void {
       assert.equal((await store.requestHistory(id!))[0]!.attemptLog[0]!.workerId, 'w-1');
       const alive = await store.processes(T0 + 2 * SECOND);
       assert.deepEqual(
-        alive.map((p) => [p.id, p.roles, p.alive, p.leaseMs]).sort(),
+        alive.map((p) => [p.id, p.roles, p.alive, p.leaseMs, p.inflight]).sort(),
         [
-          ['r-1', ['receiver'], true, null],
-          ['w-1', ['worker'], true, LEASE_MS],
+          ['r-1', ['receiver'], true, null, 0],
+          ['w-1', ['worker'], true, LEASE_MS, 1],
         ],
       );
       await ctx.set.drain.markStopped('w-1', T0 + 3 * SECOND);
