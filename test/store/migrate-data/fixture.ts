@@ -20,6 +20,8 @@ export interface Seeded {
   /** The delivery left in flight (state delivering, lease held) and its open attempt. */
   inFlight: { deliveryId: string; attemptId: string };
   requests: number;
+  /** Attempts with a response body. */
+  responseBodies: number;
 }
 
 /**
@@ -55,15 +57,16 @@ export async function seedSqlite(path: string, requests = 60, prefix = ''): Prom
     const ds = db.prepare(`select id, request_id, bucket from deliveries where bucket = ? order by id`).all(buckets[1]) as Array<{ id: string; request_id: string; bucket: string }>;
     const insertAttempt = db.prepare(`insert into attempts (id, delivery_id, request_id, bucket, number, url, started_at, duration_ms, status, error_class, error_message,
       response_headers, response_body, response_truncated, outcome, reason, next_attempt_at, next_why) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
-    for (const d of ds.slice(0, 5)) {
+    // Needs 5 deliveries in beta (10 requests at least): one in flight, one delivered, three retried.
+    for (const d of ds.slice(2, 5)) {
       insertAttempt.run(newId(), d.id, d.request_id, d.bucket, 1, 'http://127.0.0.1:9/hook', now - 5000, 12, 500, null, null, '["Server","x"]', randomBytes(4096), 1, 'retry', 'status_500', now + 30_000, 'schedule');
       db.prepare(`update deliveries set state = 'retrying', attempts = 1, next_attempt_at = ?, last_status = 500, first_attempt_at = ? where id = ?`).run(now + 30_000, now - 5000, d.id);
     }
-    const f = ds[5]!;
+    const f = ds[0]!;
     const attemptId = newId();
     insertAttempt.run(attemptId, f.id, f.request_id, f.bucket, 2, 'http://127.0.0.1:9/hook', now - 1000, null, null, null, null, null, null, 0, null, null, null, null);
     db.prepare(`update deliveries set state = 'delivering', attempts = 2, lease_until = ?, lease_attempt = ?, first_attempt_at = ? where id = ?`).run(now + 60_000, attemptId, now - 9000, f.id);
-    db.prepare(`update deliveries set state = 'delivered', attempts = 1, settled_at = ?, last_status = 200 where id = ?`).run(now - 100, ds[6]!.id);
+    db.prepare(`update deliveries set state = 'delivered', attempts = 1, settled_at = ?, last_status = 200 where id = ?`).run(now - 100, ds[1]!.id);
     db.prepare(`insert into replays (id, bucket, selection, destination, rate_count, rate_per_ms, total, superseded, created_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(
       newId(), buckets[1], '{"state":"failed"}', null, 2.5, 1000, 3, 1, now - 2000);
     db.prepare(`insert into rejections (bucket, reason, count, last_at) values (?, ?, ?, ?)`).run('', 'unknown_bucket', 3, now - 50);
@@ -71,7 +74,7 @@ export async function seedSqlite(path: string, requests = 60, prefix = ''): Prom
     db.prepare(`insert into meta (key, value) values (?, ?)`).run(`${prefix}test_counter`, 7);
     // A worker that stopped long ago: its lease row stays, expired.
     db.prepare(`insert into worker_lease (name, holder, info, acquired_at, heartbeat_at, expires_at) values ('drain', 'h:1:x', 'pid 1 on h', ?, ?, ?)`).run(now - 100_000, now - 90_000, now - 60_000);
-    return { inFlight: { deliveryId: f.id, attemptId }, requests };
+    return { inFlight: { deliveryId: f.id, attemptId }, requests, responseBodies: 3 };
   } finally {
     db.close();
   }
