@@ -3,7 +3,7 @@ import { formatSize, parseSize } from '../../config/units.js';
 import { formatDuration } from '../../shared/format-duration.js';
 import { ExitCode, ExitWith } from '../../shared/errors.js';
 import { runMigrateData, type RunMigrateDataResult } from '../../store/migrate-data/run.js';
-import { print, printErr, printJson, table, type CliIo } from '../io.js';
+import { iso, print, printErr, printJson, table, type CliIo } from '../io.js';
 import { integerArg } from '../parsers.js';
 import { createProgress } from '../progress.js';
 
@@ -23,8 +23,8 @@ interface Opts {
   to: string;
   append?: boolean;
   force?: boolean;
-  batchRows: number;
-  batchBytes: number;
+  batchRows?: number;
+  batchBytes?: number;
   json?: boolean;
   stopAfterBatches?: number;
 }
@@ -36,8 +36,8 @@ export function makeMigrateDataCommand(io: CliIo): Command {
     .requiredOption('--to <path|url>', 'the database to copy into (migrated to the latest schema first; a SQLite file is created when missing)')
     .option('--append', 'copy into a target that holds other buckets or requests already (colliding ids are refused)')
     .option('--force', 'copy although a worker holds the source or the target (what it changes meanwhile may fail the verify)')
-    .option('--batch-rows <n>', `rows per transaction (default ${DEFAULT_BATCH_ROWS})`, integerArg(1, 10_000), DEFAULT_BATCH_ROWS)
-    .option('--batch-bytes <size>', `body bytes per transaction (default ${formatSize(DEFAULT_BATCH_BYTES)})`, batchBytesArg, DEFAULT_BATCH_BYTES)
+    .option('--batch-rows <n>', `rows per transaction (default ${DEFAULT_BATCH_ROWS})`, integerArg(1, 10_000))
+    .option('--batch-bytes <size>', `body bytes per transaction, past its first row (default ${formatSize(DEFAULT_BATCH_BYTES)})`, batchBytesArg)
     .option('--json', 'print a JSON summary { ok, from, to, resumed, run_at, tables: [...], bodies, leases_recovered, elapsed_ms }')
     // Tests: an interruption at a known point (the run then exits 1, and resumes when run again).
     .addOption(new Option('--stop-after-batches <n>').argParser(integerArg(1, 1_000_000)).hideHelp())
@@ -75,8 +75,8 @@ Examples:
           to: opts.to,
           append: opts.append === true,
           force: opts.force === true,
-          batchRows: opts.batchRows,
-          batchBytes: opts.batchBytes,
+          batchRows: opts.batchRows ?? DEFAULT_BATCH_ROWS,
+          batchBytes: opts.batchBytes ?? DEFAULT_BATCH_BYTES,
           ...(opts.stopAfterBatches !== undefined ? { stopAfterBatches: opts.stopAfterBatches } : {}),
           onProgress: (p) => progress.update(p.done, p.total, `${p.phase === 'copy' ? 'copying' : 'verifying'} ${p.table} (${p.done}/${p.total} rows)`),
         });
@@ -97,7 +97,17 @@ Examples:
           elapsed_ms: elapsedMs,
         });
       } else {
-        print(io, `${result.resumed ? 'resumed and copied' : 'copied'} ${result.from.location} (${result.from.dialect}) → ${result.to.location} (${result.to.dialect}) in ${formatDuration(elapsedMs)}`);
+        const ends = `${result.from.location} (${result.from.dialect}) → ${result.to.location} (${result.to.dialect})`;
+        const copied = result.tables.reduce((n, t) => n + t.copied, 0);
+        const since = `the run of ${iso(result.runAt)}`;
+        print(
+          io,
+          !result.resumed
+            ? `copied ${ends} in ${formatDuration(elapsedMs)}`
+            : copied > 0
+              ? `resumed ${since}: copied the rest of ${ends} in ${formatDuration(elapsedMs)}`
+              : `nothing left to copy of ${ends} (${since}); verified again in ${formatDuration(elapsedMs)}`,
+        );
         print(
           io,
           table(

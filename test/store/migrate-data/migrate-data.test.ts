@@ -1,10 +1,13 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
-import { runCli } from '../../helpers/cli.js';
+import { BIN, runCli } from '../../helpers/cli.js';
 import { createTestDatabase, pgTestServer, PG_SKIP_REASON, sweepStaleTestDatabases } from '../../helpers/pg-database.js';
 import { tempDir } from '../../helpers/temp-dir.js';
+import { until } from '../../helpers/until.js';
 import { seedSqlite, sqliteRows, type Seeded } from './fixture.js';
 
 // `hookbucket migrate-data` through the real binary: every row and byte arrives, an in-flight
@@ -136,6 +139,45 @@ describe('hookbucket migrate-data (SQLite)', () => {
     assert.equal(rest.code, 0, rest.stderr);
     const s = rest.json();
     assert.equal(s.resumed, true);
+    assertSameRows(sqliteRows(dst), expected(sqliteRows(src), seeded, s.run_at));
+  });
+
+  it('resumes after the process was killed (SIGKILL) in the middle of the requests', async () => {
+    const src = `${t.dir}/kill-src.db`;
+    const dst = `${t.dir}/kill-dst.db`;
+    const seeded = await seedSqlite(src, 400);
+    // One request per transaction, each committed with synchronous=FULL: 400 commits, killed once
+    // 20 of them are in.
+    const child = spawn(process.execPath, [BIN, 'migrate-data', '--from', src, '--to', dst, '--batch-rows', '1'], { stdio: 'ignore' });
+    const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
+    const copied = () => {
+      if (!existsSync(dst)) return 0;
+      try {
+        const db = new BetterSqlite3(dst, { readonly: true, timeout: 1000 });
+        try {
+          const row = db.prepare(`select value from meta where key like 'migrate\_data/%/cursor/requests/%' escape '\\'`).pluck().get() as number | undefined;
+          return row ?? 0;
+        } finally {
+          db.close();
+        }
+      } catch {
+        return 0; // not migrated yet
+      }
+    };
+    await until(() => copied() >= 20, '20 requests copied', 60_000);
+    child.kill('SIGKILL');
+    assert.equal(await exited, 'SIGKILL');
+    const at = copied();
+    assert.ok(at >= 20 && at < seeded.requests, `killed after ${at} of ${seeded.requests} requests`);
+    sqlite(dst, (db) => {
+      assert.equal(db.prepare(`select count(*) from requests`).pluck().get(), at);
+      assert.equal(db.prepare(`select count(*) from meta where key like '%/done'`).pluck().get(), 0);
+    });
+    const rest = await runCli(['migrate-data', '--from', src, '--to', dst, '--json']);
+    assert.equal(rest.code, 0, rest.stderr);
+    const s = rest.json();
+    assert.equal(s.resumed, true);
+    assert.equal(s.tables.find((x: any) => x.table === 'requests').copied, seeded.requests - at);
     assertSameRows(sqliteRows(dst), expected(sqliteRows(src), seeded, s.run_at));
   });
 
