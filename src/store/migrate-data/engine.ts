@@ -127,9 +127,14 @@ function markerKeys(sourceId: string) {
 /** The key columns of a row as a JSON array: the cursor's form in the marker, and a map key. */
 const keyOf = (plan: CopiedTable, row: Row) => JSON.stringify(plan.key.map((k) => row[k]));
 
-/** Byte-wise ordering on PostgreSQL (collate "C"), as SQLite orders text; ids are ASCII either way. */
-function keyExprs(end: DataEnd, plan: CopiedTable): RawBuilder<unknown>[] {
-  return plan.key.map((k) => (end.dialect === 'postgres' ? sql`${sql.ref(k)} collate "C"` : sql`${sql.ref(k)}`));
+/**
+ * The key in the column's own collation, on both dialects: the primary-key index serves each page
+ * (a `collate "C"` here made PostgreSQL sort the whole table for every page: a seq scan and sort
+ * in EXPLAIN). Keyset paging needs only that ORDER BY and `>` agree, which they do in any
+ * deterministic collation; the cursor is only ever compared in the source it came from.
+ */
+function keyExprs(_end: DataEnd, plan: CopiedTable): RawBuilder<unknown>[] {
+  return plan.key.map((k) => sql`${sql.ref(k)}`);
 }
 
 function afterCursor(end: DataEnd, plan: CopiedTable, cursor: unknown[] | null): Expression<any> {
