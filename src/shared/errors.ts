@@ -15,7 +15,7 @@ export type ErrorCode =
   | 'storage_full'
   | 'storage_error'
   | 'worker_active'
-  | 'source_active'
+  | 'database_in_use'
   | 'target_not_empty'
   | 'id_collision'
   | 'schema_mismatch'

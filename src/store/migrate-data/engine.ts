@@ -295,7 +295,7 @@ export async function migrateData(o: MigrateDataOptions): Promise<MigrateDataRes
     if (hs.length > 0 && !o.force) {
       const h = hs[0]!;
       throw new AppError(
-        'source_active',
+        'database_in_use',
         `${side} ${end.location} is in use: ${h.kind} ${h.info} (${h.holder}) holds it until ${new Date(h.expiresAt).toISOString()}; stop it first, or pass --force to copy it as it is`,
       );
     }

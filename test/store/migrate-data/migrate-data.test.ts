@@ -80,14 +80,14 @@ describe('hookbucket migrate-data (SQLite)', () => {
     assert.match(again.text, /verify: ok/);
   });
 
-  it('refuses a source a live worker holds (exit 1, source_active) and copies it with --force', async () => {
+  it('refuses a source a live worker holds (exit 1, database_in_use) and copies it with --force', async () => {
     const src = `${t.dir}/held-src.db`;
     const dst = `${t.dir}/held-dst.db`;
     await seedSqlite(src, 10);
     sqlite(src, (db) => db.prepare(`update worker_lease set expires_at = ?, heartbeat_at = ?`).run(Date.now() + 3_600_000, Date.now()));
     const r = await runCli(['migrate-data', '--from', src, '--to', dst]);
     assert.equal(r.code, 1);
-    assert.match(r.stderr, /^error \[source_active\]: source .*held-src\.db is in use: worker pid 1 on h \(h:1:x\)/);
+    assert.match(r.stderr, /^error \[database_in_use\]: source .*held-src\.db is in use: worker pid 1 on h \(h:1:x\)/);
     const forced = await runCli(['migrate-data', '--from', src, '--to', dst, '--force', '--json']);
     assert.equal(forced.code, 0, forced.stderr);
     assert.equal(forced.json().ok, true);
@@ -267,6 +267,37 @@ describe('hookbucket migrate-data (PostgreSQL)', { skip: server === undefined ? 
     } finally {
       await pgA.drop();
       await pgB.drop();
+    }
+  });
+
+  it('refuses a PostgreSQL source a live worker holds (its lease in the server clock), and a PostgreSQL target too', async () => {
+    const pgA = await createTestDatabase(server!);
+    try {
+      const src = `${t.dir}/pg-held-src.db`;
+      await seedSqlite(src, 10);
+      assert.equal((await runCli(['migrate-data', '--from', src, '--to', pgA.url])).code, 0);
+      const c = new pg.Client({ connectionString: pgA.url });
+      await c.connect();
+      try {
+        await c.query(`insert into worker_lease (name, holder, info, acquired_at, heartbeat_at, expires_at)
+          values ('drain', 'h:2:y', 'pid 2 on h', 0, 0, floor(extract(epoch from clock_timestamp()) * 1000)::bigint + 3600000)`);
+      } finally {
+        await c.end();
+      }
+      const held = await runCli(['migrate-data', '--from', pgA.url, '--to', `${t.dir}/held-back.db`]);
+      assert.equal(held.code, 1);
+      assert.match(held.stderr, /^error \[database_in_use\]: source postgres:\/\/.* is in use: worker pid 2 on h/);
+      // The same lease refuses the database as a target (a worker there would change rows mid-copy).
+      const other = `${t.dir}/held-other.db`;
+      await seedSqlite(other, 10, 'o-');
+      const heldTarget = await runCli(['migrate-data', '--from', other, '--to', pgA.url, '--append']);
+      assert.equal(heldTarget.code, 1);
+      assert.match(heldTarget.stderr, /^error \[database_in_use\]: target postgres:\/\/.* is in use/);
+      const forced = await runCli(['migrate-data', '--from', pgA.url, '--to', `${t.dir}/held-back.db`, '--force', '--json']);
+      assert.equal(forced.code, 0, forced.stderr);
+      assert.equal(forced.json().ok, true);
+    } finally {
+      await pgA.drop();
     }
   });
 });
