@@ -201,6 +201,18 @@ describe('hookbucket migrate-data (SQLite)', () => {
     assert.match(r.stderr, /body differs: requests/);
   });
 
+  it('shows help with examples (exit 0); a missing --to or a bad --batch-rows is a usage error (exit 2)', async () => {
+    const help = await runCli(['migrate-data', '--help']);
+    assert.equal(help.code, 0);
+    assert.match(help.text, /Examples:\n {2}\$ hookbucket migrate-data --from /);
+    assert.doesNotMatch(help.text, /stop-after-batches/);
+    const noTo = await runCli(['migrate-data', '--from', `${t.dir}/a.db`]);
+    assert.equal(noTo.code, 2);
+    assert.match(noTo.stderr, /^error \[usage\]: required option '--to <path\|url>' not specified/);
+    const rows = await runCli(['migrate-data', '--from', `${t.dir}/a.db`, '--to', `${t.dir}/b.db`, '--batch-rows', '0']);
+    assert.equal(rows.code, 2);
+  });
+
   it('refuses a source whose schema is behind this program (exit 1, schema_mismatch) and a missing source (exit 4)', async () => {
     const src = `${t.dir}/old-src.db`;
     await seedSqlite(src, 10);
