@@ -20,6 +20,8 @@ export interface CopiedTable {
   key: readonly string[];
   /** Byte columns: counted against the batch's byte bound, and hashed by the verify. */
   bytes: readonly string[];
+  /** A byte column whose sha256 (hex) the row records: the verify checks the target's bytes against it too. */
+  recordedSha256?: { bytes: string; column: string };
   /**
    * What a key present in the target already means (under --append): `refuse` (an id collision),
    * or `sum` (a counter: the source's count is added to the target's, last_at the later one).
@@ -43,7 +45,7 @@ const ownMetaKey = (key: unknown) => key === 'bucket_epoch' || (typeof key === '
 export const TABLES = {
   buckets: { copy: true, order: 1, key: ['name'], bytes: [], onExisting: 'refuse' },
   replays: { copy: true, order: 2, key: ['id'], bytes: [], onExisting: 'refuse' },
-  requests: { copy: true, order: 3, key: ['id'], bytes: ['body'], onExisting: 'refuse' },
+  requests: { copy: true, order: 3, key: ['id'], bytes: ['body'], recordedSha256: { bytes: 'body', column: 'sha256' }, onExisting: 'refuse' },
   deliveries: { copy: true, order: 4, key: ['id'], bytes: [], onExisting: 'refuse' },
   attempts: { copy: true, order: 5, key: ['id'], bytes: ['response_body'], onExisting: 'refuse' },
   rejections: { copy: true, order: 6, key: ['bucket', 'reason'], bytes: [], onExisting: 'sum' },
