@@ -244,10 +244,16 @@ describe('hookbucket migrate-data (PostgreSQL)', { skip: server === undefined ? 
       const src = `${t.dir}/rt-src.db`;
       const back = `${t.dir}/rt-back.db`;
       const seeded = await seedSqlite(src);
+      // Interrupted after 4 pages (buckets, replays, 2 pages of requests), then resumed.
+      const cut = await runCli(['migrate-data', '--from', src, '--to', pgA.url, '--batch-rows', '7', '--batch-bytes', '16kb', '--stop-after-batches', '4']);
+      assert.equal(cut.code, 1, cut.stderr);
       const there = await runCli(['migrate-data', '--from', src, '--to', pgA.url, '--batch-rows', '7', '--batch-bytes', '16kb', '--json']);
       assert.equal(there.code, 0, there.stderr);
       const s = there.json();
       assert.equal(s.ok, true);
+      assert.equal(s.resumed, true);
+      const reqs = s.tables.find((x: any) => x.table === 'requests');
+      assert.ok(reqs.copied > 0 && reqs.copied < seeded.requests, `resumed with ${reqs.copied} requests left`);
       assert.equal(s.to.dialect, 'postgres');
       // Bytes as PostgreSQL stores them (bytea), hashed by the server itself.
       const client = new pg.Client({ connectionString: pgA.url });
