@@ -96,7 +96,7 @@ export interface MigrateDataResult {
 
 /** A live process on a database: a worker's lease today. */
 export interface Holder {
-  kind: 'worker';
+  kind: 'worker' | 'receiver';
   holder: string;
   info: string;
   expiresAt: number;
@@ -110,7 +110,14 @@ export interface Holder {
 export async function holdersOf(end: DataEnd): Promise<Holder[]> {
   const now = await end.nowMs();
   const leases = await end.db.selectFrom('worker_lease').select(['holder', 'info', 'expires_at']).where('expires_at', '>', now).execute();
-  return leases.map((r) => ({ kind: 'worker' as const, holder: r.holder, info: r.info, expiresAt: Number(r.expires_at) }));
+  const holders: Holder[] = leases.map((r) => ({ kind: 'worker' as const, holder: r.holder, info: r.info, expiresAt: Number(r.expires_at) }));
+  // Receivers and workers beating in the workers table (a worker of SQLite also holds the lease row: named once).
+  const beating = await end.db.selectFrom('workers').select(['id', 'roles', 'host', 'pid', 'expires_at']).where('expires_at', '>', now).where('stopped_at', 'is', null).execute();
+  for (const r of beating) {
+    if (holders.some((h) => h.holder === r.id)) continue;
+    holders.push({ kind: r.roles.includes('worker') ? 'worker' : 'receiver', holder: r.id, info: `pid ${r.pid} on ${r.host}`, expiresAt: Number(r.expires_at) });
+  }
+  return holders;
 }
 
 /** Marker keys in the target's meta (value: an integer, so a cursor's key values ride in the key). */

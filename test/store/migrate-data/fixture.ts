@@ -14,6 +14,8 @@ export const COPIED: Record<string, string[]> = {
   attempts: ['id'],
   rejections: ['bucket', 'reason'],
   meta: ['key'],
+  bucket_pacer: ['bucket'],
+  replay_pacer: ['replay_id'],
 };
 
 export interface Seeded {
@@ -67,8 +69,18 @@ export async function seedSqlite(path: string, requests = 60, prefix = ''): Prom
     insertAttempt.run(attemptId, f.id, f.request_id, f.bucket, 2, 'http://127.0.0.1:9/hook', now - 1000, null, null, null, null, null, null, 0, null, null, null, null);
     db.prepare(`update deliveries set state = 'delivering', attempts = 2, lease_until = ?, lease_attempt = ?, first_attempt_at = ? where id = ?`).run(now + 60_000, attemptId, now - 9000, f.id);
     db.prepare(`update deliveries set state = 'delivered', attempts = 1, settled_at = ?, last_status = 200 where id = ?`).run(now - 100, ds[1]!.id);
+    const replayId = newId();
     db.prepare(`insert into replays (id, bucket, selection, destination, rate_count, rate_per_ms, total, superseded, created_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(
-      newId(), buckets[1], '{"state":"failed"}', null, 2.5, 1000, 3, 1, now - 2000);
+      replayId, buckets[1], '{"state":"failed"}', null, 2.5, 1000, 3, 1, now - 2000);
+    // The pacer rows the store keeps: a token bucket part-way (a fractional time), a budget window, a Retry-After block.
+    const beta = db.prepare('select created_at from buckets where name = ?').pluck().get(buckets[1]) as number;
+    db.prepare(`insert into bucket_pacer (bucket, bucket_created_at, full_at, budget, blocked_until, counted_at) values (?, ?, ?, ?, ?, ?)`).run(
+      buckets[1], beta, now + 0.5, JSON.stringify([[Math.floor(now / 1000) - 1, 3, 1]]), now + 20_000, now - 10);
+    db.prepare(`insert into replay_pacer (replay_id, full_at) values (?, ?)`).run(replayId, now + 400.25);
+    db.prepare(`update attempts set worker_id = 'h:2:abcdef01' where bucket = ?`).run(buckets[1]);
+    // A worker that stopped: not copied (each process registers with the database it runs on).
+    db.prepare(`insert into workers (id, roles, host, pid, info, lease_ms, started_at, heartbeat_at, expires_at, stopped_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(
+      'h:2:abcdef01', 'worker', 'h', 2, '{}', 60_000, now - 50_000, now - 40_000, now - 40_000, now - 40_000);
     db.prepare(`insert into rejections (bucket, reason, count, last_at) values (?, ?, ?, ?)`).run('', 'unknown_bucket', 3, now - 50);
     db.prepare(`insert into rejections (bucket, reason, count, last_at) values (?, ?, ?, ?)`).run(buckets[0], 'too_large', 2, now - 40);
     db.prepare(`insert into meta (key, value) values (?, ?)`).run(`${prefix}test_counter`, 7);

@@ -93,6 +93,19 @@ describe('hookbucket migrate-data (SQLite)', () => {
     assert.equal(forced.json().ok, true);
   });
 
+  it('refuses a source a live receiver (serve --no-worker) beats in, by its workers row', async () => {
+    const src = `${t.dir}/recv-src.db`;
+    await seedSqlite(src, 10);
+    sqlite(src, (db) =>
+      db
+        .prepare(`insert into workers (id, roles, host, pid, info, lease_ms, started_at, heartbeat_at, expires_at) values ('h:9:0000beef', 'receiver', 'h', 9, '{}', null, ?, ?, ?)`)
+        .run(Date.now(), Date.now(), Date.now() + 3_600_000),
+    );
+    const r = await runCli(['migrate-data', '--from', src, '--to', `${t.dir}/recv-dst.db`]);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /^error \[database_in_use\]: source .*recv-src\.db is in use: receiver pid 9 on h \(h:9:0000beef\)/);
+  });
+
   it('refuses a target holding other data unless --append, and colliding ids under --append; merges rejection counters', async () => {
     const a = `${t.dir}/app-a.db`;
     const b = `${t.dir}/app-b.db`;
