@@ -87,7 +87,9 @@ async function runScenario(db: string, consumer: Consumer): Promise<Scenario> {
     const out = r.stdout
       .replace(/(latency_p\d+_ms) +\d+/g, '$1 <n>')
       .replace(/gave back .* of disk/, 'gave back <size> of disk')
-      .replace(/\b\d+(\.\d+)? ?(ms|s|m|h)\b/g, '<dur>').replace(/\b\d+(\.\d+)?\/(s|min|m)\b/g, '<rate>');
+      .replace(/\b\d+(\.\d+)? ?(ms|s|m|h)\b/g, '<dur>').replace(/\b\d+(\.\d+)?\/(s|min|m)\b/g, '<rate>')
+      // A table column of ages ("LAST_BEAT 85ms ago", "1s ago") pads to its widest: alignment varies.
+      .replace(/<dur> ago +/g, '<dur> ago ');
     steps.push({ name, code: r.code, out: norm(out), err: norm(r.stderr) });
     return r;
   };
