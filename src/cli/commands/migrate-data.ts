@@ -35,7 +35,7 @@ export function makeMigrateDataCommand(io: CliIo): Command {
     .requiredOption('--from <path|url>', 'the database to copy: a SQLite file, or a postgres:// or postgresql:// URL (read only)')
     .requiredOption('--to <path|url>', 'the database to copy into (migrated to the latest schema first; a SQLite file is created when missing)')
     .option('--append', 'copy into a target that holds other buckets or requests already (colliding ids are refused)')
-    .option('--force', 'copy although a worker holds the source or the target (what it changes meanwhile may fail the verify)')
+    .option('--force', 'copy although a live worker or receiver holds the source or the target (what it changes meanwhile may fail the verify)')
     .option('--batch-rows <n>', `rows per transaction (default ${DEFAULT_BATCH_ROWS})`, integerArg(1, 10_000))
     .option('--batch-bytes <size>', `body bytes per transaction, past its first row (default ${formatSize(DEFAULT_BATCH_BYTES)})`, batchBytesArg)
     .option('--json', 'print a JSON summary { ok, from, to, resumed, run_at, tables: [...], bodies, leases_recovered, elapsed_ms }')
@@ -44,10 +44,11 @@ export function makeMigrateDataCommand(io: CliIo): Command {
     .addHelpText(
       'after',
       `
-Copies buckets, replays, requests (bodies byte-exact), deliveries, attempts, rejection counts and
-metadata, parents first, in pages of --batch-rows rows and --batch-bytes body bytes, each page one
-transaction in the target. The source is only read; it must be idle: a live worker lease on it (or
-on the target) is refused unless --force. Stop serve and workers on it first.
+Copies buckets, replays, requests (bodies byte-exact), deliveries, attempts, rejection counts,
+pacer rows and metadata, parents first, in pages of --batch-rows rows and --batch-bytes body bytes,
+each page one transaction in the target. The source is only read; it must be idle: a live worker
+or receiver on it or on the target (its heartbeat, or the worker lease) is refused unless --force.
+Stop serve and workers on it first.
 
 A delivery in flight (state delivering) is copied as lease recovery would leave it: its open
 attempt closed as lease_expired, the delivery retrying and due at the run's start.
