@@ -309,11 +309,16 @@ export class PgDrainStore implements DrainStore {
       ).rows[0]!;
       const dbNow = Math.max(Number(clock.now), Number(row?.counted_at ?? 0));
       const offset = dbNow - o.nowMs;
-      if (complete.length > 0) await this.#completeRows(trx, complete, offset);
+      let live = Number(clock.live);
+      if (complete.length > 0) {
+        await this.#completeRows(trx, complete, offset);
+        // The attempts just recorded no longer hold their slots.
+        if (current && row !== undefined) live = await this.#liveLeases(trx, bucket.name, dbNow);
+      }
       if (!current) return nothingClaimed();
       if (row === undefined) return { ...nothingClaimed(), busy: true };
       const pacer = pacerFromRow(row, bucket.createdAt);
-      const limit = Math.min(o.limit, bucket.drain.concurrency - Number(clock.live));
+      const limit = Math.min(o.limit, bucket.drain.concurrency - live);
       if (limit <= 0) return nothingClaimed(shiftPacer(pacer, -offset));
 
       const replays = await this.#replayPacing(trx, bucket.name);
@@ -361,6 +366,12 @@ export class PgDrainStore implements DrainStore {
         verdict: { ...verdict, pacer: shiftPacer(verdict.pacer, -offset), wakeAt: verdict.wakeAt - offset },
       };
     });
+  }
+
+  /** The bucket's deliveries in flight under a live lease, whichever worker holds them. */
+  async #liveLeases(trx: Trx, bucket: string, dbNow: number): Promise<number> {
+    const r = await sql<{ n: number }>`select count(*) as n from deliveries where bucket = ${bucket} and state = 'delivering' and lease_until > ${dbNow}`.execute(trx);
+    return Number(r.rows[0]!.n);
   }
 
   /**
