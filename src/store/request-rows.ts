@@ -3,8 +3,8 @@
  * states, and how rows (the same columns in both dialects) become the contract's objects. Each
  * dialect's query files (sqlite/request-query.ts, postgres/pg-request-query.ts) build on these.
  */
-import type { AttemptsTable, DeliveryState } from './schema.js';
-import type { AttemptRecord, ListedRequest, RequestState } from './store.js';
+import type { AttemptsTable, DeliveryState, RequestsTable } from './schema.js';
+import type { AttemptRecord, ListedRequest, RequestState, RequestSummary, StoredRequest } from './store.js';
 
 /**
  * How far an id's embedded time may be from its received_at: the uuidv7 generator keeps its last
@@ -37,6 +37,13 @@ export type ListedRow = {
   last_status: number | null;
   generation: number | null;
 };
+
+/** The columns of a request that a listing leaves out: read per request by `requests show` and export. */
+export type RequestBodyRow = Pick<RequestsTable, 'id' | 'headers' | 'body' | 'sha256' | 'peer' | 'trailers'>;
+
+/** Summary rows per page while iterating, and body bytes per full-row read (both dialects). */
+const ITERATE_PAGE = 500;
+const ITERATE_BYTES = 8 * 1024 * 1024; // 8 MiB
 
 /** The delivery states to walk for the requested request states (`held` depends on the pause). */
 export function deliveryStatesFor(states: readonly RequestState[], paused: boolean): { states: DeliveryState[]; none: boolean } {
@@ -90,4 +97,64 @@ export function toAttemptRecord(a: AttemptsTable): AttemptRecord {
     nextAttemptAt: a.next_attempt_at === null ? null : Number(a.next_attempt_at),
     nextWhy: a.next_why,
   };
+}
+
+/** A request's listed fields and its stored columns: the contract's StoredRequest. */
+export function withBody(s: Omit<RequestSummary, 'generation'>, r: RequestBodyRow): StoredRequest {
+  return {
+    id: s.id,
+    bucket: s.bucket,
+    receivedAt: s.receivedAt,
+    method: s.method,
+    path: s.path,
+    query: s.query,
+    rawHeaders: JSON.parse(r.headers) as string[],
+    body: r.body,
+    size: s.size,
+    sha256: r.sha256,
+    peer: r.peer,
+    state: s.state,
+    rawTrailers: r.trailers === null ? [] : (JSON.parse(r.trailers) as string[]),
+  };
+}
+
+/** A whole requests row with its state (`requests show`). */
+export function toStoredRequest(row: RequestsTable & { state: RequestState }): StoredRequest {
+  return withBody(
+    { id: row.id, bucket: row.bucket, receivedAt: Number(row.received_at), method: row.method, path: row.path, query: row.query, size: Number(row.size), state: row.state },
+    row,
+  );
+}
+
+/**
+ * Every matching request, oldest first, in batches: ITERATE_PAGE summaries at a time (`page`, ids
+ * at or below `newest`, the newest id when the iteration starts), then their bodies in reads
+ * (`bodies`) of at most ITERATE_BYTES (or one request, if larger), so memory stays bounded whatever
+ * the bucket holds. A request deleted (pruned) between its page and its body read is left out.
+ */
+export async function* iterateWithBodies(
+  newest: string,
+  page: (range: IdRange) => { requests: ListedRequest[]; more: boolean } | Promise<{ requests: ListedRequest[]; more: boolean }>,
+  bodies: (ids: string[]) => RequestBodyRow[] | Promise<RequestBodyRow[]>,
+): AsyncGenerator<StoredRequest> {
+  let after: string | undefined;
+  for (;;) {
+    const p = await page({ order: 'asc', limit: ITERATE_PAGE, atMost: newest, ...(after ? { after } : {}) });
+    let i = 0;
+    while (i < p.requests.length) {
+      const group: ListedRequest[] = [];
+      let bytes = 0;
+      while (i < p.requests.length && (group.length === 0 || bytes + p.requests[i]!.size <= ITERATE_BYTES)) {
+        bytes += p.requests[i]!.size;
+        group.push(p.requests[i++]!);
+      }
+      const byId = new Map((await bodies(group.map((g) => g.id))).map((r) => [r.id, r]));
+      for (const s of group) {
+        const r = byId.get(s.id);
+        if (r) yield withBody(s, r);
+      }
+    }
+    if (!p.more) return;
+    after = p.requests[p.requests.length - 1]!.id;
+  }
 }

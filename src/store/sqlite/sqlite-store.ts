@@ -34,6 +34,7 @@ import type {
 } from '../store.js';
 import { DEFAULT_DRAIN, DEFAULT_MAX_BODY } from '../bucket-defaults.js';
 import { drainColumns, retentionColumns, toBucket } from '../bucket-row.js';
+import { toStoredRequest } from '../request-rows.js';
 import { lowerDue } from './bucket-due.js';
 import { ImmediateSqliteDialect } from './immediate-dialect.js';
 import { openSqlite, type SqliteDb } from './open.js';
@@ -397,22 +398,7 @@ export class SqliteStore implements Store {
       .select(sql<RequestState>`${latestStateSql(sql.ref('b.paused'))}`.as('state'))
       .where('r.id', '=', id)
       .executeTakeFirst();
-    if (!row) return undefined;
-    return {
-      id: row.id,
-      bucket: row.bucket,
-      receivedAt: Number(row.received_at),
-      method: row.method,
-      path: row.path,
-      query: row.query,
-      rawHeaders: JSON.parse(row.headers) as string[],
-      body: row.body,
-      size: Number(row.size),
-      sha256: row.sha256,
-      peer: row.peer,
-      state: row.state,
-      rawTrailers: row.trailers === null ? [] : (JSON.parse(row.trailers) as string[]),
-    };
+    return row ? toStoredRequest(row) : undefined;
   }
 
   async requestHistory(id: string): Promise<DeliveryHistory[]> {
