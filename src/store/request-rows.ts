@@ -3,8 +3,8 @@
  * states, and how rows (the same columns in both dialects) become the contract's objects. Each
  * dialect's query files (sqlite/request-query.ts, postgres/pg-request-query.ts) build on these.
  */
-import type { AttemptsTable, DeliveryState, RequestsTable } from './schema.js';
-import type { AttemptRecord, ListedRequest, RequestState, RequestSummary, StoredRequest } from './store.js';
+import type { AttemptsTable, DeliveriesTable, DeliveryState, RequestsTable } from './schema.js';
+import type { AttemptRecord, DeliveryHistory, ListedRequest, RequestState, RequestSummary, StoredRequest, TailEvent } from './store.js';
 
 /**
  * How far an id's embedded time may be from its received_at: the uuidv7 generator keeps its last
@@ -37,6 +37,9 @@ export type ListedRow = {
   last_status: number | null;
   generation: number | null;
 };
+
+/** How far back a tail looks for attempts that finished late (an attempt's row is keyed by its start). */
+export const TAIL_LOOKBACK_MS = 15 * 60_000; // 15m: longer than any attempt timeout (at most 10m)
 
 /** The columns of a request that a listing leaves out: read per request by `requests show` and export. */
 export type RequestBodyRow = Pick<RequestsTable, 'id' | 'headers' | 'body' | 'sha256' | 'peer' | 'trailers'>;
@@ -96,6 +99,40 @@ export function toAttemptRecord(a: AttemptsTable): AttemptRecord {
     reason: a.reason,
     nextAttemptAt: a.next_attempt_at === null ? null : Number(a.next_attempt_at),
     nextWhy: a.next_why,
+  };
+}
+
+/** A request's deliveries, in the order given, each with its attempts in the order given. */
+export function toDeliveryHistory(deliveries: readonly DeliveriesTable[], attempts: readonly AttemptsTable[]): DeliveryHistory[] {
+  return deliveries.map((d) => ({
+    id: d.id,
+    generation: Number(d.generation),
+    destination: d.destination,
+    state: d.state,
+    trigger: d.trigger,
+    replayId: d.replay_id,
+    attempts: Number(d.attempts),
+    nextAttemptAt: Number(d.next_attempt_at),
+    deferrals: Number(d.deferrals),
+    lastDeferralReason: d.last_deferral_reason,
+    createdAt: Number(d.created_at),
+    settledAt: d.settled_at === null ? null : Number(d.settled_at),
+    supersedeRequested: Number(d.supersede_requested) === 1,
+    latest: Number(d.latest) === 1,
+    attemptLog: attempts.filter((a) => a.delivery_id === d.id).map(toAttemptRecord),
+  }));
+}
+
+/** A finished attempt as a `requests tail` event, at the time it finished. */
+export function attemptEvent(a: AttemptsTable & { generation: number }): TailEvent {
+  const record = toAttemptRecord(a);
+  return {
+    kind: 'attempt',
+    at: record.startedAt + (record.durationMs ?? 0),
+    requestId: a.request_id,
+    deliveryId: a.delivery_id,
+    generation: Number(a.generation),
+    attempt: record,
   };
 }
 
