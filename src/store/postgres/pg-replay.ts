@@ -35,18 +35,12 @@ import { deletingError, type NewReplay, type Replay, type ReplayProgress } from 
 import { toReplay, toReplayProgress, type ReplayStateRow } from '../replay-rows.js';
 import { notify, REQUESTS_CHANNEL } from './pg-notify.js';
 import { dueNow } from './pg-clock.js';
+import { lowerDue } from './pg-bucket-due.js';
 
 const REPLAY_BATCH = 500;
 /** Runs of one batch when it is a deadlock victim (each rolled back whole before the next). */
 const DEADLOCK_TRIES = 3;
 const DEADLOCK_BACKOFF_MS = 100; // then 200 ms before the third run
-
-/** Same SQL as SQLite's bucket-due.ts: lowers, never raises; a bucket already due is not changed. */
-async function lowerDue(trx: Kysely<Database>, bucket: string, atMs: number): Promise<void> {
-  await sql`insert into bucket_due (bucket, next_due_at) values (${bucket}, ${atMs})
-    on conflict (bucket) do update set next_due_at = excluded.next_due_at
-    where bucket_due.next_due_at is null or bucket_due.next_due_at > excluded.next_due_at`.execute(trx);
-}
 
 /** The bucket row, share-locked; a bucket gone or being deleted would get deliveries its purge removes. */
 async function mustBeLive(trx: Kysely<Database>, bucket: string): Promise<void> {

@@ -1,4 +1,4 @@
-import { Kysely, Migrator, SqliteDialect, sql, type RawBuilder, type Selectable } from 'kysely';
+import { Kysely, Migrator, SqliteDialect, sql, type Selectable } from 'kysely';
 import type { Durability } from '../../config/config.js';
 import { AppError } from '../../shared/errors.js';
 import type { Clock } from '../../shared/clock.js';
@@ -26,15 +26,15 @@ import type {
   PurgeResult,
   StatsQuery,
   StatsSample,
-  RequestState,
   RequestSummary,
   RequestImporter,
   Store,
   StoredRequest,
 } from '../store.js';
-import { DEFAULT_DRAIN, DEFAULT_MAX_BODY } from '../bucket-defaults.js';
-import { drainColumns, retentionColumns, toBucket } from '../bucket-row.js';
-import { toStoredRequest } from '../request-rows.js';
+import { DEFAULT_MAX_BODY } from '../bucket-defaults.js';
+import { bucketPatchColumns, newBucketColumns, pauseColumns, resumeColumns, toBucket } from '../bucket-row.js';
+import { selectBucket, selectRejections } from '../kysely/bucket-queries.js';
+import { latestStateSql, selectStoredRequest } from '../kysely/request-queries.js';
 import { lowerDue } from './bucket-due.js';
 import { ImmediateSqliteDialect } from './immediate-dialect.js';
 import { openSqlite, type SqliteDb } from './open.js';
@@ -140,8 +140,7 @@ export class SqliteStore implements Store {
   }
 
   async getBucket(name: string): Promise<Bucket | undefined> {
-    const row = await this.#db.selectFrom('buckets').selectAll().where('name', '=', name).executeTakeFirst();
-    return row ? toBucket(row) : undefined;
+    return selectBucket(this.#db, name);
   }
 
   async listBuckets(): Promise<Bucket[]> {
@@ -162,22 +161,7 @@ export class SqliteStore implements Store {
         if (this.#purger.adoptOrphans(b.name, now, DEFAULT_MAX_BODY)) return 'orphans';
         await trx
           .insertInto('buckets')
-          .values({
-            name: b.name,
-            destination: b.destination ?? null,
-            max_body: b.maxBody ?? DEFAULT_MAX_BODY,
-            ack_status: b.ackStatus ?? 200,
-            ack_body: b.ackBody ?? null,
-            ack_content_type: b.ackContentType ?? null,
-            paused: 0,
-            created_at: now,
-            updated_at: now,
-            paused_at: null,
-            paused_total_ms: 0,
-            ...retentionColumns({ retainMs: b.retainMs ?? null, ...(b.retainStates ? { retainStates: b.retainStates } : {}) }),
-            // Every drain setting is given here, defaults filled in, so every column is set.
-            ...(drainColumns({ ...DEFAULT_DRAIN, ...b.drain }) as DrainColumns),
-          })
+          .values(newBucketColumns(b, now))
           .execute();
         await bumpEpoch(trx);
         return 'created';
@@ -198,14 +182,7 @@ export class SqliteStore implements Store {
   }
 
   async updateBucket(name: string, patch: BucketPatch): Promise<Bucket> {
-    const values: Partial<BucketsTable> = { updated_at: this.#clock.now() };
-    if (patch.destination !== undefined) values.destination = patch.destination;
-    if (patch.maxBody !== undefined) values.max_body = patch.maxBody;
-    if (patch.ackStatus !== undefined) values.ack_status = patch.ackStatus;
-    if (patch.ackBody !== undefined) values.ack_body = patch.ackBody;
-    if (patch.ackContentType !== undefined) values.ack_content_type = patch.ackContentType;
-    if (patch.drain !== undefined) Object.assign(values, drainColumns(patch.drain));
-    Object.assign(values, retentionColumns(patch));
+    const values = bucketPatchColumns(patch, this.#clock.now());
     const found = await this.#db.transaction().execute(async (trx) => {
       const row = await trx.selectFrom('buckets').select('deleting_at').where('name', '=', name).executeTakeFirst();
       if (!row) return 'missing';
@@ -224,14 +201,12 @@ export class SqliteStore implements Store {
 
   async pauseBucket(name: string): Promise<Bucket> {
     const now = this.#clock.now();
-    return this.#setPaused(name, (b) => (b.paused ? {} : { paused: 1, paused_at: now, updated_at: now }));
+    return this.#setPaused(name, (b) => pauseColumns(b, now));
   }
 
   async resumeBucket(name: string): Promise<Bucket> {
     const now = this.#clock.now();
-    return this.#setPaused(name, (b) =>
-      b.paused ? { paused: 0, paused_at: null, paused_total_ms: b.pausedTotalMs + Math.max(0, now - (b.pausedAt ?? now)), updated_at: now } : {},
-    );
+    return this.#setPaused(name, (b) => resumeColumns(b, now));
   }
 
   async #setPaused(name: string, change: (b: Bucket) => Partial<BucketsTable>): Promise<Bucket> {
@@ -363,8 +338,7 @@ export class SqliteStore implements Store {
   }
 
   async unattributedRejections(): Promise<Record<string, number>> {
-    const rows = await this.#db.selectFrom('rejections').select(['reason', 'count']).where('bucket', '=', '').execute();
-    return Object.fromEntries(rows.map((r) => [r.reason, Number(r.count)]));
+    return selectRejections(this.#db, '');
   }
 
   async listRequests(bucket: string, filter: RequestFilter, page: ListRequestsOptions): Promise<RequestPage> {
@@ -391,14 +365,7 @@ export class SqliteStore implements Store {
   }
 
   async getRequest(id: string): Promise<StoredRequest | undefined> {
-    const row = await this.#db
-      .selectFrom('requests as r')
-      .innerJoin('buckets as b', 'b.name', 'r.bucket')
-      .selectAll('r')
-      .select(sql<RequestState>`${latestStateSql(sql.ref('b.paused'))}`.as('state'))
-      .where('r.id', '=', id)
-      .executeTakeFirst();
-    return row ? toStoredRequest(row) : undefined;
+    return selectStoredRequest(this.#db, id);
   }
 
   async requestHistory(id: string): Promise<DeliveryHistory[]> {
@@ -460,19 +427,7 @@ export class SqliteStore implements Store {
   }
 }
 
-/**
- * The request state: the latest generation's delivery to the bucket destination, 'held' when the
- * bucket is paused (`paused` is an SQL expression: a literal or the joined `b.paused` column).
- */
-function latestStateSql(paused: RawBuilder<unknown>) {
-  // `latest = 1` marks that delivery (maintained by ingest and replay); deliveries_request finds it.
-  const latest = sql`(select d.state from deliveries d where d.request_id = r.id and d.latest = 1)`;
-  return sql`coalesce(case when ${paused} = 1 and ${latest} in ('pending', 'retrying') then 'held' else ${latest} end, 'none')`;
-}
-
 const pausedLit = (paused: boolean) => sql.lit(paused ? 1 : 0);
-
-type DrainColumns = Omit<BucketsTable, 'name' | 'destination' | 'max_body' | 'ack_status' | 'ack_body' | 'ack_content_type' | 'paused' | 'created_at' | 'updated_at' | 'paused_at' | 'paused_total_ms'>;
 
 async function bumpEpoch(trx: Kysely<Database>): Promise<void> {
   await trx.updateTable('meta').set((eb) => ({ value: eb('value', '+', 1) })).where('key', '=', 'bucket_epoch').execute();
