@@ -34,12 +34,13 @@ import type {
 import { DEFAULT_MAX_BODY } from '../bucket-defaults.js';
 import { bucketPatchColumns, newBucketColumns, pauseColumns, resumeColumns, toBucket } from '../bucket-row.js';
 import { selectBucket, selectRejections } from '../kysely/bucket-queries.js';
+import { pause, PURGE_GAP_MS, purgeEachDeleting, purgeToEnd } from '../purge.js';
 import { latestStateSql, selectStoredRequest } from '../kysely/request-queries.js';
 import { lowerDue } from './bucket-due.js';
 import { ImmediateSqliteDialect } from './immediate-dialect.js';
 import { openSqlite, type SqliteDb } from './open.js';
 import { sqliteStorageErrorCode } from './sqlite-error.js';
-import { createPurger, deletingError, PURGE_GAP_MS, type Purger } from './sqlite-delete.js';
+import { createPurger, deletingError, type Purger } from './sqlite-delete.js';
 import { countMatching, iterateMatching, queryPage } from './request-query.js';
 import { requestHistory, tail } from './sqlite-history.js';
 import { pruneRequests } from './sqlite-retention.js';
@@ -57,19 +58,6 @@ export interface SqliteStoreOptions {
 
 /** Pages released per incremental_vacuum step (1 MiB at 4 KiB pages). */
 const VACUUM_PAGES = 256;
-
-/** Waits `ms`, or less when the signal aborts. */
-const pause = (ms: number, signal?: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (signal?.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
-  });
 
 export class SqliteStore implements Store {
   readonly #raw: SqliteDb;
@@ -229,52 +217,20 @@ export class SqliteStore implements Store {
     // First the tombstone, in one short transaction: from here on nothing of the bucket is
     // stored or sent, whatever happens to the purge.
     this.#purger.markDeleting(name, options.force, this.#clock.now());
-    let requests = 0;
-    try {
-      for (;;) {
-        const step = this.#purger.purgeBatch(name);
-        requests += step.requests;
-        if (step.done) break;
-        await pause(PURGE_GAP_MS);
-      }
-    } catch (e) {
-      const code = sqliteStorageErrorCode(e);
-      if (!code) throw e;
-      const left = await this.bucketCounts(name).then((c) => c.requests).catch(() => undefined);
-      throw new AppError(
-        code,
-        `bucket ${name} is deleting; the purge stopped after ${requests} request(s)${left === undefined ? '' : ` with ${left} left`} (${(e as Error).message}): ` +
-          `nothing of it is stored or sent any more; run hookbucket bucket delete ${name} again to finish (a running serve also finishes it in the background)`,
-        { cause: e },
-      );
-    }
+    const purged = await purgeToEnd(name, () => this.#purger.purgeBatch(name), sqliteStorageErrorCode, async () => (await this.bucketCounts(name)).requests);
     await this.#reclaim();
-    return { requests };
+    return purged;
   }
 
   async purgeDeleting(hooks: PurgeHooks = {}): Promise<PurgeResult> {
-    const result: PurgeResult = { finished: [], requests: 0, bytes: 0 };
-    for (const t of this.#purger.deleting()) {
-      for (;;) {
-        if (hooks.signal?.aborted) return result;
-        let step;
-        try {
-          step = this.#withLockWait(hooks.lockWaitMs, () => this.#purger.purgeBatch(t.name));
-        } catch (e) {
-          // Lock trouble: the tombstone stands; the next round goes on from here.
-          if (sqliteStorageErrorCode(e) === 'store_busy') return { ...result, stopped: (e as Error).message };
-          throw e;
-        }
-        result.requests += step.requests;
-        result.bytes += step.bytes;
-        if (step.done) {
-          result.finished.push(t.name);
-          break;
-        }
-        await pause(PURGE_GAP_MS, hooks.signal);
-      }
-    }
-    if (result.requests > 0) await this.#reclaim(hooks.signal, hooks.lockWaitMs);
+    const result = await purgeEachDeleting(
+      this.#purger.deleting().map((t) => t.name),
+      (name) => this.#withLockWait(hooks.lockWaitMs, () => this.#purger.purgeBatch(name)),
+      (e) => sqliteStorageErrorCode(e) === 'store_busy',
+      hooks,
+    );
+    // Not after a pass that stopped on lock trouble or was aborted: the next pass reclaims.
+    if (result.requests > 0 && result.stopped === undefined && !hooks.signal?.aborted) await this.#reclaim(hooks.signal, hooks.lockWaitMs);
     return result;
   }
 
