@@ -30,7 +30,7 @@ import {
   type WorkerHolder,
 } from '../store.js';
 import { bucketPatchColumns, newBucketColumns, pauseColumns, resumeColumns, toBucket } from '../bucket-row.js';
-import { selectBucket, selectRejections } from '../kysely/bucket-queries.js';
+import { selectBucket, selectRejections, writtenBucket } from '../kysely/bucket-queries.js';
 import { selectStoredRequest } from '../kysely/request-queries.js';
 import { PgBucketCache } from './pg-bucket-cache.js';
 import { lowerDue } from './pg-bucket-due.js';
@@ -183,9 +183,7 @@ export class PgStore implements Store {
       return 'updated';
     });
     this.#buckets.invalidate();
-    if (found === 'missing') throw new AppError('not_found', `bucket ${name} not found`);
-    if (found === 'deleting') throw deletingError(name);
-    return (await this.getBucket(name))!;
+    return writtenBucket(this.#db, name, found);
   }
 
   async pauseBucket(name: string): Promise<Bucket> {
@@ -211,9 +209,7 @@ export class PgStore implements Store {
       return 'updated';
     });
     this.#buckets.invalidate();
-    if (updated === 'missing') throw new AppError('not_found', `bucket ${name} not found`);
-    if (updated === 'deleting') throw deletingError(name);
-    return (await this.getBucket(name))!;
+    return writtenBucket(this.#db, name, updated);
   }
 
   async deleteBucket(name: string, options: { force: boolean }): Promise<{ requests: number }> {

@@ -33,7 +33,7 @@ import type {
 } from '../store.js';
 import { DEFAULT_MAX_BODY } from '../bucket-defaults.js';
 import { bucketPatchColumns, newBucketColumns, pauseColumns, resumeColumns, toBucket } from '../bucket-row.js';
-import { selectBucket, selectRejections } from '../kysely/bucket-queries.js';
+import { selectBucket, selectRejections, writtenBucket } from '../kysely/bucket-queries.js';
 import { pause, PURGE_GAP_MS, purgeEachDeleting, purgeToEnd } from '../purge.js';
 import { latestStateSql, selectStoredRequest } from '../kysely/request-queries.js';
 import { lowerDue } from './bucket-due.js';
@@ -182,9 +182,7 @@ export class SqliteStore implements Store {
       await lowerDue(trx, name, values.updated_at!);
       return 'updated';
     });
-    if (found === 'missing') throw new AppError('not_found', `bucket ${name} not found`);
-    if (found === 'deleting') throw deletingError(name);
-    return (await this.getBucket(name))!;
+    return writtenBucket(this.#db, name, found);
   }
 
   async pauseBucket(name: string): Promise<Bucket> {
@@ -208,9 +206,7 @@ export class SqliteStore implements Store {
       await bumpEpoch(trx);
       return 'updated';
     });
-    if (updated === 'missing') throw new AppError('not_found', `bucket ${name} not found`);
-    if (updated === 'deleting') throw deletingError(name);
-    return (await this.getBucket(name))!;
+    return writtenBucket(this.#db, name, updated);
   }
 
   async deleteBucket(name: string, options: { force: boolean }): Promise<{ requests: number }> {
