@@ -42,14 +42,14 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import { systemClock } from '../src/shared/clock.js';
 import { openSqlite } from '../src/store/sqlite/open.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
-import { ConsumerProcess, median, percentile, withTimeout } from './drain.js';
+import { ConsumerProcess, percentile, withTimeout } from './drain.js';
 import { childEnv, freePort, load, machineInfo, makeBody, startChild, stopChild, waitReady, type Managed, type MachineInfo } from './ingest.js';
+import { fixed, median, runIfMain } from './report.js';
 
 const SIZES = [10, 10_000] as const;
 type Size = (typeof SIZES)[number];
@@ -181,7 +181,6 @@ export function verdicts(small: Medians, large: Medians, clis: readonly CliTimes
   return out;
 }
 
-const fixed = (n: number, d: number) => (Number.isFinite(n) ? n.toFixed(d) : '-');
 
 export function renderReport(opts: BenchOptions, machine: MachineInfo, rounds: RoundResult[], medians: Medians[], cliTimes: CliTimes[], v: Verdict[]): string {
   const lines: string[] = [];
@@ -464,6 +463,4 @@ async function main(): Promise<number> {
   }
 }
 
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  process.exitCode = await main();
-}
+await runIfMain(import.meta.url, main);

@@ -28,8 +28,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import { inspect, parseArgs } from 'node:util';
+import { parseArgs } from 'node:util';
 import { loadConfig, type Config } from '../src/config/config.js';
 import { createDeliveryAgent } from '../src/drain/forward.js';
 import { DrainWorker } from '../src/drain/worker.js';
@@ -38,8 +37,9 @@ import { newId } from '../src/shared/ids.js';
 import { createLogger, type Logger } from '../src/shared/logger.js';
 import { openStore } from '../src/store/open-store.js';
 import type { CapturedRequest } from '../src/store/store.js';
-import { ConsumerProcess, median, senderHeaders, spanRate } from './drain.js';
+import { ConsumerProcess, senderHeaders, spanRate } from './drain.js';
 import { DIALECTS, roundOrder, type BenchDialect } from './ingest-dialects.js';
+import { benchFailed, fixed, median, runIfMain, table, thousands } from './report.js';
 import { machineInfo, makeBody, type MachineInfo } from './ingest.js';
 import { benchPgServer, createBenchDatabase, pgBucketTotals, serverSettings, startPgCpuSampler, type BenchDatabase, type PgCpu } from './pg-bench.js';
 
@@ -111,15 +111,6 @@ export function summarizeDrainDialects(runs: DrainDialectRun[]): DrainDialectSum
       pgAuxCpuUsPerDelivery: m((r) => r.pgAuxCpuUsPerDelivery),
     };
   });
-}
-
-const fixed = (n: number, digits: number) => (Number.isFinite(n) ? n.toFixed(digits) : '-');
-const thousands = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '-');
-
-function table(header: string[], rows: string[][], leftColumns: number): string[] {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]?.length ?? 0)));
-  const fmt = (r: string[]) => r.map((cell, i) => (i < leftColumns ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join('  ').trimEnd();
-  return [fmt(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(fmt)];
 }
 
 export function renderDrainDialectReport(
@@ -317,20 +308,11 @@ async function main(): Promise<number> {
     }
     return problems.length > 0 ? 1 : 0;
   } catch (e) {
-    process.stderr.write(`bench failed: ${e instanceof Error ? (e.stack ?? e.message) : inspect(e)}\n`);
-    for (const p of problems) process.stderr.write(`  - ${p}\n`);
-    return 1;
+    return benchFailed(e, problems);
   } finally {
     await consumer?.stop();
     await rm(tmp, { recursive: true, force: true });
   }
 }
 
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  process.exitCode = await main();
-  // A pool or thread a failed run left open must not keep the bench alive once the report is out.
-  setTimeout(() => {
-    process.stderr.write(`still running ${EXIT_GRACE_MS} ms after the report: exiting\n`);
-    process.exit();
-  }, EXIT_GRACE_MS).unref();
-}
+await runIfMain(import.meta.url, main, EXIT_GRACE_MS);

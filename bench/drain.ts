@@ -45,8 +45,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import { inspect, parseArgs } from 'node:util';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
 import { Pool, type Dispatcher } from 'undici';
 import { loadConfig, type Config } from '../src/config/config.js';
 import { createDeliveryAgent, forwardHeaders } from '../src/drain/forward.js';
@@ -64,6 +64,7 @@ import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import type { AttemptResult, Bucket, CapturedRequest, ClaimedAttempt, DrainStore } from '../src/store/store.js';
 import type { ConsumerDump, FromConsumer, ToConsumer } from './drain-consumer.js';
 import { machineInfo, makeBody, type MachineInfo } from './ingest.js';
+import { benchFailed, median, runIfMain } from './report.js';
 
 const TESTS = ['rate', 'throughput', 'latency'] as const;
 type TestName = (typeof TESTS)[number];
@@ -209,13 +210,6 @@ export function percentile(sorted: readonly number[], p: number): number {
   if (sorted.length === 0) return NaN;
   const rank = Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length)));
   return sorted[rank - 1]!;
-}
-
-export function median(values: readonly number[]): number {
-  const s = [...values].sort((a, b) => a - b);
-  if (s.length === 0) return NaN;
-  const mid = s.length >> 1;
-  return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
 }
 
 export interface RateStats {
@@ -1081,10 +1075,7 @@ async function main(): Promise<number> {
     }
     return problems.length > 0 ? 1 : 0;
   } catch (e) {
-    // Not only Errors: a worker thread that fails to start rejects with whatever it threw.
-    process.stderr.write(`bench failed: ${e instanceof Error ? (e.stack ?? e.message) : inspect(e)}\n`);
-    for (const p of problems) process.stderr.write(`  - ${p}\n`);
-    return 1;
+    return benchFailed(e, problems);
   } finally {
     await consumer?.stop();
     await rm(tmp, { recursive: true, force: true });
@@ -1092,12 +1083,4 @@ async function main(): Promise<number> {
 }
 
 // Run only when executed, so the pure helpers above can be imported by a test.
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  process.exitCode = await main();
-  // Whatever a failed run left behind (a writer thread that never got its close) must not keep the
-  // bench alive: the report is written, so exit.
-  setTimeout(() => {
-    process.stderr.write(`still running ${EXIT_GRACE_MS} ms after the report: exiting\n`);
-    process.exit();
-  }, EXIT_GRACE_MS).unref();
-}
+await runIfMain(import.meta.url, main, EXIT_GRACE_MS);

@@ -32,7 +32,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import {
   checkStored,
@@ -50,6 +50,7 @@ import {
   type Managed,
   type StoredCheck,
 } from './ingest.js';
+import { fixed, median, runIfMain, table, thousands } from './report.js';
 import { benchPgServer, createBenchDatabase, pgBucketTotals, procCpuUs, serverSettings, startPgCpuSampler, type BenchDatabase, type PgCpu } from './pg-bench.js';
 
 export const DIALECTS = ['sqlite', 'postgres'] as const;
@@ -62,13 +63,6 @@ const DEFAULT_CONNECTIONS = [32, 256];
 const DEFAULT_DURATION_S = 10;
 const DEFAULT_WARMUP_S = 3;
 const DEFAULT_ROUNDS = 3;
-
-function median(values: readonly number[]): number {
-  const s = [...values].sort((a, b) => a - b);
-  if (s.length === 0) return NaN;
-  const mid = s.length >> 1;
-  return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
-}
 
 export interface DialectBenchOptions {
   durationS: number;
@@ -177,15 +171,6 @@ export function dialectProblems(phases: DialectPhase[]): string[] {
     if (p.dialect === 'postgres' && !p.pg.readable) out.push(`${at}: no PostgreSQL process readable in /proc (server not on this machine?): no server CPU figures`);
   }
   return out;
-}
-
-const fixed = (n: number, digits: number) => (Number.isFinite(n) ? n.toFixed(digits) : '-');
-const thousands = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '-');
-
-function table(header: string[], rows: string[][], leftColumns: number): string[] {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]?.length ?? 0)));
-  const fmt = (r: string[]) => r.map((cell, i) => (i < leftColumns ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join('  ').trimEnd();
-  return [fmt(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(fmt)];
 }
 
 export function renderDialectReport(
@@ -382,6 +367,4 @@ async function main(): Promise<number> {
   }
 }
 
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  process.exitCode = await main();
-}
+await runIfMain(import.meta.url, main);

@@ -32,8 +32,9 @@ import { createServer, type AddressInfo } from 'node:net';
 import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
+import { runIfMain } from './report.js';
 
 const CONNECTIONS = [32, 256] as const;
 const BODY_BYTES = 2048; // 2 KiB, a typical webhook payload
@@ -588,6 +589,4 @@ async function main(): Promise<number> {
 }
 
 // Run only when executed, so the pure helpers above can be imported by a test.
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  process.exitCode = await main();
-}
+await runIfMain(import.meta.url, main);

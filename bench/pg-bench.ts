@@ -6,9 +6,9 @@
  * The server must run on this machine (loopback), since its processes' CPU is read from /proc; a
  * remote server gives no server CPU figures (reported as such, not as zero).
  */
-import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import pg from 'pg';
+import { createThrowawayDatabase, withPgClient, type TestDatabase } from '../test/helpers/pg-database.js';
 
 /** The server: HOOKBUCKET_TEST_PG, as the tests use, else the local one the project's CI runs. */
 export function benchPgServer(env: NodeJS.ProcessEnv): string {
@@ -19,42 +19,15 @@ export function benchPgServer(env: NodeJS.ProcessEnv): string {
 /** Not `hookbucket_test_`: the tests' sweep must never take a database a bench is using. */
 const PREFIX = 'hookbucket_bench_';
 
-function withDatabase(serverUrl: string, database: string): string {
-  const u = new URL(serverUrl);
-  u.pathname = `/${database}`;
-  return u.toString();
-}
+const ADMIN_NAME = 'hookbucket-bench-admin';
 
-async function admin<T>(serverUrl: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: serverUrl, application_name: 'hookbucket-bench-admin' });
-  await client.connect();
-  try {
-    return await fn(client);
-  } finally {
-    await client.end();
-  }
-}
+const admin = <T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> => withPgClient(url, fn, ADMIN_NAME);
 
-export interface BenchDatabase {
-  name: string;
-  url: string;
-  /** DROP DATABASE … WITH (FORCE): closes whatever is still connected to it. */
-  drop(): Promise<void>;
-}
+/** A throwaway database (test/helpers/pg-database.ts); drop() is DROP DATABASE … WITH (FORCE). */
+export type BenchDatabase = TestDatabase;
 
 export async function createBenchDatabase(serverUrl: string): Promise<BenchDatabase> {
-  const name = `${PREFIX}${randomBytes(6).toString('hex')}`;
-  await admin(serverUrl, (c) => c.query(`create database ${name}`));
-  let dropped = false;
-  return {
-    name,
-    url: withDatabase(serverUrl, name),
-    async drop() {
-      if (dropped) return;
-      dropped = true;
-      await admin(serverUrl, (c) => c.query(`drop database if exists ${name} with (force)`));
-    },
-  };
+  return createThrowawayDatabase(serverUrl, PREFIX, ADMIN_NAME);
 }
 
 /** Server settings that decide what "durable" means there, for the report. */

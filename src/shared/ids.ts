@@ -15,3 +15,8 @@ export function newId(): string {
 export function idFloorAt(ms: number): string {
   return UUID.fromFieldsV7(Math.max(0, Math.floor(ms)), 0, 0, 0).toString();
 }
+
+/** The epoch ms an id was made at: a UUIDv7 starts with 48 bits of it. */
+export function idTimeMs(id: string): number {
+  return parseInt(id.replace(/-/g, '').slice(0, 12), 16);
+}

@@ -1,4 +1,4 @@
-import type { Selectable } from 'kysely';
+import type { Insertable, Selectable } from 'kysely';
 /**
  * The buckets row and the app's Bucket, both ways. Dialect-neutral: every dialect stores the same
  * columns (integers for flags, epoch-ms integers for times), and values go through Number() so a
@@ -8,7 +8,8 @@ import { DEFAULT_RETRY_ON, formatRetryOn, parseRetryOn } from '../policy/classif
 import { DEFAULT_SCHEDULE, type Jitter, type Schedule } from '../policy/schedule.js';
 import type { BucketsTable } from './schema.js';
 import { DEFAULT_PRUNE_STATES, parsePruneStates } from '../retention/rules.js';
-import type { Bucket, DrainSettings, PrunableState } from './store.js';
+import { DEFAULT_DRAIN, DEFAULT_MAX_BODY } from './bucket-defaults.js';
+import type { Bucket, BucketPatch, DrainSettings, NewBucket, PrunableState } from './store.js';
 
 /** A bucket row as the app sees it. */
 export function toBucket(r: Selectable<BucketsTable>): Bucket {
@@ -99,4 +100,49 @@ export function drainColumns(d: Partial<DrainSettings>): Partial<BucketsTable> {
   if (d.forwardRawPath !== undefined) v.forward_raw_path = d.forwardRawPath ? 1 : 0;
   if (d.forwardHeaders !== undefined) v.forward_headers = JSON.stringify(d.forwardHeaders.flat());
   return v;
+}
+
+type DrainColumns = Omit<BucketsTable, 'name' | 'destination' | 'max_body' | 'ack_status' | 'ack_body' | 'ack_content_type' | 'paused' | 'created_at' | 'updated_at' | 'paused_at' | 'paused_total_ms'>;
+
+/** A new bucket's row, unpaused, created at `nowMs`. */
+export function newBucketColumns(b: NewBucket, nowMs: number): Insertable<BucketsTable> {
+  return {
+    name: b.name,
+    destination: b.destination ?? null,
+    max_body: b.maxBody ?? DEFAULT_MAX_BODY,
+    ack_status: b.ackStatus ?? 200,
+    ack_body: b.ackBody ?? null,
+    ack_content_type: b.ackContentType ?? null,
+    paused: 0,
+    created_at: nowMs,
+    updated_at: nowMs,
+    paused_at: null,
+    paused_total_ms: 0,
+    ...retentionColumns({ retainMs: b.retainMs ?? null, ...(b.retainStates ? { retainStates: b.retainStates } : {}) }),
+    // Every drain setting is given here, defaults filled in, so every column is set.
+    ...(drainColumns({ ...DEFAULT_DRAIN, ...b.drain }) as DrainColumns),
+  };
+}
+
+/** Columns for the settings a patch gives (the rest stay as they are), updated at `nowMs`. */
+export function bucketPatchColumns(patch: BucketPatch, nowMs: number): Partial<BucketsTable> {
+  const values: Partial<BucketsTable> = { updated_at: nowMs };
+  if (patch.destination !== undefined) values.destination = patch.destination;
+  if (patch.maxBody !== undefined) values.max_body = patch.maxBody;
+  if (patch.ackStatus !== undefined) values.ack_status = patch.ackStatus;
+  if (patch.ackBody !== undefined) values.ack_body = patch.ackBody;
+  if (patch.ackContentType !== undefined) values.ack_content_type = patch.ackContentType;
+  if (patch.drain !== undefined) Object.assign(values, drainColumns(patch.drain));
+  Object.assign(values, retentionColumns(patch));
+  return values;
+}
+
+/** Columns that pause a bucket at `nowMs`; none when it is paused already. */
+export function pauseColumns(b: Bucket, nowMs: number): Partial<BucketsTable> {
+  return b.paused ? {} : { paused: 1, paused_at: nowMs, updated_at: nowMs };
+}
+
+/** Columns that resume a bucket at `nowMs`, adding the pause to its paused total; none when it is not paused. */
+export function resumeColumns(b: Bucket, nowMs: number): Partial<BucketsTable> {
+  return b.paused ? { paused: 0, paused_at: null, paused_total_ms: b.pausedTotalMs + Math.max(0, nowMs - (b.pausedAt ?? nowMs)), updated_at: nowMs } : {};
 }

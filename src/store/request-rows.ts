@@ -3,8 +3,8 @@
  * states, and how rows (the same columns in both dialects) become the contract's objects. Each
  * dialect's query files (sqlite/request-query.ts, postgres/pg-request-query.ts) build on these.
  */
-import type { AttemptsTable, DeliveryState } from './schema.js';
-import type { AttemptRecord, ListedRequest, RequestState } from './store.js';
+import type { AttemptsTable, DeliveriesTable, DeliveryState, RequestsTable } from './schema.js';
+import type { AttemptRecord, DeliveryHistory, ListedRequest, RequestState, RequestSummary, StoredRequest, TailEvent } from './store.js';
 
 /**
  * How far an id's embedded time may be from its received_at: the uuidv7 generator keeps its last
@@ -37,6 +37,16 @@ export type ListedRow = {
   last_status: number | null;
   generation: number | null;
 };
+
+/** How far back a tail looks for attempts that finished late (an attempt's row is keyed by its start). */
+export const TAIL_LOOKBACK_MS = 15 * 60_000; // 15m: longer than any attempt timeout (at most 10m)
+
+/** The columns of a request that a listing leaves out: read per request by `requests show` and export. */
+export type RequestBodyRow = Pick<RequestsTable, 'id' | 'headers' | 'body' | 'sha256' | 'peer' | 'trailers'>;
+
+/** Summary rows per page while iterating, and body bytes per full-row read (both dialects). */
+const ITERATE_PAGE = 500;
+const ITERATE_BYTES = 8 * 1024 * 1024; // 8 MiB
 
 /** The delivery states to walk for the requested request states (`held` depends on the pause). */
 export function deliveryStatesFor(states: readonly RequestState[], paused: boolean): { states: DeliveryState[]; none: boolean } {
@@ -91,4 +101,98 @@ export function toAttemptRecord(a: AttemptsTable): AttemptRecord {
     nextWhy: a.next_why,
     workerId: a.worker_id ?? null,
   };
+}
+
+/** A request's deliveries, in the order given, each with its attempts in the order given. */
+export function toDeliveryHistory(deliveries: readonly DeliveriesTable[], attempts: readonly AttemptsTable[]): DeliveryHistory[] {
+  return deliveries.map((d) => ({
+    id: d.id,
+    generation: Number(d.generation),
+    destination: d.destination,
+    state: d.state,
+    trigger: d.trigger,
+    replayId: d.replay_id,
+    attempts: Number(d.attempts),
+    nextAttemptAt: Number(d.next_attempt_at),
+    deferrals: Number(d.deferrals),
+    lastDeferralReason: d.last_deferral_reason,
+    createdAt: Number(d.created_at),
+    settledAt: d.settled_at === null ? null : Number(d.settled_at),
+    supersedeRequested: Number(d.supersede_requested) === 1,
+    latest: Number(d.latest) === 1,
+    attemptLog: attempts.filter((a) => a.delivery_id === d.id).map(toAttemptRecord),
+  }));
+}
+
+/** A finished attempt as a `requests tail` event, at the time it finished. */
+export function attemptEvent(a: AttemptsTable & { generation: number }): TailEvent {
+  const record = toAttemptRecord(a);
+  return {
+    kind: 'attempt',
+    at: record.startedAt + (record.durationMs ?? 0),
+    requestId: a.request_id,
+    deliveryId: a.delivery_id,
+    generation: Number(a.generation),
+    attempt: record,
+  };
+}
+
+/** A request's listed fields and its stored columns: the contract's StoredRequest. */
+export function withBody(s: Omit<RequestSummary, 'generation'>, r: RequestBodyRow): StoredRequest {
+  return {
+    id: s.id,
+    bucket: s.bucket,
+    receivedAt: s.receivedAt,
+    method: s.method,
+    path: s.path,
+    query: s.query,
+    rawHeaders: JSON.parse(r.headers) as string[],
+    body: r.body,
+    size: s.size,
+    sha256: r.sha256,
+    peer: r.peer,
+    state: s.state,
+    rawTrailers: r.trailers === null ? [] : (JSON.parse(r.trailers) as string[]),
+  };
+}
+
+/** A whole requests row with its state (`requests show`). */
+export function toStoredRequest(row: RequestsTable & { state: RequestState }): StoredRequest {
+  return withBody(
+    { id: row.id, bucket: row.bucket, receivedAt: Number(row.received_at), method: row.method, path: row.path, query: row.query, size: Number(row.size), state: row.state },
+    row,
+  );
+}
+
+/**
+ * Every matching request, oldest first, in batches: ITERATE_PAGE summaries at a time (`page`, ids
+ * at or below `newest`, the newest id when the iteration starts), then their bodies in reads
+ * (`bodies`) of at most ITERATE_BYTES (or one request, if larger), so memory stays bounded whatever
+ * the bucket holds. A request deleted (pruned) between its page and its body read is left out.
+ */
+export async function* iterateWithBodies(
+  newest: string,
+  page: (range: IdRange) => { requests: ListedRequest[]; more: boolean } | Promise<{ requests: ListedRequest[]; more: boolean }>,
+  bodies: (ids: string[]) => RequestBodyRow[] | Promise<RequestBodyRow[]>,
+): AsyncGenerator<StoredRequest> {
+  let after: string | undefined;
+  for (;;) {
+    const p = await page({ order: 'asc', limit: ITERATE_PAGE, atMost: newest, ...(after ? { after } : {}) });
+    let i = 0;
+    while (i < p.requests.length) {
+      const group: ListedRequest[] = [];
+      let bytes = 0;
+      while (i < p.requests.length && (group.length === 0 || bytes + p.requests[i]!.size <= ITERATE_BYTES)) {
+        bytes += p.requests[i]!.size;
+        group.push(p.requests[i++]!);
+      }
+      const byId = new Map((await bodies(group.map((g) => g.id))).map((r) => [r.id, r]));
+      for (const s of group) {
+        const r = byId.get(s.id);
+        if (r) yield withBody(s, r);
+      }
+    }
+    if (!p.more) return;
+    after = p.requests[p.requests.length - 1]!.id;
+  }
 }

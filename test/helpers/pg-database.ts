@@ -25,8 +25,9 @@ export function withDatabase(serverUrl: string, database: string): string {
   return u.toString();
 }
 
-async function admin<T>(serverUrl: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: serverUrl });
+/** Runs `fn` on a connection of its own to `url` (named `applicationName` on the server), closed after. */
+export async function withPgClient<T>(url: string, fn: (client: pg.Client) => Promise<T>, applicationName?: string): Promise<T> {
+  const client = new pg.Client({ connectionString: url, ...(applicationName === undefined ? {} : { application_name: applicationName }) });
   await client.connect();
   try {
     return await fn(client);
@@ -45,8 +46,17 @@ export interface TestDatabase {
 
 /** A fresh, empty database on the server. */
 export async function createTestDatabase(serverUrl: string): Promise<TestDatabase> {
-  const name = `${PREFIX}${randomBytes(6).toString('hex')}`;
-  await admin(serverUrl, (c) => c.query(`create database ${name}`));
+  return createThrowawayDatabase(serverUrl, PREFIX);
+}
+
+/**
+ * A fresh, empty database named `<prefix><random>`, created and dropped on admin connections named
+ * `applicationName` (the benchmarks use their own prefix, which the tests' sweep leaves alone).
+ */
+export async function createThrowawayDatabase(serverUrl: string, prefix: string, applicationName?: string): Promise<TestDatabase> {
+  const name = `${prefix}${randomBytes(6).toString('hex')}`;
+  const admin = (sql: string) => withPgClient(serverUrl, (c) => c.query(sql), applicationName);
+  await admin(`create database ${name}`);
   let dropped = false;
   return {
     name,
@@ -54,7 +64,7 @@ export async function createTestDatabase(serverUrl: string): Promise<TestDatabas
     async drop() {
       if (dropped) return;
       dropped = true;
-      await admin(serverUrl, (c) => c.query(`drop database if exists ${name} with (force)`));
+      await admin(`drop database if exists ${name} with (force)`);
     },
   };
 }
@@ -65,7 +75,7 @@ export async function createTestDatabase(serverUrl: string): Promise<TestDatabas
  * removes a database another file running beside it is using.
  */
 export async function sweepStaleTestDatabases(serverUrl: string, minAgeMs = 30 * 60_000 /* 30 min */): Promise<string[]> {
-  return admin(serverUrl, async (c) => {
+  return withPgClient(serverUrl, async (c) => {
     // pg_stat_file on the database folder gives its creation time; a missing folder (or no
     // permission) counts as old.
     const { rows } = await c.query<{ datname: string; age_ms: number | null }>(

@@ -18,44 +18,15 @@
  *   (pg-retention.ts says what the README should say about giving it back).
  *
  * Same batch bounds and gap as SQLite (PURGE_BATCH requests, PURGE_BATCH_BYTES, PURGE_GAP_MS), and
- * the same errors and messages.
+ * the same loops, errors and messages: ../purge.ts.
  */
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { AppError } from '../../shared/errors.js';
 import type { Database } from '../schema.js';
+import { PURGE_BATCH, purgeEachDeleting, purgeIds, purgeToEnd, type PurgeStep } from '../purge.js';
 import type { PurgeHooks, PurgeResult } from '../store.js';
 import { notify, BUCKETS_CHANNEL } from './pg-notify.js';
 import { pgStorageErrorCode } from './pg-error.js';
-
-/** Requests per purge transaction (SQLite's PURGE_BATCH). */
-export const PURGE_BATCH = 500;
-export const PURGE_BATCH_BYTES = 8 * 1024 * 1024; // 8 MiB of bodies per purge transaction
-/**
- * The pause between purge transactions, ms. SQLite needs it because its busy handler is unfair;
- * PostgreSQL queues lock waiters fairly, but the gap still bounds the purge's share of the server
- * (about 500 rows every 100 ms plus the batch) while ingest and the worker run.
- */
-export const PURGE_GAP_MS = 100;
-
-interface PurgeStep {
-  requests: number;
-  bytes: number;
-  /** The tombstone is gone (or was never there): nothing is left to purge. */
-  done: boolean;
-}
-
-/** Waits `ms`, or less when the signal aborts. */
-const pause = (ms: number, signal?: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (signal?.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
-  });
 
 async function bumpEpoch(trx: Transaction<Database>): Promise<void> {
   await sql`update meta set value = value + 1 where key = 'bucket_epoch'`.execute(trx);
@@ -104,14 +75,7 @@ async function purgeBatch(db: Kysely<Database>, name: string, lockWaitMs?: numbe
     if (!row || row.deleting_at === null) return { requests: 0, bytes: 0, done: true };
     const { rows: page } = await sql<{ id: string; size: number }>`
       select id, size from requests where bucket = ${name} order by id limit ${PURGE_BATCH}`.execute(trx);
-    const ids: string[] = [];
-    let bytes = 0;
-    for (const r of page) {
-      // Bounded by bytes too: a page of 25 MiB bodies would hold the locks far longer than a few ms.
-      if (ids.length > 0 && bytes + Number(r.size) > PURGE_BATCH_BYTES) break;
-      ids.push(r.id);
-      bytes += Number(r.size);
-    }
+    const { ids, bytes } = purgeIds(page);
     if (ids.length > 0) {
       await sql`delete from attempts where request_id = any(${ids}::text[])`.execute(trx);
       await sql`delete from deliveries where request_id = any(${ids}::text[])`.execute(trx);
@@ -145,29 +109,12 @@ async function purgeBatch(db: Kysely<Database>, name: string, lockWaitMs?: numbe
  */
 export async function pgDeleteBucket(db: Kysely<Database>, name: string, options: { force: boolean }, nowMs: number): Promise<{ requests: number }> {
   await markDeleting(db, name, options.force, nowMs);
-  let requests = 0;
-  try {
-    for (;;) {
-      const step = await purgeBatch(db, name);
-      requests += step.requests;
-      if (step.done) break;
-      await pause(PURGE_GAP_MS);
-    }
-  } catch (e) {
-    const code = pgStorageErrorCode(e);
-    if (!code) throw e;
-    const left = await sql<{ n: number }>`select count(*) as n from requests where bucket = ${name}`
-      .execute(db)
-      .then((r) => Number(r.rows[0]?.n ?? 0))
-      .catch(() => undefined);
-    throw new AppError(
-      code,
-      `bucket ${name} is deleting; the purge stopped after ${requests} request(s)${left === undefined ? '' : ` with ${left} left`} (${(e as Error).message}): ` +
-        `nothing of it is stored or sent any more; run hookbucket bucket delete ${name} again to finish (a running serve also finishes it in the background)`,
-      { cause: e },
-    );
-  }
-  return { requests };
+  return purgeToEnd(
+    name,
+    () => purgeBatch(db, name),
+    pgStorageErrorCode,
+    async () => Number((await sql<{ n: number }>`select count(*) as n from requests where bucket = ${name}`.execute(db)).rows[0]?.n ?? 0),
+  );
 }
 
 /**
@@ -178,28 +125,12 @@ export async function pgDeleteBucket(db: Kysely<Database>, name: string, options
 export async function pgPurgeDeleting(db: Kysely<Database>, hooks: PurgeHooks | undefined, nowMs: number): Promise<PurgeResult> {
   void nowMs;
   const h = hooks ?? {};
-  const result: PurgeResult = { finished: [], requests: 0, bytes: 0 };
   const { rows: deleting } = await sql<{ name: string }>`
     select name from buckets where deleting_at is not null order by deleting_at, name collate "C"`.execute(db);
-  for (const t of deleting) {
-    for (;;) {
-      if (h.signal?.aborted) return result;
-      let step: PurgeStep;
-      try {
-        step = await purgeBatch(db, t.name, h.lockWaitMs);
-      } catch (e) {
-        // Lock trouble: the tombstone stands; the next round goes on from here.
-        if (pgStorageErrorCode(e) === 'store_busy') return { ...result, stopped: (e as Error).message };
-        throw e;
-      }
-      result.requests += step.requests;
-      result.bytes += step.bytes;
-      if (step.done) {
-        result.finished.push(t.name);
-        break;
-      }
-      await pause(PURGE_GAP_MS, h.signal);
-    }
-  }
-  return result;
+  return purgeEachDeleting(
+    deleting.map((t) => t.name),
+    (name) => purgeBatch(db, name, h.lockWaitMs),
+    (e) => pgStorageErrorCode(e) === 'store_busy',
+    h,
+  );
 }

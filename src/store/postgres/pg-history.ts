@@ -4,41 +4,17 @@
  * cursor rules.
  */
 import { sql, type Kysely } from 'kysely';
-import { idFloorAt } from '../../shared/ids.js';
+import { idFloorAt, idTimeMs } from '../../shared/ids.js';
 import type { AttemptsTable, Database, DeliveriesTable } from '../schema.js';
 import type { DeliveryHistory, TailCursor, TailEvent } from '../store.js';
-import { toAttemptRecord, toListed, type ListedRow } from '../request-rows.js';
+import { attemptEvent, TAIL_LOOKBACK_MS, toDeliveryHistory, toListed, type ListedRow } from '../request-rows.js';
 
 export async function pgRequestHistory(db: Kysely<Database>, requestId: string): Promise<DeliveryHistory[]> {
   // id last: ties in (generation, created_at) or (started_at, number) come out in one fixed order.
   const deliveries = (await sql<DeliveriesTable>`select * from deliveries where request_id = ${requestId} order by generation, created_at, id`.execute(db)).rows;
   const attempts = (await sql<AttemptsTable>`select * from attempts where request_id = ${requestId} order by started_at, number, id`.execute(db)).rows;
-  return deliveries.map((d) => ({
-    id: d.id,
-    generation: Number(d.generation),
-    destination: d.destination,
-    state: d.state,
-    trigger: d.trigger,
-    replayId: d.replay_id,
-    attempts: Number(d.attempts),
-    nextAttemptAt: Number(d.next_attempt_at),
-    deferrals: Number(d.deferrals),
-    lastDeferralReason: d.last_deferral_reason,
-    createdAt: Number(d.created_at),
-    settledAt: d.settled_at === null ? null : Number(d.settled_at),
-    supersedeRequested: Number(d.supersede_requested) === 1,
-    latest: Number(d.latest) === 1,
-    attemptLog: attempts.filter((a) => a.delivery_id === d.id).map(toAttemptRecord),
-  }));
+  return toDeliveryHistory(deliveries, attempts);
 }
-
-/** UUIDv7 ids start with 48 bits of epoch ms. */
-function idTimeMs(id: string): number {
-  return parseInt(id.replace(/-/g, '').slice(0, 12), 16);
-}
-
-/** How far back a tail looks for attempts that finished late (an attempt's row is keyed by its start). */
-const TAIL_LOOKBACK_MS = 15 * 60_000; // 15m: longer than any attempt timeout (at most 10m)
 
 /**
  * How far below the newest request id a tail looks again for requests committed late. Ids are
@@ -110,15 +86,7 @@ export async function pgTail(
   for (const a of attempts) {
     seen.add(a.id);
     if (seenBefore.has(a.id)) continue;
-    const record = toAttemptRecord(a);
-    events.push({
-      kind: 'attempt',
-      at: record.startedAt + (record.durationMs ?? 0),
-      requestId: a.request_id,
-      deliveryId: a.delivery_id,
-      generation: Number(a.generation),
-      attempt: record,
-    });
+    events.push(attemptEvent(a));
   }
   // Kept: the attempts still in their look-back (all of them came back above), and the request ids
   // given so far that are still inside the id window below the newest.

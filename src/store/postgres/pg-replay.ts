@@ -30,22 +30,17 @@
 import { sql, type Kysely } from 'kysely';
 import { AppError } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
-import type { Database, DeliveriesTable, ReplaysTable } from '../schema.js';
+import type { Database, DeliveriesTable } from '../schema.js';
 import { deletingError, type NewReplay, type Replay, type ReplayProgress } from '../store.js';
+import { toReplay, toReplayProgress, type ReplayStateRow } from '../replay-rows.js';
 import { notify, REQUESTS_CHANNEL } from './pg-notify.js';
 import { dueNow } from './pg-clock.js';
+import { lowerDue } from './pg-bucket-due.js';
 
 const REPLAY_BATCH = 500;
 /** Runs of one batch when it is a deadlock victim (each rolled back whole before the next). */
 const DEADLOCK_TRIES = 3;
 const DEADLOCK_BACKOFF_MS = 100; // then 200 ms before the third run
-
-/** Same SQL as SQLite's bucket-due.ts: lowers, never raises; a bucket already due is not changed. */
-async function lowerDue(trx: Kysely<Database>, bucket: string, atMs: number): Promise<void> {
-  await sql`insert into bucket_due (bucket, next_due_at) values (${bucket}, ${atMs})
-    on conflict (bucket) do update set next_due_at = excluded.next_due_at
-    where bucket_due.next_due_at is null or bucket_due.next_due_at > excluded.next_due_at`.execute(trx);
-}
 
 /** The bucket row, share-locked; a bucket gone or being deleted would get deliveries its purge removes. */
 async function mustBeLive(trx: Kysely<Database>, bucket: string): Promise<void> {
@@ -174,19 +169,6 @@ export async function pgCreateReplay(db: Kysely<Database>, r: NewReplay, useCall
   return (await pgGetReplay(db, r.id))!;
 }
 
-function toReplay(row: ReplaysTable): Replay {
-  return {
-    id: row.id,
-    bucket: row.bucket,
-    selection: JSON.parse(row.selection) as Record<string, unknown>,
-    destination: row.destination,
-    rate: row.rate_count === null || row.rate_per_ms === null ? null : { count: Number(row.rate_count), perMs: Number(row.rate_per_ms) },
-    total: Number(row.total),
-    superseded: Number(row.superseded),
-    createdAt: Number(row.created_at),
-  };
-}
-
 export async function pgGetReplay(db: Kysely<Database>, id: string): Promise<Replay | undefined> {
   const row = await db.selectFrom('replays').selectAll().where('id', '=', id).executeTakeFirst();
   return row ? toReplay(row) : undefined;
@@ -205,36 +187,11 @@ export async function pgReplayProgress(db: Kysely<Database>, id: string): Promis
     .transaction()
     .setIsolationLevel('repeatable read')
     .execute(async (trx) => {
-      const { rows } = await sql<{ state: string; n: number; last: number | null }>`
+      const { rows } = await sql<ReplayStateRow>`
         select state, count(*) as n, max(settled_at) as last from deliveries where replay_id = ${id} group by state`.execute(trx);
       const { rows: pausedRows } = await sql<{ paused: number }>`
         select coalesce(max(b.paused), 0) as paused from replays r join buckets b on b.name = r.bucket where r.id = ${id}`.execute(trx);
       const paused = Number(pausedRows[0]?.paused ?? 0) === 1;
-      const p: ReplayProgress = {
-        total: 0,
-        pending: 0,
-        retrying: 0,
-        delivering: 0,
-        held: 0,
-        delivered: 0,
-        failed: 0,
-        exhausted: 0,
-        superseded: 0,
-        settled: 0,
-        paused,
-        lastSettledAt: null,
-      };
-      for (const r of rows) {
-        const n = Number(r.n);
-        p.total += n;
-        const state = paused && (r.state === 'pending' || r.state === 'retrying') ? 'held' : r.state;
-        const counts = p as unknown as Record<string, number>;
-        if (typeof counts[state] === 'number') counts[state] = counts[state]! + n;
-        if (r.state === 'delivered' || r.state === 'failed' || r.state === 'exhausted' || r.state === 'superseded') {
-          p.settled += n;
-          if (r.last !== null) p.lastSettledAt = Math.max(p.lastSettledAt ?? 0, Number(r.last));
-        }
-      }
-      return p;
+      return toReplayProgress(rows, paused);
     });
 }

@@ -2,7 +2,7 @@ import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { idFloorAt } from '../../shared/ids.js';
 import type { Database } from '../schema.js';
 import type { ListedRequest, RequestFilter, StoredRequest } from '../store.js';
-import { deliveryStatesFor, ID_SLACK_MS, toListed, type IdRange, type ListedRow } from '../request-rows.js';
+import { deliveryStatesFor, ID_SLACK_MS, iterateWithBodies, toListed, type IdRange, type ListedRow, type RequestBodyRow } from '../request-rows.js';
 
 /**
  * Finding a bucket's requests by filter on PostgreSQL: the twin of ../sqlite/request-query.ts,
@@ -20,10 +20,6 @@ import { deliveryStatesFor, ID_SLACK_MS, toListed, type IdRange, type ListedRow 
  * every collation PostgreSQL offers orders them as bytes, as SQLite's binary collation and the
  * JavaScript merge below do.
  */
-
-/** Summary rows per page while iterating, and body bytes per full-row read (as on SQLite). */
-const ITERATE_PAGE = 500;
-const ITERATE_BYTES = 8 * 1024 * 1024; // 8 MiB
 
 type Fragment = RawBuilder<unknown>;
 
@@ -163,53 +159,19 @@ export async function pgCountMatching(db: Kysely<Database>, bucket: string, filt
 }
 
 /**
- * Every matching request, oldest first: ITERATE_PAGE summaries at a time, then their bodies in
- * reads of at most ITERATE_BYTES (or one request, if larger). The newest id when the iteration
- * starts bounds it. Every request committed before then has an id at or below that bound, and each
- * page is its own statement that sees it, so none is missed. Ids are not in commit order once
+ * Every matching request, oldest first, in batches (iterateWithBodies in ../request-rows.ts). The
+ * newest id when the iteration starts bounds it. Every request committed before then has an id at
+ * or below that bound, and each page is its own statement that sees it, so none is missed. Ids are not in commit order once
  * several receivers write (each makes UUIDv7 ids from its own clock), so a request committed during
  * the export with an id below the bound is included too; those with a newer id are left out.
  */
 export async function* pgIterateMatching(db: Kysely<Database>, bucket: string, filter: RequestFilter, paused: boolean): AsyncGenerator<StoredRequest> {
   const newest = (await sql<{ id: string | null }>`select max(id) as id from requests where bucket = ${bucket}`.execute(db)).rows[0]?.id ?? null;
   if (newest === null) return;
-  let after: string | undefined;
-  for (;;) {
-    const page = await pgQueryPage(db, bucket, filter, paused, { order: 'asc', limit: ITERATE_PAGE, atMost: newest, ...(after ? { after } : {}) });
-    let i = 0;
-    while (i < page.requests.length) {
-      const group: ListedRequest[] = [];
-      let bytes = 0;
-      while (i < page.requests.length && (group.length === 0 || bytes + page.requests[i]!.size <= ITERATE_BYTES)) {
-        bytes += page.requests[i]!.size;
-        group.push(page.requests[i++]!);
-      }
-      const rows = (
-        await sql<{ id: string; headers: string; body: Buffer; sha256: string; peer: string | null; trailers: string | null }>`
-          select id, headers, body, sha256, peer, trailers from requests where id in (${sql.join(group.map((g) => g.id))})`.execute(db)
-      ).rows;
-      const byId = new Map(rows.map((r) => [r.id, r]));
-      for (const s of group) {
-        const r = byId.get(s.id);
-        if (!r) continue; // deleted (pruned) since the page was read
-        yield {
-          id: s.id,
-          bucket: s.bucket,
-          receivedAt: s.receivedAt,
-          method: s.method,
-          path: s.path,
-          query: s.query,
-          rawHeaders: JSON.parse(r.headers) as string[],
-          body: r.body,
-          size: s.size,
-          sha256: r.sha256,
-          peer: r.peer,
-          state: s.state,
-          rawTrailers: r.trailers === null ? [] : (JSON.parse(r.trailers) as string[]),
-        };
-      }
-    }
-    if (!page.more) return;
-    after = page.requests[page.requests.length - 1]!.id;
-  }
+  yield* iterateWithBodies(
+    newest,
+    (range) => pgQueryPage(db, bucket, filter, paused, range),
+    async (ids) =>
+      (await sql<RequestBodyRow>`select id, headers, body, sha256, peer, trailers from requests where id in (${sql.join(ids)})`.execute(db)).rows,
+  );
 }

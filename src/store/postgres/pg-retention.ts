@@ -22,21 +22,9 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { AppError } from '../../shared/errors.js';
 import type { Database } from '../schema.js';
-import type { PrunableState, PruneCounts, PruneHooks, PruneOptions, PruneResult } from '../store.js';
+import { choosePrunable, PRUNE_BATCH, pruneWalk, zeroCounts, type PruneCandidate, type PruneStep } from '../prune-walk.js';
+import type { PrunableState, PruneHooks, PruneOptions, PruneResult } from '../store.js';
 
-/** Requests per delete transaction. */
-const BATCH = 500;
-const BATCH_BYTES = 8 * 1024 * 1024; // 8 MiB of bodies per delete transaction
-
-interface Candidate {
-  id: string;
-  at: number;
-  size: number;
-  live: boolean;
-  own: boolean;
-}
-
-const zero = (): PruneCounts => ({ requests: 0, bytes: 0, deliveries: 0, attempts: 0, keptLive: 0 });
 
 const affected = (r: { numAffectedRows?: bigint }) => Number(r.numAffectedRows ?? 0n);
 
@@ -52,43 +40,28 @@ export async function pgPrune(db: Kysely<Database>, o: PruneOptions, hooks: Prun
     buckets = [found.name];
   }
 
-  const total: PruneResult = { ...zero(), buckets: {}, reclaimedBytes: 0 };
+  const total: PruneResult = { ...zeroCounts(), buckets: {}, reclaimedBytes: 0 };
   const progress = (bucket: string) =>
     hooks.onProgress?.({ bucket, phase: 'delete', requests: total.requests, bytes: total.bytes, reclaimedBytes: total.reclaimedBytes });
 
   /** One batch: the next page of one state's candidates, and the deletion of those that qualify. */
-  const batch = async (trx: Transaction<Database>, bucket: string, state: PrunableState, after: string) => {
+  const batch = async (trx: Transaction<Database>, bucket: string, state: PrunableState, after: string): Promise<PruneStep> => {
     const { rows: pageRows } =
       state === 'none'
-        ? await sql<{ id: string }>`select id from requests where bucket = ${bucket} and id > ${after} order by id limit ${BATCH}`.execute(trx)
+        ? await sql<{ id: string }>`select id from requests where bucket = ${bucket} and id > ${after} order by id limit ${PRUNE_BATCH}`.execute(trx)
         : await sql<{ id: string }>`select request_id as id from deliveries
-            where latest = 1 and bucket = ${bucket} and state = ${state} and request_id > ${after} order by request_id limit ${BATCH}`.execute(trx);
+            where latest = 1 and bucket = ${bucket} and state = ${state} and request_id > ${after} order by request_id limit ${PRUNE_BATCH}`.execute(trx);
     const page = pageRows.map((r) => r.id);
-    if (page.length === 0) return { done: true, next: after, counts: zero() };
+    if (page.length === 0) return { done: true, next: after, counts: zeroCounts() };
     if (!o.dryRun) await sql`select id from requests where id = any(${page}::text[]) order by id for update`.execute(trx);
     // octet_length reads a bytea's length from its TOAST pointer, without fetching the body.
-    const { rows } = await sql<Candidate>`
+    const { rows } = await sql<PruneCandidate>`
       select r.id, r.received_at as at, octet_length(r.body) as size,
         exists (select 1 from deliveries l where l.request_id = r.id and l.state in ('pending', 'retrying', 'delivering')) as live,
         exists (select 1 from deliveries d where d.request_id = r.id and d.destination is null) as own
       from requests r where r.id = any(${page}::text[]) order by r.id`.execute(trx);
-    const old = rows.filter((r) => Number(r.at) < o.receivedBeforeMs && (state !== 'none' || !r.own));
-    const counts = zero();
-    const take: string[] = [];
-    // Where the walk goes on from: past the whole page, unless the byte bound stops it early.
-    let next = page[page.length - 1]!;
-    for (const r of old) {
-      if (r.live) continue;
-      if (take.length > 0 && counts.bytes + Number(r.size) > BATCH_BYTES) {
-        next = take[take.length - 1]!;
-        break;
-      }
-      take.push(r.id);
-      counts.bytes += Number(r.size);
-    }
-    // Live ones up to where the walk goes on from (the rest are seen again by the next batch).
-    counts.keptLive = old.filter((r) => r.live && r.id <= next).length;
-    counts.requests = take.length;
+    const { take, step } = choosePrunable(state, page, rows, o.receivedBeforeMs);
+    const counts = step.counts;
     if (take.length > 0) {
       if (o.dryRun) {
         const d = await sql<{ n: number }>`select count(*) as n from deliveries where request_id = any(${take}::text[])`.execute(trx);
@@ -104,10 +77,7 @@ export async function pgPrune(db: Kysely<Database>, o: PruneOptions, hooks: Prun
         await sql`delete from requests where id = any(${take}::text[])`.execute(trx);
       }
     }
-    // Nothing on this page was old enough: ids are time-ordered, so nothing after it is either.
-    const noneOld = !rows.some((r) => Number(r.at) < o.receivedBeforeMs);
-    const cutShort = next !== page[page.length - 1];
-    return { done: !cutShort && (noneOld || page.length < BATCH), next, counts };
+    return step;
   };
   const run = (bucket: string, state: PrunableState, after: string) =>
     o.dryRun
@@ -118,22 +88,5 @@ export async function pgPrune(db: Kysely<Database>, o: PruneOptions, hooks: Prun
           .execute((trx) => batch(trx, bucket, state, after))
       : db.transaction().execute((trx) => batch(trx, bucket, state, after));
 
-  for (const bucket of buckets) {
-    const mine = (total.buckets[bucket] = zero());
-    for (const state of o.states) {
-      let after = '';
-      for (;;) {
-        if (hooks.signal?.aborted) return total;
-        const r = await run(bucket, state, after);
-        for (const k of ['requests', 'bytes', 'deliveries', 'attempts', 'keptLive'] as const) {
-          mine[k] += r.counts[k];
-          total[k] += r.counts[k];
-        }
-        after = r.next;
-        if (r.counts.requests > 0) progress(bucket);
-        if (r.done) break;
-      }
-    }
-  }
-  return total;
+  return pruneWalk(total, buckets, o.states, hooks, run, progress);
 }

@@ -8,8 +8,9 @@
 import { sql, type Kysely } from 'kysely';
 import { AppError } from '../../shared/errors.js';
 import { idFloorAt } from '../../shared/ids.js';
-import type { Database, DeliveryState } from '../schema.js';
+import type { Database } from '../schema.js';
 import type { StatsQuery, StatsSample } from '../store.js';
+import { oldestWaitingId, toStatsSamples, type AttemptGroupRow, type LatestStateRow, type RejectionRow, type SettledRow, type StatsBucketRow } from '../stats-rows.js';
 
 /** Same slack as SQLite: an id is made at capture, its row may commit a little later. */
 const ID_SLACK_MS = 60_000; // 1m
@@ -37,16 +38,7 @@ export async function pgStatsSamples(
       const until = q.untilMs;
       const idFloor = idFloorAt(q.sinceMs - ID_SLACK_MS);
 
-      type PerBucket = {
-        bucket: string;
-        requests: number;
-        superseded: number;
-        in_window: number;
-        oldest_pending: string | null;
-        oldest_retrying: string | null;
-        oldest_delivering: string | null;
-      };
-      const perBucket = await sql<PerBucket>`
+      const perBucket = await sql<StatsBucketRow>`
         select j.name as bucket,
           (select count(*) from requests r where r.bucket = j.name) as requests,
           (select count(*) from deliveries d where d.bucket = j.name and d.state = 'superseded') as superseded,
@@ -55,85 +47,47 @@ export async function pgStatsSamples(
           (select min(d.request_id) from deliveries d where d.latest = 1 and d.bucket = j.name and d.state = 'retrying') as oldest_retrying,
           (select min(d.request_id) from deliveries d where d.latest = 1 and d.bucket = j.name and d.state = 'delivering') as oldest_delivering
         from unnest(${names}::text[]) as j(name)`.execute(trx);
-      const rows = new Map(perBucket.rows.map((r) => [r.bucket, r]));
 
-      const latest = new Map<string, Partial<Record<DeliveryState, number>>>();
-      const latestRows = await sql<{ bucket: string; state: DeliveryState; n: number }>`
+      const latest = await sql<LatestStateRow>`
         select d.bucket, d.state, count(*) as n from deliveries d
         where d.bucket = any(${names}::text[]) and d.latest = 1 group by d.bucket, d.state`.execute(trx);
-      for (const r of latestRows.rows) {
-        const m = latest.get(r.bucket) ?? {};
-        m[r.state] = Number(r.n);
-        latest.set(r.bucket, m);
-      }
 
-      const settled = new Map<string, { delivered: number; failed: number; exhausted: number }>();
-      const settledRows = await sql<{ bucket: string; delivered: number; failed: number; exhausted: number }>`
+      const settled = await sql<SettledRow>`
         select d.bucket, count(*) filter (where d.state = 'delivered') as delivered, count(*) filter (where d.state = 'failed') as failed,
           count(*) filter (where d.state = 'exhausted') as exhausted
         from deliveries d
         where d.bucket = any(${names}::text[]) and d.destination is null and d.settled_at >= ${since} and d.settled_at < ${until}
         group by d.bucket`.execute(trx);
-      for (const r of settledRows.rows) {
-        settled.set(r.bucket, { delivered: Number(r.delivered), failed: Number(r.failed), exhausted: Number(r.exhausted) });
-      }
 
       // Ordered as SQLite's GROUP BY hands its groups out (by key: null durations first, failures first).
-      const attempts = new Map<string, StatsSample['attempts']>();
-      const attemptRows = await sql<{ bucket: string; ms: number | null; ok: number; n: number }>`
+      const attempts = await sql<AttemptGroupRow>`
         select a.bucket, a.duration_ms as ms, (a.outcome = 'delivered')::int as ok, count(*) as n
         from attempts a join deliveries d on d.id = a.delivery_id
         where a.bucket = any(${names}::text[]) and a.started_at >= ${since} and a.started_at < ${until}
           and a.outcome is not null and a.outcome != 'released' and d.destination is null
         group by a.bucket, a.duration_ms, (a.outcome = 'delivered')
         order by a.bucket, a.duration_ms nulls first, ok`.execute(trx);
-      for (const r of attemptRows.rows) {
-        const list = attempts.get(r.bucket) ?? [];
-        list.push({ durationMs: r.ms === null ? null : Number(r.ms), delivered: Number(r.ok) === 1, count: Number(r.n) });
-        attempts.set(r.bucket, list);
-      }
 
-      const rejected = new Map<string, Record<string, number>>();
-      const rejectionRows = await sql<{ bucket: string; reason: string; count: number }>`select bucket, reason, count from rejections`.execute(trx);
-      for (const r of rejectionRows.rows) {
-        const m = rejected.get(r.bucket) ?? {};
-        m[r.reason] = Number(r.count);
-        rejected.set(r.bucket, m);
-      }
+      const rejections = await sql<RejectionRow>`select bucket, reason, count from rejections`.execute(trx);
 
       // Each bucket's oldest waiting request, then all their received_at in one statement (SQLite
       // reads them one by one, which is cheap in-process but a round trip each here).
-      const oldestId = new Map<string, string>();
-      for (const b of buckets) {
-        const r = rows.get(b.name);
-        const ids = [r?.oldest_pending ?? null, r?.oldest_retrying ?? null, r?.oldest_delivering ?? null].filter((id): id is string => id !== null).sort();
-        if (ids.length > 0) oldestId.set(b.name, ids[0]!);
+      const oldestIds = new Set<string>();
+      for (const r of perBucket.rows) {
+        const id = oldestWaitingId(r);
+        if (id !== undefined) oldestIds.add(id);
       }
       const receivedAt = new Map<string, number>();
-      if (oldestId.size > 0) {
+      if (oldestIds.size > 0) {
         const { rows: at } = await sql<{ id: string; received_at: number }>`
-          select id, received_at from requests where id = any(${[...new Set(oldestId.values())]}::text[])`.execute(trx);
+          select id, received_at from requests where id = any(${[...oldestIds]}::text[])`.execute(trx);
         for (const a of at) receivedAt.set(a.id, Number(a.received_at));
       }
 
-      const out: StatsSample[] = [];
-      for (const b of buckets) {
-        const r = rows.get(b.name);
-        const id = oldestId.get(b.name);
-        const oldestAt = id === undefined ? undefined : receivedAt.get(id);
-        out.push({
-          bucket: b.name,
-          paused: b.paused,
-          requests: Number(r?.requests ?? 0),
-          latest: latest.get(b.name) ?? {},
-          superseded: Number(r?.superseded ?? 0),
-          oldestWaitingAt: oldestAt === undefined ? null : Number(oldestAt),
-          receivedInWindow: Number(r?.in_window ?? 0),
-          settled: settled.get(b.name) ?? { delivered: 0, failed: 0, exhausted: 0 },
-          attempts: attempts.get(b.name) ?? [],
-          rejected: rejected.get(b.name) ?? {},
-        });
-      }
-      return { buckets: out, unattributedRejections: rejected.get('') ?? {} };
+      return toStatsSamples(
+        buckets,
+        { perBucket: perBucket.rows, latest: latest.rows, settled: settled.rows, attempts: attempts.rows, rejections: rejections.rows },
+        (id) => receivedAt.get(id),
+      );
     });
 }

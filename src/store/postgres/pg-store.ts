@@ -1,4 +1,4 @@
-import { CompiledQuery, Kysely, PostgresDialect, sql, type RawBuilder } from 'kysely';
+import { CompiledQuery, Kysely, PostgresDialect, sql } from 'kysely';
 import { AppError } from '../../shared/errors.js';
 import type { Clock } from '../../shared/clock.js';
 import type { BucketsTable, Database } from '../schema.js';
@@ -21,7 +21,6 @@ import {
   type RequestFilter,
   type RequestImporter,
   type RequestPage,
-  type RequestState,
   type StatsQuery,
   type StatsSample,
   type Store,
@@ -32,9 +31,11 @@ import {
   type ProcessBeat,
   type ProcessRecord,
 } from '../store.js';
-import { DEFAULT_DRAIN, DEFAULT_MAX_BODY } from '../bucket-defaults.js';
-import { drainColumns, retentionColumns, toBucket } from '../bucket-row.js';
+import { bucketPatchColumns, newBucketColumns, pauseColumns, resumeColumns, toBucket } from '../bucket-row.js';
+import { selectBucket, selectRejections, writtenBucket } from '../kysely/bucket-queries.js';
+import { selectStoredRequest } from '../kysely/request-queries.js';
 import { PgBucketCache } from './pg-bucket-cache.js';
+import { lowerDue } from './pg-bucket-due.js';
 import { createPgRequestImporter } from './pg-import.js';
 import { pgAllBucketCounts } from './pg-bucket-counts.js';
 import { pgDeleteBucket, pgPurgeDeleting } from './pg-delete.js';
@@ -135,8 +136,7 @@ export class PgStore implements Store {
   }
 
   async getBucket(name: string): Promise<Bucket | undefined> {
-    const row = await this.#db.selectFrom('buckets').selectAll().where('name', '=', name).executeTakeFirst();
-    return row ? toBucket(row) : undefined;
+    return selectBucket(this.#db, name);
   }
 
   async listBuckets(): Promise<Bucket[]> {
@@ -156,22 +156,7 @@ export class PgStore implements Store {
         // outliving their bucket, and ingest counts a refusal for a gone bucket under ''.
         await trx
           .insertInto('buckets')
-          .values({
-            name: b.name,
-            destination: b.destination ?? null,
-            max_body: b.maxBody ?? DEFAULT_MAX_BODY,
-            ack_status: b.ackStatus ?? 200,
-            ack_body: b.ackBody ?? null,
-            ack_content_type: b.ackContentType ?? null,
-            paused: 0,
-            created_at: now,
-            updated_at: now,
-            paused_at: null,
-            paused_total_ms: 0,
-            ...retentionColumns({ retainMs: b.retainMs ?? null, ...(b.retainStates ? { retainStates: b.retainStates } : {}) }),
-            // Every drain setting is given here, defaults filled in, so every column is set.
-            ...(drainColumns({ ...DEFAULT_DRAIN, ...b.drain }) as DrainColumns),
-          })
+          .values(newBucketColumns(b, now))
           .execute();
         await bucketsChanged(trx, b.name);
         return 'created';
@@ -188,14 +173,7 @@ export class PgStore implements Store {
   }
 
   async updateBucket(name: string, patch: BucketPatch): Promise<Bucket> {
-    const values: Partial<BucketsTable> = { updated_at: this.#clock.now() };
-    if (patch.destination !== undefined) values.destination = patch.destination;
-    if (patch.maxBody !== undefined) values.max_body = patch.maxBody;
-    if (patch.ackStatus !== undefined) values.ack_status = patch.ackStatus;
-    if (patch.ackBody !== undefined) values.ack_body = patch.ackBody;
-    if (patch.ackContentType !== undefined) values.ack_content_type = patch.ackContentType;
-    if (patch.drain !== undefined) Object.assign(values, drainColumns(patch.drain));
-    Object.assign(values, retentionColumns(patch));
+    const values = bucketPatchColumns(patch, this.#clock.now());
     const found = await this.#db.transaction().execute(async (trx) => {
       // FOR UPDATE: a delete marking the tombstone waits for this, or this for it.
       const row = await trx.selectFrom('buckets').select('deleting_at').where('name', '=', name).forUpdate().executeTakeFirst();
@@ -209,21 +187,17 @@ export class PgStore implements Store {
       return 'updated';
     });
     this.#buckets.invalidate();
-    if (found === 'missing') throw new AppError('not_found', `bucket ${name} not found`);
-    if (found === 'deleting') throw deletingError(name);
-    return (await this.getBucket(name))!;
+    return writtenBucket(this.#db, name, found);
   }
 
   async pauseBucket(name: string): Promise<Bucket> {
     const now = this.#clock.now();
-    return this.#setPaused(name, (b) => (b.paused ? {} : { paused: 1, paused_at: now, updated_at: now }));
+    return this.#setPaused(name, (b) => pauseColumns(b, now));
   }
 
   async resumeBucket(name: string): Promise<Bucket> {
     const now = this.#clock.now();
-    return this.#setPaused(name, (b) =>
-      b.paused ? { paused: 0, paused_at: null, paused_total_ms: b.pausedTotalMs + Math.max(0, now - (b.pausedAt ?? now)), updated_at: now } : {},
-    );
+    return this.#setPaused(name, (b) => resumeColumns(b, now));
   }
 
   async #setPaused(name: string, change: (b: Bucket) => Partial<BucketsTable>): Promise<Bucket> {
@@ -239,9 +213,7 @@ export class PgStore implements Store {
       return 'updated';
     });
     this.#buckets.invalidate();
-    if (updated === 'missing') throw new AppError('not_found', `bucket ${name} not found`);
-    if (updated === 'deleting') throw deletingError(name);
-    return (await this.getBucket(name))!;
+    return writtenBucket(this.#db, name, updated);
   }
 
   async deleteBucket(name: string, options: { force: boolean }): Promise<{ requests: number }> {
@@ -269,8 +241,7 @@ export class PgStore implements Store {
   }
 
   async unattributedRejections(): Promise<Record<string, number>> {
-    const rows = await this.#db.selectFrom('rejections').select(['reason', 'count']).where('bucket', '=', '').execute();
-    return Object.fromEntries(rows.map((r) => [r.reason, Number(r.count)]));
+    return selectRejections(this.#db, '');
   }
 
   async listRequests(bucket: string, filter: RequestFilter, page: ListRequestsOptions): Promise<RequestPage> {
@@ -294,29 +265,7 @@ export class PgStore implements Store {
   }
 
   async getRequest(id: string): Promise<StoredRequest | undefined> {
-    const row = await this.#db
-      .selectFrom('requests as r')
-      .innerJoin('buckets as b', 'b.name', 'r.bucket')
-      .selectAll('r')
-      .select(sql<RequestState>`${latestStateSql(sql.ref('b.paused'))}`.as('state'))
-      .where('r.id', '=', id)
-      .executeTakeFirst();
-    if (!row) return undefined;
-    return {
-      id: row.id,
-      bucket: row.bucket,
-      receivedAt: Number(row.received_at),
-      method: row.method,
-      path: row.path,
-      query: row.query,
-      rawHeaders: JSON.parse(row.headers) as string[],
-      body: row.body,
-      size: Number(row.size),
-      sha256: row.sha256,
-      peer: row.peer,
-      state: row.state,
-      rawTrailers: row.trailers === null ? [] : (JSON.parse(row.trailers) as string[]),
-    };
+    return selectStoredRequest(this.#db, id);
   }
 
   async requestHistory(id: string): Promise<DeliveryHistory[]> {
@@ -404,30 +353,10 @@ export class PgStore implements Store {
 }
 
 /**
- * The request state: the latest generation's delivery to the bucket destination, 'held' when the
- * bucket is paused (`paused` is an SQL expression: a literal or the joined `b.paused` column).
- */
-function latestStateSql(paused: RawBuilder<unknown>) {
-  // `latest = 1` marks that delivery (maintained by ingest and replay); deliveries_request finds it.
-  const latest = sql`(select d.state from deliveries d where d.request_id = r.id and d.latest = 1)`;
-  return sql`coalesce(case when ${paused} = 1 and ${latest} in ('pending', 'retrying') then 'held' else ${latest} end, 'none')`;
-}
-
-
-type DrainColumns = Omit<BucketsTable, 'name' | 'destination' | 'max_body' | 'ack_status' | 'ack_body' | 'ack_content_type' | 'paused' | 'created_at' | 'updated_at' | 'paused_at' | 'paused_total_ms'>;
-
-/**
  * Every bucket write, in its transaction: the epoch other processes' caches compare, and a notice
  * sent at commit (resolveBucket's cache, the worker's bucket list).
  */
 async function bucketsChanged(trx: Kysely<Database>, name: string): Promise<void> {
   await trx.updateTable('meta').set((eb) => ({ value: eb('value', '+', 1) })).where('key', '=', 'bucket_epoch').execute();
   await notify(trx, BUCKETS_CHANNEL, [name]);
-}
-
-/** Lowers a bucket's next due time to `atMs` (never raises it; ../sqlite/bucket-due.ts explains the table). */
-async function lowerDue(trx: Kysely<Database>, bucket: string, atMs: number): Promise<void> {
-  await sql`insert into bucket_due (bucket, next_due_at) values (${bucket}, ${atMs})
-    on conflict (bucket) do update set next_due_at = excluded.next_due_at
-    where bucket_due.next_due_at is null or bucket_due.next_due_at > excluded.next_due_at`.execute(trx);
 }

@@ -2,7 +2,7 @@ import type { Statement } from 'better-sqlite3';
 import type { DeliveryState } from '../schema.js';
 import type { ListedRequest, RequestFilter, RequestState, StoredRequest } from '../store.js';
 import { idFloorAt } from '../../shared/ids.js';
-import { deliveryStatesFor, ID_SLACK_MS, toListed, type IdRange, type ListedRow } from '../request-rows.js';
+import { deliveryStatesFor, ID_SLACK_MS, iterateWithBodies, toListed, type IdRange, type ListedRow, type RequestBodyRow } from '../request-rows.js';
 import type { SqliteDb } from './open.js';
 
 /**
@@ -22,10 +22,6 @@ import type { SqliteDb } from './open.js';
  * Method, path, header, body and status filters are checked per row on the walk, so a rare match
  * walks further: body search reads every body it passes (README "Benchmark: Listing" has the figures).
  */
-
-/** Summary rows per page while iterating, and body bytes per full-row read. */
-const ITERATE_PAGE = 500;
-const ITERATE_BYTES = 8 * 1024 * 1024; // 8 MiB
 
 export interface PlannedQuery {
   /** Which index range this walks: one delivery state, `none`, or every request (`all`). */
@@ -262,49 +258,19 @@ export function countMatching(db: SqliteDb, bucket: string, filter: RequestFilte
 }
 
 /**
- * Every matching request, oldest first, in batches: ITERATE_PAGE summaries at a time, then their
- * bodies in reads of at most ITERATE_BYTES (or one request, if larger), so memory stays bounded
- * whatever the bucket holds. Requests stored after the iteration starts are left out.
+ * Every matching request, oldest first, in batches (iterateWithBodies in ../request-rows.ts), so
+ * memory stays bounded whatever the bucket holds. Requests stored after the iteration starts are
+ * left out.
  */
 export async function* iterateMatching(db: SqliteDb, bucket: string, filter: RequestFilter, paused: boolean): AsyncGenerator<StoredRequest> {
   const newest = db.prepare('select max(id) from requests where bucket = ?').pluck().get(bucket) as string | null;
   if (newest === null) return;
-  const full = (n: number) =>
-    prepare(db, `select id, headers, body, sha256, peer, trailers from requests where id in (${new Array(n).fill('?').join(', ')})`);
-  let after: string | undefined;
-  for (;;) {
-    const page = queryPage(db, bucket, filter, paused, { order: 'asc', limit: ITERATE_PAGE, atMost: newest, ...(after ? { after } : {}) });
-    let i = 0;
-    while (i < page.requests.length) {
-      const group: ListedRequest[] = [];
-      let bytes = 0;
-      while (i < page.requests.length && (group.length === 0 || bytes + page.requests[i]!.size <= ITERATE_BYTES)) {
-        bytes += page.requests[i]!.size;
-        group.push(page.requests[i++]!);
-      }
-      const rows = full(group.length).all(...group.map((g) => g.id)) as Array<{ id: string; headers: string; body: Buffer; sha256: string; peer: string | null; trailers: string | null }>;
-      const byId = new Map(rows.map((r) => [r.id, r]));
-      for (const s of group) {
-        const r = byId.get(s.id);
-        if (!r) continue; // deleted (pruned) since the page was read
-        yield {
-          id: s.id,
-          bucket: s.bucket,
-          receivedAt: s.receivedAt,
-          method: s.method,
-          path: s.path,
-          query: s.query,
-          rawHeaders: JSON.parse(r.headers) as string[],
-          body: r.body,
-          size: s.size,
-          sha256: r.sha256,
-          peer: r.peer,
-          state: s.state,
-          rawTrailers: r.trailers === null ? [] : (JSON.parse(r.trailers) as string[]),
-        };
-      }
-    }
-    if (!page.more) return;
-    after = page.requests[page.requests.length - 1]!.id;
-  }
+  yield* iterateWithBodies(
+    newest,
+    (range) => queryPage(db, bucket, filter, paused, range),
+    (ids) =>
+      prepare(db, `select id, headers, body, sha256, peer, trailers from requests where id in (${new Array(ids.length).fill('?').join(', ')})`).all(
+        ...ids,
+      ) as RequestBodyRow[],
+  );
 }

@@ -17,28 +17,11 @@
  * rows without a bucket, and a new bucket of the same name had them delivered to its destination.
  */
 import { AppError } from '../../shared/errors.js';
+import { PURGE_BATCH, purgeIds, type PurgeStep } from '../purge.js';
 import type { SqliteDb } from './open.js';
 
-/** Requests per purge transaction. */
-export const PURGE_BATCH = 500;
-export const PURGE_BATCH_BYTES = 8 * 1024 * 1024; // 8 MiB of bodies per purge transaction
-/**
- * The lock is left free this long after each purge transaction. SQLite's busy handler is not fair:
- * a waiting writer sleeps (1, 2, 5, … up to 100 ms between tries) and checks again, so a purger
- * that begins its next batch at once finds the lock free first nearly every time, and ingest's
- * group commit, waiting its 2 s --lock-timeout, answered 503 (reliability case 28: 8 of 2,843
- * requests while 200,000 rows were purged back to back). A gap at least as long as the longest
- * sleep (100 ms) lets every waiter in: ingest then waits at most about one batch.
- * At about 30 ms per batch, that is 500 rows every 130 ms: some 4,000 rows a second.
- */
-export const PURGE_GAP_MS = 100;
-
-export interface PurgeStep {
-  requests: number;
-  bytes: number;
-  /** The tombstone is gone (or was never there): nothing is left to purge. */
-  done: boolean;
-}
+// The batch bounds and the gap between batches (PURGE_BATCH, PURGE_BATCH_BYTES, PURGE_GAP_MS, and
+// why SQLite needs the gap) are in ../purge.ts, shared with PostgreSQL.
 
 export interface DeletingBucket {
   name: string;
@@ -91,14 +74,7 @@ export function createPurger(db: SqliteDb) {
     // Gone (another purger finished it), or a live bucket of that name: never purge a live bucket.
     if (!row || row.deleting_at === null) return { requests: 0, bytes: 0, done: true };
     const page = s.page.all(name, PURGE_BATCH) as Array<{ id: string; size: number }>;
-    const ids: string[] = [];
-    let bytes = 0;
-    for (const r of page) {
-      // Bounded by bytes too: a page of 25 MiB bodies would hold the lock far longer than a few ms.
-      if (ids.length > 0 && bytes + Number(r.size) > PURGE_BATCH_BYTES) break;
-      ids.push(r.id);
-      bytes += Number(r.size);
-    }
+    const { ids, bytes } = purgeIds(page);
     if (ids.length > 0) {
       const list = JSON.stringify(ids);
       s.deleteAttempts.run(list);

@@ -2,40 +2,17 @@
  * What happened to a request: its deliveries (every generation and destination) with their
  * attempts, and the live feed behind `requests tail`. Read-only queries on the CLI's connection.
  */
+import { idTimeMs } from '../../shared/ids.js';
 import type { SqliteDb } from './open.js';
 import type { AttemptsTable, DeliveriesTable } from '../schema.js';
-import type { AttemptRecord, DeliveryHistory, TailCursor, TailEvent } from '../store.js';
-import { toAttemptRecord, toListed, type ListedRow } from '../request-rows.js';
+import type { DeliveryHistory, TailCursor, TailEvent } from '../store.js';
+import { attemptEvent, TAIL_LOOKBACK_MS, toDeliveryHistory, toListed, type ListedRow } from '../request-rows.js';
 
 export function requestHistory(db: SqliteDb, requestId: string): DeliveryHistory[] {
   const deliveries = db.prepare('select * from deliveries where request_id = ? order by generation, created_at').all(requestId) as DeliveriesTable[];
   const attempts = db.prepare('select * from attempts where request_id = ? order by started_at, number').all(requestId) as AttemptsTable[];
-  return deliveries.map((d) => ({
-    id: d.id,
-    generation: Number(d.generation),
-    destination: d.destination,
-    state: d.state,
-    trigger: d.trigger,
-    replayId: d.replay_id,
-    attempts: Number(d.attempts),
-    nextAttemptAt: Number(d.next_attempt_at),
-    deferrals: Number(d.deferrals),
-    lastDeferralReason: d.last_deferral_reason,
-    createdAt: Number(d.created_at),
-    settledAt: d.settled_at === null ? null : Number(d.settled_at),
-    supersedeRequested: Number(d.supersede_requested) === 1,
-    latest: Number(d.latest) === 1,
-    attemptLog: attempts.filter((a) => a.delivery_id === d.id).map(toAttemptRecord),
-  }));
+  return toDeliveryHistory(deliveries, attempts);
 }
-
-/** UUIDv7 ids start with 48 bits of epoch ms. */
-function idTimeMs(id: string): number {
-  return parseInt(id.replace(/-/g, '').slice(0, 12), 16);
-}
-
-/** How far back a tail looks for attempts that finished late (an attempt's row is keyed by its start). */
-const TAIL_LOOKBACK_MS = 15 * 60_000; // 15m: longer than any attempt timeout (at most 10m)
 
 export function tail(db: SqliteDb, bucket: string, cursor: TailCursor, nowMs: number, paused: boolean): { events: TailEvent[]; cursor: TailCursor } {
   const events: TailEvent[] = [];
@@ -62,15 +39,7 @@ export function tail(db: SqliteDb, bucket: string, cursor: TailCursor, nowMs: nu
   for (const a of attempts) {
     if (seen.has(a.id)) continue;
     seen.add(a.id);
-    const record = toAttemptRecord(a);
-    events.push({
-      kind: 'attempt',
-      at: record.startedAt + (record.durationMs ?? 0),
-      requestId: a.request_id,
-      deliveryId: a.delivery_id,
-      generation: Number(a.generation),
-      attempt: record,
-    });
+    events.push(attemptEvent(a));
   }
   events.sort((x, y) => x.at - y.at);
   return { events, cursor: { requestId: lastRequest, sinceMs: since, seen: [...seen] } };

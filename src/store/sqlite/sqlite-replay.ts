@@ -16,6 +16,7 @@ import { AppError } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { ReplaysTable } from '../schema.js';
 import type { NewReplay, Replay, ReplayProgress } from '../store.js';
+import { toReplay, toReplayProgress, type ReplayStateRow } from '../replay-rows.js';
 import { lowerDueStatement } from './bucket-due.js';
 import type { SqliteDb } from './open.js';
 import { deletingError } from './sqlite-delete.js';
@@ -82,19 +83,6 @@ export function createReplay(db: SqliteDb, r: NewReplay): Replay {
   return getReplay(db, r.id)!;
 }
 
-function toReplay(row: ReplaysTable): Replay {
-  return {
-    id: row.id,
-    bucket: row.bucket,
-    selection: JSON.parse(row.selection) as Record<string, unknown>,
-    destination: row.destination,
-    rate: row.rate_count === null || row.rate_per_ms === null ? null : { count: Number(row.rate_count), perMs: Number(row.rate_per_ms) },
-    total: Number(row.total),
-    superseded: Number(row.superseded),
-    createdAt: Number(row.created_at),
-  };
-}
-
 export function getReplay(db: SqliteDb, id: string): Replay | undefined {
   const row = db.prepare('select * from replays where id = ?').get(id) as ReplaysTable | undefined;
   return row ? toReplay(row) : undefined;
@@ -110,36 +98,7 @@ export function listReplays(db: SqliteDb, options: { bucket?: string; limit: num
 }
 
 export function replayProgress(db: SqliteDb, id: string): ReplayProgress {
-  const rows = db.prepare('select state, count(*) n, max(settled_at) last from deliveries where replay_id = ? group by state').all(id) as Array<{
-    state: string;
-    n: number;
-    last: number | null;
-  }>;
+  const rows = db.prepare('select state, count(*) n, max(settled_at) last from deliveries where replay_id = ? group by state').all(id) as ReplayStateRow[];
   const paused = Number(db.prepare('select coalesce(max(b.paused), 0) from replays r join buckets b on b.name = r.bucket where r.id = ?').pluck().get(id)) === 1;
-  const p: ReplayProgress = {
-    total: 0,
-    pending: 0,
-    retrying: 0,
-    delivering: 0,
-    held: 0,
-    delivered: 0,
-    failed: 0,
-    exhausted: 0,
-    superseded: 0,
-    settled: 0,
-    paused,
-    lastSettledAt: null,
-  };
-  for (const r of rows) {
-    const n = Number(r.n);
-    p.total += n;
-    const state = paused && (r.state === 'pending' || r.state === 'retrying') ? 'held' : r.state;
-    const counts = p as unknown as Record<string, number>;
-    if (typeof counts[state] === 'number') counts[state] = counts[state]! + n;
-    if (r.state === 'delivered' || r.state === 'failed' || r.state === 'exhausted' || r.state === 'superseded') {
-      p.settled += n;
-      if (r.last !== null) p.lastSettledAt = Math.max(p.lastSettledAt ?? 0, Number(r.last));
-    }
-  }
-  return p;
+  return toReplayProgress(rows, paused);
 }

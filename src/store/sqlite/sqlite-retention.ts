@@ -15,28 +15,17 @@
  * requests. A walk stops at the first page with nothing received before the cutoff.
  */
 import type { PrunableState } from '../store.js';
-import type { PruneCounts, PruneHooks, PruneOptions, PruneResult } from '../store.js';
+import type { PruneHooks, PruneOptions, PruneResult } from '../store.js';
+import { choosePrunable, PRUNE_BATCH, pruneWalk, zeroCounts, type PruneCandidate, type PruneStep } from '../prune-walk.js';
 import type { SqliteDb } from './open.js';
 
-/** Requests per delete transaction. */
-const BATCH = 500;
-const BATCH_BYTES = 8 * 1024 * 1024; // 8 MiB of bodies per delete transaction
 /** Pages per incremental_vacuum step (1 MiB at 4 KiB pages). */
 const VACUUM_PAGES = 256;
 /** PRAGMA auto_vacuum value for INCREMENTAL. */
 const AUTO_VACUUM_INCREMENTAL = 2;
 
-interface Candidate {
-  id: string;
-  at: number;
-  size: number;
-  live: number;
-  own: number;
-}
-
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-const zero = (): PruneCounts => ({ requests: 0, bytes: 0, deliveries: 0, attempts: 0, keptLive: 0 });
 
 export async function pruneRequests(db: SqliteDb, buckets: readonly string[], o: PruneOptions, hooks: PruneHooks = {}): Promise<PruneResult> {
   const ids = '(select value from json_each(?))';
@@ -60,32 +49,17 @@ export async function pruneRequests(db: SqliteDb, buckets: readonly string[], o:
     deleteRequests: db.prepare(`delete from requests where id in ${ids}`),
   };
 
-  const total: PruneResult = { ...zero(), buckets: {}, reclaimedBytes: 0 };
+  const total: PruneResult = { ...zeroCounts(), buckets: {}, reclaimedBytes: 0 };
   const progress = (bucket: string, phase: 'delete' | 'reclaim') =>
     hooks.onProgress?.({ bucket, phase, requests: total.requests, bytes: total.bytes, reclaimedBytes: total.reclaimedBytes });
 
   /** One batch: the next page of one state's candidates, and the deletion of those that qualify. */
-  const batch = (bucket: string, state: PrunableState, after: string) => {
-    const page = (state === 'none' ? s.pageAll.all(bucket, after, BATCH) : s.pageByState.all(bucket, state, after, BATCH)) as string[];
-    if (page.length === 0) return { done: true, next: after, counts: zero() };
-    const rows = s.detail.all(JSON.stringify(page)) as Candidate[];
-    const old = rows.filter((r) => Number(r.at) < o.receivedBeforeMs && (state !== 'none' || Number(r.own) === 0));
-    const counts = zero();
-    const take: string[] = [];
-    // Where the walk goes on from: past the whole page, unless the byte bound stops it early.
-    let next = page[page.length - 1]!;
-    for (const r of old) {
-      if (Number(r.live) === 1) continue;
-      if (take.length > 0 && counts.bytes + Number(r.size) > BATCH_BYTES) {
-        next = take[take.length - 1]!;
-        break;
-      }
-      take.push(r.id);
-      counts.bytes += Number(r.size);
-    }
-    // Live ones up to where the walk goes on from (the rest are seen again by the next batch).
-    counts.keptLive = old.filter((r) => Number(r.live) === 1 && r.id <= next).length;
-    counts.requests = take.length;
+  const batch = (bucket: string, state: PrunableState, after: string): PruneStep => {
+    const page = (state === 'none' ? s.pageAll.all(bucket, after, PRUNE_BATCH) : s.pageByState.all(bucket, state, after, PRUNE_BATCH)) as string[];
+    if (page.length === 0) return { done: true, next: after, counts: zeroCounts() };
+    const rows = s.detail.all(JSON.stringify(page)) as PruneCandidate[];
+    const { take, step } = choosePrunable(state, page, rows, o.receivedBeforeMs);
+    const counts = step.counts;
     if (take.length > 0) {
       const list = JSON.stringify(take);
       if (o.dryRun) {
@@ -97,33 +71,14 @@ export async function pruneRequests(db: SqliteDb, buckets: readonly string[], o:
         s.deleteRequests.run(list);
       }
     }
-    // Nothing on this page was old enough: ids are time-ordered, so nothing after it is either.
-    const noneOld = !rows.some((r) => Number(r.at) < o.receivedBeforeMs);
-    const cutShort = next !== page[page.length - 1];
-    return { done: !cutShort && (noneOld || page.length < BATCH), next, counts };
+    return step;
   };
   const tx = db.transaction(batch);
   const run = (bucket: string, state: PrunableState, after: string) => (o.dryRun ? tx.deferred(bucket, state, after) : tx.immediate(bucket, state, after));
 
-  for (const bucket of buckets) {
-    const mine = (total.buckets[bucket] = zero());
-    for (const state of o.states) {
-      let after = '';
-      for (;;) {
-        if (hooks.signal?.aborted) return total;
-        const r = run(bucket, state, after);
-        for (const k of ['requests', 'bytes', 'deliveries', 'attempts', 'keptLive'] as const) {
-          mine[k] += r.counts[k];
-          total[k] += r.counts[k];
-        }
-        after = r.next;
-        if (r.counts.requests > 0) progress(bucket, 'delete');
-        if (r.done) break;
-        await yieldToEventLoop();
-      }
-    }
-  }
-  if (!o.dryRun && total.requests > 0) await reclaim(db, hooks, total, () => progress('', 'reclaim'));
+  await pruneWalk(total, buckets, o.states, hooks, run, (bucket) => progress(bucket, 'delete'), yieldToEventLoop);
+  // Not after an aborted walk (its reclaim would stop at once all the same).
+  if (!o.dryRun && total.requests > 0 && !hooks.signal?.aborted) await reclaim(db, hooks, total, () => progress('', 'reclaim'));
   return total;
 }
 

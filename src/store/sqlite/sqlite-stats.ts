@@ -14,8 +14,8 @@
  *   the percentiles come from a histogram rather than every row.
  */
 import { idFloorAt } from '../../shared/ids.js';
-import type { DeliveryState } from '../schema.js';
 import type { Bucket, StatsQuery, StatsSample } from '../store.js';
+import { toStatsSamples, type AttemptGroupRow, type LatestStateRow, type RejectionRow, type SettledRow, type StatsBucketRow } from '../stats-rows.js';
 import type { SqliteDb } from './open.js';
 
 /**
@@ -69,49 +69,17 @@ export function statsSamples(
   const window = { names, since: q.sinceMs, until: q.untilMs };
   const idFloor = idFloorAt(q.sinceMs - ID_SLACK_MS);
   // One read transaction: every figure from the same snapshot.
-  return db.transaction(() => {
-    type PerBucket = { bucket: string; requests: number; superseded: number; in_window: number; oldest_pending: string | null; oldest_retrying: string | null; oldest_delivering: string | null };
-    const rows = new Map((s.perBucket.all({ names, idFloor, since: q.sinceMs, until: q.untilMs }) as PerBucket[]).map((r) => [r.bucket, r]));
-    const latest = new Map<string, Partial<Record<DeliveryState, number>>>();
-    for (const r of s.latest.all({ names }) as Array<{ bucket: string; state: DeliveryState; n: number }>) {
-      const m = latest.get(r.bucket) ?? {};
-      m[r.state] = Number(r.n);
-      latest.set(r.bucket, m);
-    }
-    const settled = new Map<string, { delivered: number; failed: number; exhausted: number }>();
-    for (const r of s.settled.all(window) as Array<{ bucket: string; delivered: number; failed: number; exhausted: number }>) {
-      settled.set(r.bucket, { delivered: Number(r.delivered), failed: Number(r.failed), exhausted: Number(r.exhausted) });
-    }
-    const attempts = new Map<string, StatsSample['attempts']>();
-    for (const r of s.attempts.all(window) as Array<{ bucket: string; ms: number | null; ok: number; n: number }>) {
-      const list = attempts.get(r.bucket) ?? [];
-      list.push({ durationMs: r.ms === null ? null : Number(r.ms), delivered: Number(r.ok) === 1, count: Number(r.n) });
-      attempts.set(r.bucket, list);
-    }
-    const rejected = new Map<string, Record<string, number>>();
-    for (const r of s.rejections.all() as Array<{ bucket: string; reason: string; count: number }>) {
-      const m = rejected.get(r.bucket) ?? {};
-      m[r.reason] = Number(r.count);
-      rejected.set(r.bucket, m);
-    }
-    const out: StatsSample[] = [];
-    for (const b of buckets) {
-      const r = rows.get(b.name);
-      const ids = [r?.oldest_pending ?? null, r?.oldest_retrying ?? null, r?.oldest_delivering ?? null].filter((id): id is string => id !== null).sort();
-      const oldestAt = ids.length > 0 ? (s.receivedAt.get(ids[0]) as number | undefined) : undefined;
-      out.push({
-        bucket: b.name,
-        paused: b.paused,
-        requests: Number(r?.requests ?? 0),
-        latest: latest.get(b.name) ?? {},
-        superseded: Number(r?.superseded ?? 0),
-        oldestWaitingAt: oldestAt === undefined ? null : Number(oldestAt),
-        receivedInWindow: Number(r?.in_window ?? 0),
-        settled: settled.get(b.name) ?? { delivered: 0, failed: 0, exhausted: 0 },
-        attempts: attempts.get(b.name) ?? [],
-        rejected: rejected.get(b.name) ?? {},
-      });
-    }
-    return { buckets: out, unattributedRejections: rejected.get('') ?? {} };
-  })();
+  return db.transaction(() =>
+    toStatsSamples(
+      buckets,
+      {
+        perBucket: s.perBucket.all({ names, idFloor, since: q.sinceMs, until: q.untilMs }) as StatsBucketRow[],
+        latest: s.latest.all({ names }) as LatestStateRow[],
+        settled: s.settled.all(window) as SettledRow[],
+        attempts: s.attempts.all(window) as AttemptGroupRow[],
+        rejections: s.rejections.all() as RejectionRow[],
+      },
+      (id) => s.receivedAt.get(id) as number | undefined,
+    ),
+  )();
 }

@@ -1,4 +1,4 @@
-import { Kysely, Migrator, SqliteDialect, sql, type RawBuilder, type Selectable } from 'kysely';
+import { Kysely, Migrator, SqliteDialect, sql, type Selectable } from 'kysely';
 import type { Durability } from '../../config/config.js';
 import { AppError } from '../../shared/errors.js';
 import type { Clock } from '../../shared/clock.js';
@@ -32,19 +32,21 @@ import type {
   PurgeResult,
   StatsQuery,
   StatsSample,
-  RequestState,
   RequestSummary,
   RequestImporter,
   Store,
   StoredRequest,
 } from '../store.js';
-import { DEFAULT_DRAIN, DEFAULT_MAX_BODY } from '../bucket-defaults.js';
-import { drainColumns, retentionColumns, toBucket } from '../bucket-row.js';
+import { DEFAULT_MAX_BODY } from '../bucket-defaults.js';
+import { bucketPatchColumns, newBucketColumns, pauseColumns, resumeColumns, toBucket } from '../bucket-row.js';
+import { selectBucket, selectRejections, writtenBucket } from '../kysely/bucket-queries.js';
+import { pause, PURGE_GAP_MS, purgeEachDeleting, purgeToEnd } from '../purge.js';
+import { latestStateSql, selectStoredRequest } from '../kysely/request-queries.js';
 import { lowerDue } from './bucket-due.js';
 import { ImmediateSqliteDialect } from './immediate-dialect.js';
 import { openSqlite, type SqliteDb } from './open.js';
 import { sqliteStorageErrorCode } from './sqlite-error.js';
-import { createPurger, deletingError, PURGE_GAP_MS, type Purger } from './sqlite-delete.js';
+import { createPurger, deletingError, type Purger } from './sqlite-delete.js';
 import { countMatching, iterateMatching, queryPage } from './request-query.js';
 import { requestHistory, tail } from './sqlite-history.js';
 import { pruneRequests } from './sqlite-retention.js';
@@ -62,19 +64,6 @@ export interface SqliteStoreOptions {
 
 /** Pages released per incremental_vacuum step (1 MiB at 4 KiB pages). */
 const VACUUM_PAGES = 256;
-
-/** Waits `ms`, or less when the signal aborts. */
-const pause = (ms: number, signal?: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (signal?.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
-  });
 
 export class SqliteStore implements Store {
   readonly #raw: SqliteDb;
@@ -145,8 +134,7 @@ export class SqliteStore implements Store {
   }
 
   async getBucket(name: string): Promise<Bucket | undefined> {
-    const row = await this.#db.selectFrom('buckets').selectAll().where('name', '=', name).executeTakeFirst();
-    return row ? toBucket(row) : undefined;
+    return selectBucket(this.#db, name);
   }
 
   async listBuckets(): Promise<Bucket[]> {
@@ -167,22 +155,7 @@ export class SqliteStore implements Store {
         if (this.#purger.adoptOrphans(b.name, now, DEFAULT_MAX_BODY)) return 'orphans';
         await trx
           .insertInto('buckets')
-          .values({
-            name: b.name,
-            destination: b.destination ?? null,
-            max_body: b.maxBody ?? DEFAULT_MAX_BODY,
-            ack_status: b.ackStatus ?? 200,
-            ack_body: b.ackBody ?? null,
-            ack_content_type: b.ackContentType ?? null,
-            paused: 0,
-            created_at: now,
-            updated_at: now,
-            paused_at: null,
-            paused_total_ms: 0,
-            ...retentionColumns({ retainMs: b.retainMs ?? null, ...(b.retainStates ? { retainStates: b.retainStates } : {}) }),
-            // Every drain setting is given here, defaults filled in, so every column is set.
-            ...(drainColumns({ ...DEFAULT_DRAIN, ...b.drain }) as DrainColumns),
-          })
+          .values(newBucketColumns(b, now))
           .execute();
         await bumpEpoch(trx);
         return 'created';
@@ -203,14 +176,7 @@ export class SqliteStore implements Store {
   }
 
   async updateBucket(name: string, patch: BucketPatch): Promise<Bucket> {
-    const values: Partial<BucketsTable> = { updated_at: this.#clock.now() };
-    if (patch.destination !== undefined) values.destination = patch.destination;
-    if (patch.maxBody !== undefined) values.max_body = patch.maxBody;
-    if (patch.ackStatus !== undefined) values.ack_status = patch.ackStatus;
-    if (patch.ackBody !== undefined) values.ack_body = patch.ackBody;
-    if (patch.ackContentType !== undefined) values.ack_content_type = patch.ackContentType;
-    if (patch.drain !== undefined) Object.assign(values, drainColumns(patch.drain));
-    Object.assign(values, retentionColumns(patch));
+    const values = bucketPatchColumns(patch, this.#clock.now());
     const found = await this.#db.transaction().execute(async (trx) => {
       const row = await trx.selectFrom('buckets').select('deleting_at').where('name', '=', name).executeTakeFirst();
       if (!row) return 'missing';
@@ -222,21 +188,17 @@ export class SqliteStore implements Store {
       await lowerDue(trx, name, values.updated_at!);
       return 'updated';
     });
-    if (found === 'missing') throw new AppError('not_found', `bucket ${name} not found`);
-    if (found === 'deleting') throw deletingError(name);
-    return (await this.getBucket(name))!;
+    return writtenBucket(this.#db, name, found);
   }
 
   async pauseBucket(name: string): Promise<Bucket> {
     const now = this.#clock.now();
-    return this.#setPaused(name, (b) => (b.paused ? {} : { paused: 1, paused_at: now, updated_at: now }));
+    return this.#setPaused(name, (b) => pauseColumns(b, now));
   }
 
   async resumeBucket(name: string): Promise<Bucket> {
     const now = this.#clock.now();
-    return this.#setPaused(name, (b) =>
-      b.paused ? { paused: 0, paused_at: null, paused_total_ms: b.pausedTotalMs + Math.max(0, now - (b.pausedAt ?? now)), updated_at: now } : {},
-    );
+    return this.#setPaused(name, (b) => resumeColumns(b, now));
   }
 
   async #setPaused(name: string, change: (b: Bucket) => Partial<BucketsTable>): Promise<Bucket> {
@@ -250,61 +212,27 @@ export class SqliteStore implements Store {
       await bumpEpoch(trx);
       return 'updated';
     });
-    if (updated === 'missing') throw new AppError('not_found', `bucket ${name} not found`);
-    if (updated === 'deleting') throw deletingError(name);
-    return (await this.getBucket(name))!;
+    return writtenBucket(this.#db, name, updated);
   }
 
   async deleteBucket(name: string, options: { force: boolean }): Promise<{ requests: number }> {
     // First the tombstone, in one short transaction: from here on nothing of the bucket is
     // stored or sent, whatever happens to the purge.
     this.#purger.markDeleting(name, options.force, this.#clock.now());
-    let requests = 0;
-    try {
-      for (;;) {
-        const step = this.#purger.purgeBatch(name);
-        requests += step.requests;
-        if (step.done) break;
-        await pause(PURGE_GAP_MS);
-      }
-    } catch (e) {
-      const code = sqliteStorageErrorCode(e);
-      if (!code) throw e;
-      const left = await this.bucketCounts(name).then((c) => c.requests).catch(() => undefined);
-      throw new AppError(
-        code,
-        `bucket ${name} is deleting; the purge stopped after ${requests} request(s)${left === undefined ? '' : ` with ${left} left`} (${(e as Error).message}): ` +
-          `nothing of it is stored or sent any more; run hookbucket bucket delete ${name} again to finish (a running serve also finishes it in the background)`,
-        { cause: e },
-      );
-    }
+    const purged = await purgeToEnd(name, () => this.#purger.purgeBatch(name), sqliteStorageErrorCode, async () => (await this.bucketCounts(name)).requests);
     await this.#reclaim();
-    return { requests };
+    return purged;
   }
 
   async purgeDeleting(hooks: PurgeHooks = {}): Promise<PurgeResult> {
-    const result: PurgeResult = { finished: [], requests: 0, bytes: 0 };
-    for (const t of this.#purger.deleting()) {
-      for (;;) {
-        if (hooks.signal?.aborted) return result;
-        let step;
-        try {
-          step = this.#withLockWait(hooks.lockWaitMs, () => this.#purger.purgeBatch(t.name));
-        } catch (e) {
-          // Lock trouble: the tombstone stands; the next round goes on from here.
-          if (sqliteStorageErrorCode(e) === 'store_busy') return { ...result, stopped: (e as Error).message };
-          throw e;
-        }
-        result.requests += step.requests;
-        result.bytes += step.bytes;
-        if (step.done) {
-          result.finished.push(t.name);
-          break;
-        }
-        await pause(PURGE_GAP_MS, hooks.signal);
-      }
-    }
-    if (result.requests > 0) await this.#reclaim(hooks.signal, hooks.lockWaitMs);
+    const result = await purgeEachDeleting(
+      this.#purger.deleting().map((t) => t.name),
+      (name) => this.#withLockWait(hooks.lockWaitMs, () => this.#purger.purgeBatch(name)),
+      (e) => sqliteStorageErrorCode(e) === 'store_busy',
+      hooks,
+    );
+    // Not after a pass that stopped on lock trouble or was aborted: the next pass reclaims.
+    if (result.requests > 0 && result.stopped === undefined && !hooks.signal?.aborted) await this.#reclaim(hooks.signal, hooks.lockWaitMs);
     return result;
   }
 
@@ -368,8 +296,7 @@ export class SqliteStore implements Store {
   }
 
   async unattributedRejections(): Promise<Record<string, number>> {
-    const rows = await this.#db.selectFrom('rejections').select(['reason', 'count']).where('bucket', '=', '').execute();
-    return Object.fromEntries(rows.map((r) => [r.reason, Number(r.count)]));
+    return selectRejections(this.#db, '');
   }
 
   async listRequests(bucket: string, filter: RequestFilter, page: ListRequestsOptions): Promise<RequestPage> {
@@ -396,29 +323,7 @@ export class SqliteStore implements Store {
   }
 
   async getRequest(id: string): Promise<StoredRequest | undefined> {
-    const row = await this.#db
-      .selectFrom('requests as r')
-      .innerJoin('buckets as b', 'b.name', 'r.bucket')
-      .selectAll('r')
-      .select(sql<RequestState>`${latestStateSql(sql.ref('b.paused'))}`.as('state'))
-      .where('r.id', '=', id)
-      .executeTakeFirst();
-    if (!row) return undefined;
-    return {
-      id: row.id,
-      bucket: row.bucket,
-      receivedAt: Number(row.received_at),
-      method: row.method,
-      path: row.path,
-      query: row.query,
-      rawHeaders: JSON.parse(row.headers) as string[],
-      body: row.body,
-      size: Number(row.size),
-      sha256: row.sha256,
-      peer: row.peer,
-      state: row.state,
-      rawTrailers: row.trailers === null ? [] : (JSON.parse(row.trailers) as string[]),
-    };
+    return selectStoredRequest(this.#db, id);
   }
 
   async requestHistory(id: string): Promise<DeliveryHistory[]> {
@@ -508,19 +413,7 @@ export class SqliteStore implements Store {
   }
 }
 
-/**
- * The request state: the latest generation's delivery to the bucket destination, 'held' when the
- * bucket is paused (`paused` is an SQL expression: a literal or the joined `b.paused` column).
- */
-function latestStateSql(paused: RawBuilder<unknown>) {
-  // `latest = 1` marks that delivery (maintained by ingest and replay); deliveries_request finds it.
-  const latest = sql`(select d.state from deliveries d where d.request_id = r.id and d.latest = 1)`;
-  return sql`coalesce(case when ${paused} = 1 and ${latest} in ('pending', 'retrying') then 'held' else ${latest} end, 'none')`;
-}
-
 const pausedLit = (paused: boolean) => sql.lit(paused ? 1 : 0);
-
-type DrainColumns = Omit<BucketsTable, 'name' | 'destination' | 'max_body' | 'ack_status' | 'ack_body' | 'ack_content_type' | 'paused' | 'created_at' | 'updated_at' | 'paused_at' | 'paused_total_ms'>;
 
 async function bumpEpoch(trx: Kysely<Database>): Promise<void> {
   await trx.updateTable('meta').set((eb) => ({ value: eb('value', '+', 1) })).where('key', '=', 'bucket_epoch').execute();

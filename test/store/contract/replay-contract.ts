@@ -1,26 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { NewReplay, ReplayProgress } from '../../../src/store/store.js';
+import type { NewReplay } from '../../../src/store/store.js';
+import { progress } from '../../helpers/replay-progress.js';
 import { claim, DEST, idAt, ingestN, result, T0, type Ctx } from './harness.js';
 
 const SECOND = 1000;
 const TO = 'http://127.0.0.1:9/staging';
 
-const progress = (p: Partial<ReplayProgress>): ReplayProgress => ({
-  total: 0,
-  pending: 0,
-  retrying: 0,
-  delivering: 0,
-  held: 0,
-  delivered: 0,
-  failed: 0,
-  exhausted: 0,
-  superseded: 0,
-  settled: 0,
-  paused: false,
-  lastSettledAt: null,
-  ...p,
-});
 
 export function replayContract(ctx: Ctx): void {
   describe('replay and supersede', () => {

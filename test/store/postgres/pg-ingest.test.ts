@@ -102,6 +102,15 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
     return sink;
   }
 
+  /** A started relay in front of the server (the test stops it) and the database's URL through it. */
+  async function relayed(): Promise<{ relay: Relay; via: string }> {
+    const u = new URL(tdb.url);
+    const relay = new Relay({ host: u.hostname, port: Number(u.port || 5432) });
+    await relay.start();
+    u.port = String(relay.port);
+    return { relay, via: u.toString() };
+  }
+
   async function listen(): Promise<{ notices: string[]; close: () => Promise<void> }> {
     const client = new pg.Client({ connectionString: tdb.url });
     await client.connect();
@@ -399,14 +408,10 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
 
   test('the server gone: 503 within the lock timeout, degraded health, recovery without traffic', async () => {
     const a = await bucket(`gone_${randomBytes(3).toString('hex')}`);
-    const u = new URL(tdb.url);
-    const relay = new Relay({ host: u.hostname, port: Number(u.port || 5432) });
-    await relay.start();
+    const { relay, via } = await relayed();
     try {
-      const via = new URL(tdb.url);
-      via.port = String(relay.port);
       const lockTimeoutMs = 800;
-      const sink = await start({ diskCheckEveryMs: 100 }, { db: via.toString(), lockTimeoutMs });
+      const sink = await start({ diskCheckEveryMs: 100 }, { db: via, lockTimeoutMs });
       await sink.submit(request(a), { createDelivery: true });
 
       // Stopped: connections refused and the open ones cut.
@@ -446,14 +451,10 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
 
   test('a COMMIT whose answer never comes is a 503, though the row may be stored (a retry can duplicate)', async () => {
     const a = await bucket(`unk_${randomBytes(3).toString('hex')}`);
-    const u = new URL(tdb.url);
-    const relay = new Relay({ host: u.hostname, port: Number(u.port || 5432) });
-    await relay.start();
+    const { relay, via } = await relayed();
     try {
-      const via = new URL(tdb.url);
-      via.port = String(relay.port);
       const lockTimeoutMs = 500;
-      const sink = await start({ diskCheckEveryMs: 100 }, { db: via.toString(), lockTimeoutMs });
+      const sink = await start({ diskCheckEveryMs: 100 }, { db: via, lockTimeoutMs });
       await sink.submit(request(a), { createDelivery: true });
       // The simple-query message of COMMIT ('Q', length, "commit\0") reaches the server; its answer does not.
       relay.muteAfter = Buffer.from('commit\0');
@@ -473,14 +474,10 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
 
   test('requests queued behind a hung transaction are answered 503 at their own deadline', async () => {
     const a = await bucket(`queue_${randomBytes(3).toString('hex')}`);
-    const u = new URL(tdb.url);
-    const relay = new Relay({ host: u.hostname, port: Number(u.port || 5432) });
-    await relay.start();
+    const { relay, via } = await relayed();
     try {
-      const via = new URL(tdb.url);
-      via.port = String(relay.port);
       const lockTimeoutMs = 600;
-      const sink = await start({ maxBatches: 1, diskCheckEveryMs: 100 }, { db: via.toString(), lockTimeoutMs });
+      const sink = await start({ maxBatches: 1, diskCheckEveryMs: 100 }, { db: via, lockTimeoutMs });
       await sink.submit(request(a), { createDelivery: true });
       relay.blackhole = true;
       const first = sink.submit(request(a), { createDelivery: true });
@@ -504,12 +501,8 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
 
   test('over HTTP: 2xx only after the commit, 503 with /healthz degraded while the server is gone, then back', async () => {
     const a = await bucket(`http_${randomBytes(3).toString('hex')}`);
-    const u = new URL(tdb.url);
-    const relay = new Relay({ host: u.hostname, port: Number(u.port || 5432) });
-    await relay.start();
-    const via = new URL(tdb.url);
-    via.port = String(relay.port);
-    const sink = await start({ diskCheckEveryMs: 100 }, { db: via.toString(), lockTimeoutMs: 800 });
+    const { relay, via } = await relayed();
+    const sink = await start({ diskCheckEveryMs: 100 }, { db: via, lockTimeoutMs: 800 });
     const app = createApp({
       store: {
         resolveBucket: async (name) => {

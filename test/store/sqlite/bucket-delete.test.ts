@@ -8,7 +8,7 @@ import { ManualClock, systemClock } from '../../../src/shared/clock.js';
 import { createBatchWriter } from '../../../src/store/sqlite/ingest-batch.js';
 import { openSqlite } from '../../../src/store/sqlite/open.js';
 import { SqliteDrainStore } from '../../../src/store/sqlite/sqlite-drain.js';
-import { PURGE_BATCH } from '../../../src/store/sqlite/sqlite-delete.js';
+import { PURGE_BATCH } from '../../../src/store/purge.js';
 import { openRequestImporter } from '../../../src/store/sqlite/sqlite-import.js';
 import { SqliteStore } from '../../../src/store/sqlite/sqlite-store.js';
 import { tempDir } from '../../helpers/temp-dir.js';
