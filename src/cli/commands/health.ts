@@ -6,12 +6,16 @@ import { withStore } from '../context.js';
 import { positiveDurationMsArg } from '../drain-options.js';
 import { iso, print, printJson, type CliIo } from '../io.js';
 import { bucketNameArg } from '../parsers.js';
-import { DEFAULT_WINDOW_MS, formatNumber, loadStats, scopeText } from './stats.js';
+import { DEFAULT_WINDOW_MS, formatNumber, loadStats, scopeText, workerFigures } from './stats.js';
+
+/** The process figures (stats' `processes`), usable in --fail-on beside the stats fields. */
+const WORKER_FIELDS = ['workers_alive', 'delivering_dead_worker'] as const;
+const isWorkerField = (n: string): n is (typeof WORKER_FIELDS)[number] => (WORKER_FIELDS as readonly string[]).includes(n);
 
 /** Parses `--fail-on` before the database is opened; a syntax error or unknown field is a usage error (exit 2). */
 export function parseFailOn(source: string): Expr {
   try {
-    return parseExpression(source, { isField: isStatsField, fieldNames: NUMERIC_FIELDS });
+    return parseExpression(source, { isField: (n) => isStatsField(n) || isWorkerField(n), fieldNames: [...NUMERIC_FIELDS, ...WORKER_FIELDS] });
   } catch (e) {
     if (e instanceof ExpressionError) throw new AppError('invalid_option', `--fail-on: ${e.describe()}`, { cause: e });
     throw e;
@@ -44,12 +48,14 @@ Examples:
   $ hookbucket health stripe --fail-on "success_rate < 0.99 || exhausted > 0"
   $ hookbucket health --window 15m --fail-on "oldest_pending_age_s > 600 || latency_p99_ms > 5000"
   $ hookbucket health stripe --fail-on "received_in_window == 0" --window 10m
+  $ hookbucket health --fail-on "workers_alive < 2 || delivering_dead_worker > 0"
   $ hookbucket health stripe --fail-on "!(attempt_success_rate >= 0.5) && attempts > 20" --json`,
     )
     .action(async (bucket: string | undefined, opts: { failOn: string; window?: number; json?: boolean }, cmd: Command) => {
       const expr = parseFailOn(opts.failOn);
       const report = await withStore(cmd, io, (store) => loadStats(store, bucket, opts.window ?? DEFAULT_WINDOW_MS));
-      const lookup = (name: string) => fieldValue(report.fields, name);
+      const workers = workerFigures(report.processes);
+      const lookup = (name: string) => (isWorkerField(name) ? workers[name] : fieldValue(report.fields, name));
       const result = evaluate(expr, lookup);
       const tripped = result.holds ? result.reasons : [];
       if (opts.json) {
