@@ -67,9 +67,10 @@ describe('the retry budget across workers on PostgreSQL (the real binary)', { sk
       const deferred = await c.scalar(`select count(*) from deliveries where bucket = $1 and last_deferral_reason = 'retry_budget'`, [BUCKET]);
       const spanMs = rows.length > 0 ? rows[rows.length - 1]!.started_at - rows[0]!.started_at : 0;
       const worst = worstWindow(rows);
+      const outcomes = rows.reduce<Record<string, number>>((m, a) => ((m[`${a.number > 1 ? 'retry' : 'first'} ${a.outcome}`] = (m[`${a.number > 1 ? 'retry' : 'first'} ${a.outcome}`] ?? 0) + 1), m), {});
       t.diagnostic(
         `${firsts} first attempts, ${retries} retries (allowed ${allowedRetries(BUDGET, firsts)}); worst window ${JSON.stringify(worst)}; ` +
-          `${deferred} deliveries last deferred for the budget; ${c.workers.filter(wasActive).length} worker(s) active; attempts span ${spanMs} ms; ${Date.now() - t0} ms`,
+          `${deferred} deliveries last deferred for the budget; ${c.workers.filter(wasActive).length} worker(s) active; attempts span ${spanMs} ms (${JSON.stringify(outcomes)}); ${Date.now() - t0} ms`,
       );
       assert.ok(spanMs < (BUDGET_WINDOW_SECONDS - 1) * 1000, `the attempts span ${spanMs} ms: more than one window, the bound below would not be the whole story`);
       assert.equal(firsts, REQUESTS, 'one first attempt per request');
