@@ -10,7 +10,6 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../src/config/config.js';
-import { newPacer } from '../src/policy/pacer.js';
 import { systemClock } from '../src/shared/clock.js';
 import { newId } from '../src/shared/ids.js';
 import { createLogger } from '../src/shared/logger.js';
@@ -60,7 +59,7 @@ async function round(r: number): Promise<{ cpuUs: number; wallMs: number; delive
       const { claimed }: { claimed: ClaimedAttempt[] } = await store.claim(
         bucket,
         { complete: done, nowMs: now, limit: BATCH, leaseUntilMs: now + 60_000 },
-        { pacer: newPacer(), replayPacers: new Map() },
+        {},
       );
       delivered += done.length;
       if (claimed.length === 0) break;

@@ -10,7 +10,10 @@ import { DrainWorker, type StartMode } from './drain/worker.js';
 import { RetentionLoop } from './retention/retention-loop.js';
 import { AppError } from './shared/errors.js';
 import { openStore } from './store/open-store.js';
-import type { IngestSink } from './store/store.js';
+import type { IngestSink, ProcessBeat, ProcessRegistry } from './store/store.js';
+import { PROCESS_TTL_MS } from './store/process-row.js';
+import { newId } from './shared/ids.js';
+import { hostname } from 'node:os';
 
 /** How often a stopping server closes connections that became idle. */
 const IDLE_SWEEP_MS = 50;
@@ -39,7 +42,7 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
   let worker: RunningWorker | undefined;
   try {
     // Inside serve, the ingest side's checkpoint thread keeps the WAL bounded for both.
-    if (config.worker) worker = await startWorker(config, { clock, logger }, 'standby', { checkpoints: false });
+    if (config.worker) worker = await startWorker(config, { clock, logger }, 'standby', { checkpoints: false, roles: ['receiver', 'worker'] });
     sink = await opened.ingestSink({ logger, onCommitted: () => worker?.worker.wake() });
   } catch (e) {
     await worker?.close(0);
@@ -90,6 +93,9 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
   // event loop runs between batches, so requests keep being answered.
   const retention = new RetentionLoop({ store, clock, logger });
   retention.start();
+  // A receiver without a worker registers itself (the workers table): `migrate-data` and the
+  // operators' views see it. With its worker, the worker's row says both.
+  const beat = config.worker ? undefined : startReceiverBeat(store, { clock, logger, url });
 
   let closing: Promise<void> | undefined;
   const close = (graceMs = 10_000) =>
@@ -108,12 +114,48 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
       clearTimeout(timer);
       await sink.close();
       await retention.stop();
+      await beat?.stop();
       // Stop claiming, let in-flight deliveries finish within the grace period, then close.
       await worker?.close(Math.min(graceMs, config.shutdownGraceMs));
       await store.close();
       logger.info('hookbucket stopped');
     })());
   return { url, port, server, worker, retention, close };
+}
+
+/** Registers a receiver in the workers table and renews its heartbeat every third of the TTL until stopped. */
+function startReceiverBeat(store: ProcessRegistry, deps: { clock: Clock; logger: Logger; url: string }): { stop(): Promise<void> } {
+  const beat: ProcessBeat = {
+    id: `${hostname()}:${process.pid}:${newId().slice(-8)}`,
+    roles: ['receiver'],
+    host: hostname(),
+    pid: process.pid,
+    info: JSON.stringify({ url: deps.url, started_at: new Date(deps.clock.now()).toISOString() }),
+    leaseMs: null,
+  };
+  let warned = false;
+  const renew = () =>
+    store.heartbeat(beat, deps.clock.now(), PROCESS_TTL_MS).then(
+      () => {
+        warned = false;
+      },
+      (e: unknown) => {
+        if (!warned) deps.logger.warn({ err: e }, 'receiver heartbeat failed; trying again');
+        warned = true;
+      },
+    );
+  let current = renew();
+  const timer = setInterval(() => {
+    current = renew();
+  }, PROCESS_TTL_MS / 3);
+  timer.unref();
+  return {
+    async stop() {
+      clearInterval(timer);
+      await current;
+      await store.markStopped(beat.id, deps.clock.now()).catch(() => undefined);
+    },
+  };
 }
 
 export interface RunningWorker {
@@ -132,7 +174,7 @@ export async function startWorker(
   config: Config,
   deps: { clock: Clock; logger: Logger },
   mode: StartMode,
-  options: { loop?: boolean; checkpoints?: boolean } = {},
+  options: { loop?: boolean; checkpoints?: boolean; roles?: ReadonlyArray<'receiver' | 'worker'> } = {},
 ): Promise<RunningWorker> {
   const store = await openStore(config, { clock: deps.clock }).drainStore({ checkpoints: options.checkpoints ?? true, logger: deps.logger });
   const dispatcher = createDeliveryAgent();
@@ -150,6 +192,7 @@ export async function startWorker(
     clock: deps.clock,
     logger: deps.logger,
     leaseMs: config.leaseMs,
+    ...(options.roles ? { roles: options.roles } : {}),
     ...(crashAfterResponse ? { afterResponse: () => process.kill(process.pid, 'SIGKILL') } : {}),
   });
   try {

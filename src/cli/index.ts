@@ -3,6 +3,7 @@ import { ExitCode, ExitWith, isAppError } from '../shared/errors.js';
 import { storageErrorCode } from '../store/storage-error.js';
 import { makeBucketCommand } from './commands/bucket.js';
 import { makeHealthCommand } from './commands/health.js';
+import { makeMigrateDataCommand } from './commands/migrate-data.js';
 import { makePruneCommand } from './commands/prune.js';
 import { makeReplayCommand } from './commands/replay.js';
 import { makeReplaysCommand } from './commands/replays.js';
@@ -48,6 +49,7 @@ Exit codes: 0 ok, 1 runtime failure, 2 usage error, 3 check failed, 4 not found.
   program.addCommand(makePruneCommand(io));
   program.addCommand(makeScheduleCommand(io));
   program.addCommand(makeSimulateCommand(io));
+  program.addCommand(makeMigrateDataCommand(io));
   applySettings(program, io);
   return program;
 }

@@ -98,6 +98,7 @@ function attemptJson(a: AttemptRecord, prevStartedAt: number | undefined, reveal
     reason: a.reason,
     next_attempt_at: a.nextAttemptAt === null ? null : new Date(a.nextAttemptAt).toISOString(),
     next_why: a.nextWhy,
+    worker: a.workerId,
     response_headers: a.responseHeaders === null ? null : displayHeaders(a.responseHeaders, reveal),
     response_body: body === null ? null : utf8 ? body.toString('utf8') : body.toString('base64'),
     response_body_encoding: body === null ? null : utf8 ? 'utf8' : 'base64',

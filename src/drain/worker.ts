@@ -27,6 +27,7 @@ import {
   type Bucket,
   type ClaimedAttempt,
   type DrainStore,
+  type ProcessBeat,
   type StoreChanges,
   type WorkerHolder,
 } from '../store/store.js';
@@ -36,7 +37,7 @@ import { decideAttempt, RETRY_AFTER_STATUSES } from '../policy/outcome.js';
 import { DEFAULT_SCHEDULE } from '../policy/schedule.js';
 import { pacerConfigOf, type ClaimVerdict } from '../policy/admission.js';
 import { block, newPacer, type DeferReason, type PacerState } from '../policy/pacer.js';
-import { takeToken, type TokenBucketState } from '../policy/token-bucket.js';
+import { takeToken } from '../policy/token-bucket.js';
 import { MAX_BUCKETS_PER_PASS, passOrder } from '../policy/pass-order.js';
 
 export const DEFAULT_LEASE_MS = 60_000; // 60s: longer than any bucket's attempt timeout (default 10s)
@@ -56,6 +57,8 @@ const HOLD_RESULTS_MS = 100;
 const LEASE_MARGIN_MS = 1_000;
 /** Pause before the completion batch is written again after a storage error. */
 const COMPLETE_RETRY_MS = 200;
+/** When another worker holds a bucket's pacer row (sharedClaims), the next look at that bucket comes this much later. */
+const BUSY_RETRY_MS = 5;
 
 export interface DrainWorkerDeps {
   store: DrainStore;
@@ -67,8 +70,10 @@ export interface DrainWorkerDeps {
   /** The lease on a claimed delivery (`--lease`); must exceed every bucket's attempt timeout. */
   leaseMs?: number;
   workerLeaseTtlMs?: number;
-  /** Identifies this worker in the lease row and in messages. */
+  /** Identifies this worker in the lease row, the workers table, its attempt rows and messages. */
   holder?: string;
+  /** What this process registers as (`serve` with its worker: both). Default: worker. */
+  roles?: ReadonlyArray<'receiver' | 'worker'>;
   /** Due buckets one pass visits at most (src/policy/pass-order.ts); the rest go to the next pass, at once. */
   bucketsPerPass?: number;
   /**
@@ -98,9 +103,12 @@ interface Inflight {
 
 export class DrainWorker {
   readonly #d: ResolvedDeps;
+  /**
+   * Each bucket's pacer as this worker's last claim left it, in its clock: a hint only (the state
+   * is the store's, and other workers move it), used to skip a claim that could start nothing and
+   * to hold attempts claimed ahead during a Retry-After block this worker heard.
+   */
   readonly #pacers = new Map<string, PacerState>();
-  /** Token buckets of replays with their own --rate, by replay id. */
-  readonly #replayPacers = new Map<string, TokenBucketState>();
   readonly #inflightByBucket = new Map<string, number>();
   readonly #inflight = new Map<string, Inflight>();
   /**
@@ -151,6 +159,7 @@ export class DrainWorker {
       workerLeaseTtlMs: deps.workerLeaseTtlMs ?? WORKER_LEASE_TTL_MS,
       holder: deps.holder ?? `${hostname()}:${process.pid}:${newId().slice(-8)}`,
       bucketsPerPass: deps.bucketsPerPass ?? MAX_BUCKETS_PER_PASS,
+      roles: deps.roles ?? ['worker'],
     };
   }
 
@@ -233,7 +242,7 @@ export class DrainWorker {
       // A queued attempt waits at most one attempt timeout for its slot, then runs for at most
       // another: its lease must cover both, or this very worker would expire it mid-attempt.
       const ahead =
-        this.#claimAhead && b.drain.rate === null && !this.#noAhead.has(b.name) && this.#d.leaseMs > 2 * b.drain.timeoutMs + LEASE_MARGIN_MS
+        this.#claimAhead && !this.#d.store.sharedClaims && b.drain.rate === null && !this.#noAhead.has(b.name) && this.#d.leaseMs > 2 * b.drain.timeoutMs + LEASE_MARGIN_MS
           ? b.drain.concurrency
           : 0;
       const room = slots + ahead;
@@ -267,20 +276,25 @@ export class DrainWorker {
       if (complete.length > 0) this.#heldSince = undefined;
       let claimed: ClaimedAttempt[];
       let verdict: ClaimVerdict;
+      let busy: boolean | undefined;
       movedDue = true;
       try {
-        ({ claimed, verdict } = await store.claim(
+        ({ claimed, verdict, busy } = await store.claim(
           b,
-          { complete, nowMs: now, limit: room, leaseUntilMs: now + this.#d.leaseMs },
-          { pacer, replayPacers: this.#replayPacers, aheadFrom: Math.max(0, slots) },
+          { complete, nowMs: now, limit: room, leaseUntilMs: now + this.#d.leaseMs, workerId: this.#d.holder },
+          { aheadFrom: Math.max(0, slots) },
         ));
       } catch (e) {
         this.#results = complete.concat(this.#results);
         throw e;
       }
-      // The pacers move on only once the claim committed.
+      if (busy) {
+        // Another worker is claiming this bucket right now: look again shortly (its claim decides
+        // what is left, and the next one here finds the pacer as it left it).
+        if (now + BUSY_RETRY_MS < wakeAt) wakeAt = now + BUSY_RETRY_MS;
+        continue;
+      }
       this.#pacers.set(b.name, verdict.pacer);
-      for (const [id, state] of verdict.replayTokens) this.#replayPacers.set(id, state);
       if (verdict.wakeAt < wakeAt) wakeAt = verdict.wakeAt;
       for (const [reason, n] of Object.entries(verdict.deferred)) {
         const k = reason as keyof PassResult['deferred'];
@@ -372,13 +386,33 @@ export class DrainWorker {
    * that lease lapses. Resolves once the loop is running (or standing by).
    */
   async start(mode: StartMode = 'standby', options: { loop?: boolean } = {}): Promise<void> {
-    const leaseInfo = JSON.stringify({ host: hostname(), pid: process.pid, lease_ms: this.#d.leaseMs, started_at: new Date(this.#d.clock.now()).toISOString() });
-    const first = await this.#d.store.acquireWorkerLease(this.#d.holder, leaseInfo, this.#d.clock.now(), this.#d.workerLeaseTtlMs);
-    if (!first.ok && mode === 'refuse') throw new AppError('worker_active', describeHolder(first.current));
-    if (!first.ok) this.#d.logger.warn({ holder: first.current.holder }, `drain worker standing by: ${describeHolder(first.current)}`);
-    else this.#d.logger.info({ holder: this.#d.holder }, 'drain worker active');
-    this.#holdsLease = first.ok;
-    this.#heartbeat = setInterval(() => void this.#renew(leaseInfo), Math.max(50, Math.floor(this.#d.workerLeaseTtlMs / 3)));
+    const { store, clock, logger } = this.#d;
+    const startedAt = new Date(clock.now()).toISOString();
+    const leaseInfo = JSON.stringify({ host: hostname(), pid: process.pid, lease_ms: this.#d.leaseMs, started_at: startedAt });
+    const beat: ProcessBeat = {
+      id: this.#d.holder,
+      roles: this.#d.roles,
+      host: hostname(),
+      pid: process.pid,
+      info: JSON.stringify({ lease_ms: this.#d.leaseMs, started_at: startedAt }),
+      leaseMs: this.#d.leaseMs,
+    };
+    await store.heartbeat(beat, clock.now(), this.#d.workerLeaseTtlMs);
+    if (store.sharedClaims) {
+      // Any number of workers claim at once; each bucket's limits live in the rows they lock.
+      this.#holdsLease = true;
+      logger.info({ worker: this.#d.holder }, 'drain worker active (shared claims: other workers may run beside it)');
+    } else {
+      const first = await store.acquireWorkerLease(this.#d.holder, leaseInfo, clock.now(), this.#d.workerLeaseTtlMs);
+      if (!first.ok && mode === 'refuse') {
+        await store.markStopped(this.#d.holder, clock.now()).catch(() => undefined);
+        throw new AppError('worker_active', describeHolder(first.current));
+      }
+      if (!first.ok) logger.warn({ worker: this.#d.holder, holder: first.current.holder }, `drain worker standing by: ${describeHolder(first.current)}`);
+      else logger.info({ worker: this.#d.holder, holder: this.#d.holder }, 'drain worker active');
+      this.#holdsLease = first.ok;
+    }
+    this.#heartbeat = setInterval(() => void this.#renew(leaseInfo, beat), Math.max(50, Math.floor(this.#d.workerLeaseTtlMs / 3)));
     this.#heartbeat.unref();
     if (options.loop !== false) {
       this.#claimAhead = true;
@@ -386,18 +420,20 @@ export class DrainWorker {
     }
   }
 
-  /** Whether this worker holds the single-worker lease now. */
+  /** Whether this worker may claim now: it holds the single-worker lease, or claims are shared. */
   get active(): boolean {
     return this.#holdsLease;
   }
 
-  async #renew(info: string): Promise<void> {
+  async #renew(info: string, beat: ProcessBeat): Promise<void> {
     if (this.#stopping) return;
     try {
+      await this.#d.store.heartbeat(beat, this.#d.clock.now(), this.#d.workerLeaseTtlMs);
+      if (this.#d.store.sharedClaims) return;
       const r = await this.#d.store.acquireWorkerLease(this.#d.holder, info, this.#d.clock.now(), this.#d.workerLeaseTtlMs);
       if (r.ok !== this.#holdsLease) {
-        if (r.ok) this.#d.logger.info({ holder: this.#d.holder }, 'drain worker took over the lease: active');
-        else this.#d.logger.error({ holder: r.current.holder }, `drain worker lost its lease, standing by: ${describeHolder(r.current)}`);
+        if (r.ok) this.#d.logger.info({ worker: this.#d.holder }, 'drain worker took over the lease: active');
+        else this.#d.logger.error({ worker: this.#d.holder, holder: r.current.holder }, `drain worker lost its lease, standing by: ${describeHolder(r.current)}`);
         this.#holdsLease = r.ok;
         this.wake();
       }
@@ -475,7 +511,8 @@ export class DrainWorker {
     }
     clearTimeout(timer);
     await this.settle();
-    if (this.#holdsLease) await this.#d.store.releaseWorkerLease(this.#d.holder).catch(() => undefined);
+    if (this.#holdsLease && !this.#d.store.sharedClaims) await this.#d.store.releaseWorkerLease(this.#d.holder).catch(() => undefined);
+    await this.#d.store.markStopped(this.#d.holder, this.#d.clock.now()).catch(() => undefined);
     this.#holdsLease = false;
   }
 
@@ -655,11 +692,15 @@ export class DrainWorker {
       random: this.#d.random(),
     });
     if (decision.state === 'retrying') {
-      if (decision.bucketBlockedUntilMs !== undefined) {
-        this.#pacers.set(a.bucket, block(this.#pacers.get(a.bucket) ?? newPacer(), decision.bucketBlockedUntilMs));
-      }
       if (this.#dueCache !== undefined && (this.#dueCache.at === null || decision.atMs < this.#dueCache.at)) this.#dueCache.at = decision.atMs;
-      return row('retry', decision.reason, decision.atMs, decision.why);
+      const r = row('retry', decision.reason, decision.atMs, decision.why);
+      if (decision.bucketBlockedUntilMs !== undefined) {
+        // The store keeps the block in the bucket's pacer row, for every worker; this one holds
+        // its queue at once.
+        this.#pacers.set(a.bucket, block(this.#pacers.get(a.bucket) ?? newPacer(), decision.bucketBlockedUntilMs));
+        r.block = { bucket: a.bucket, untilMs: decision.bucketBlockedUntilMs };
+      }
+      return r;
     }
     if (decision.state === 'exhausted') return row('exhausted', `${decision.reason}; gave up: ${decision.why}`, null, null);
     return row(decision.state, decision.reason, null, null);

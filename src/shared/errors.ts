@@ -15,6 +15,10 @@ export type ErrorCode =
   | 'storage_full'
   | 'storage_error'
   | 'worker_active'
+  | 'database_in_use'
+  | 'target_not_empty'
+  | 'id_collision'
+  | 'schema_mismatch'
   | 'raw_to_terminal'
   | 'internal';
 

@@ -11,6 +11,7 @@ import { redactDbUrl } from '../policy/redact.js';
 import type { Clock } from '../shared/clock.js';
 import { AppError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
+import type { DataEnd } from './migrate-data/data-end.js';
 import type { DrainStore, IngestSink, Store } from './store.js';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -118,4 +119,18 @@ export function openStore(config: Config, deps: OpenStoreDeps): StoreOpeners {
       return SqliteIngest.start({ config, logger: options.logger, ...(options.onCommitted ? { onCommitted: options.onCommitted } : {}) });
     },
   };
+}
+
+/**
+ * One side of `migrate-data` (src/store/migrate-data/): `db` as --db reads it. A SQLite source is
+ * opened read-only and must exist; a SQLite target is created when missing. Neither is migrated
+ * here (the engine migrates the target, and never the source).
+ */
+export async function openDataEnd(db: string, role: 'source' | 'target'): Promise<DataEnd> {
+  if (dialectOf(db) === 'postgres') {
+    const { openPgDataEnd } = await import('./postgres/pg-data-end.js');
+    return openPgDataEnd(db);
+  }
+  const { openSqliteDataEnd } = await import('./sqlite/sqlite-data-end.js');
+  return openSqliteDataEnd(db, role);
 }

@@ -89,5 +89,6 @@ export function toAttemptRecord(a: AttemptsTable): AttemptRecord {
     reason: a.reason,
     nextAttemptAt: a.next_attempt_at === null ? null : Number(a.next_attempt_at),
     nextWhy: a.next_why,
+    workerId: a.worker_id ?? null,
   };
 }

@@ -134,6 +134,8 @@ export interface AttemptsTable {
   reason: string | null;
   next_attempt_at: number | null;
   next_why: string | null;
+  /** The worker that made the attempt (workers.id); null for attempts from before it was recorded. */
+  worker_id: string | null;
 }
 
 export interface WorkerLeaseTable {
@@ -158,6 +160,45 @@ export interface MetaTable {
   value: Generated<number>;
 }
 
+/** A bucket's pacer state, owned by the store (src/store/pacer-row.ts maps it). */
+export interface BucketPacerTable {
+  bucket: string;
+  /** The bucket this state is for: a pacer row of an older bucket of the same name counts as none. */
+  bucket_created_at: number;
+  /** The token bucket: when it is full again (ms, with a fraction). */
+  full_at: number;
+  /** The retry budget's window: JSON [[epoch second, first attempts, retries], …]. */
+  budget: string;
+  /** A bucket-wide Retry-After block until this time; 0: none. */
+  blocked_until: number;
+  /** The latest clock reading this row was moved at. */
+  counted_at: number;
+}
+
+export interface ReplayPacerTable {
+  replay_id: string;
+  full_at: number;
+}
+
+/** Receivers and workers, each with a heartbeat. */
+export interface WorkersTable {
+  id: string;
+  /** 'receiver', 'worker' or 'receiver,worker' (serve with its worker). */
+  roles: string;
+  host: string;
+  pid: number;
+  /** JSON: version and settings worth showing. */
+  info: string;
+  /** A worker's --lease; null for a receiver. */
+  lease_ms: number | null;
+  started_at: number;
+  heartbeat_at: number;
+  /** Alive until this time unless it beats again. */
+  expires_at: number;
+  /** Set on a clean stop. */
+  stopped_at: number | null;
+}
+
 export interface Database {
   buckets: BucketsTable;
   requests: RequestsTable;
@@ -165,6 +206,9 @@ export interface Database {
   attempts: AttemptsTable;
   replays: ReplaysTable;
   worker_lease: WorkerLeaseTable;
+  bucket_pacer: BucketPacerTable;
+  replay_pacer: ReplayPacerTable;
+  workers: WorkersTable;
   rejections: RejectionsTable;
   meta: MetaTable;
 }

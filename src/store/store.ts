@@ -166,7 +166,7 @@ export interface RequestPage {
   nextCursor: string | null;
 }
 
-export interface Store {
+export interface Store extends ProcessRegistry {
   getBucket(name: string): Promise<Bucket | undefined>;
   /** Hot-path lookup through a cache that notices other processes' writes. */
   resolveBucket(name: string): Promise<Bucket | undefined>;
@@ -219,6 +219,8 @@ export interface Store {
   replayProgress(id: string): Promise<ReplayProgress>;
   /** The drain worker holding the database's worker lease at `nowMs`, if any. */
   activeWorker(nowMs: number): Promise<WorkerHolder | undefined>;
+  /** Registered receivers and workers (stopped ones and those whose heartbeat expired included, with `alive` false), newest first; at most `limit`. */
+  processes(nowMs: number, options?: { limit?: number }): Promise<ProcessRecord[]>;
   /** Requests stored and attempts finished since the cursor, for `requests tail`. */
   tail(bucket: string, cursor: TailCursor): Promise<{ events: TailEvent[]; cursor: TailCursor }>;
   /**
@@ -358,18 +360,26 @@ export interface IngestSink {
   close(): Promise<void>;
 }
 
-/** The worker's pacer state for one bucket's claim (plain data, so it can cross to a store thread). */
+/**
+ * What the worker tells a claim besides the bucket's settings: the pacer state itself (token
+ * bucket, retry budget, Retry-After block, replays' own rates) is the store's, in rows the claim
+ * locks (src/store/pacer-row.ts), so that any number of workers share each bucket's limits.
+ */
 export interface ClaimPolicyState {
-  pacer: PacerState;
-  /** Token buckets of replays with their own --rate, by replay id. */
-  replayPacers: ReadonlyMap<string, TokenBucketState>;
   /** Claims past this many are taken ahead of a free slot: none of them may be paced by a replay's own rate. */
   aheadFrom?: number;
 }
 
 export interface ClaimResult {
   claimed: ClaimedAttempt[];
+  /**
+   * The decision, in the worker's clock. `verdict.pacer` is the bucket's pacer as this claim left
+   * it: a hint for the worker to skip claims that cannot start anything (another worker may have
+   * moved it since). `wakeAt`: when a held-back delivery may go.
+   */
   verdict: ClaimVerdict;
+  /** Another worker is claiming this bucket now (its pacer row is locked): nothing was claimed; try again shortly. */
+  busy?: boolean;
 }
 
 export interface ClaimedAttempt {
@@ -415,6 +425,8 @@ export interface AttemptResult {
   reason: string;
   nextAttemptAt: number | null;
   nextWhy: string | null;
+  /** A 429 or 503 with Retry-After blocks the whole bucket until then (worker's clock); the store keeps the block in the bucket's pacer row. */
+  block?: { bucket: string; untilMs: number };
 }
 
 export interface ExpiredDelivery {
@@ -434,6 +446,37 @@ export interface WorkerHolder {
 
 export type WorkerLeaseResult = { ok: true } | { ok: false; current: WorkerHolder };
 
+/** A receiver or worker process, as it registers itself (the `workers` table). */
+export interface ProcessBeat {
+  id: string;
+  roles: ReadonlyArray<'receiver' | 'worker'>;
+  host: string;
+  pid: number;
+  /** Free JSON text worth showing (version, settings). */
+  info: string;
+  /** A worker's --lease; null for a receiver alone. */
+  leaseMs: number | null;
+}
+
+export interface ProcessRecord extends ProcessBeat {
+  startedAt: number;
+  heartbeatAt: number;
+  expiresAt: number;
+  stoppedAt: number | null;
+  /** Beating at the time asked about: not stopped and its last heartbeat not expired. */
+  alive: boolean;
+  /** Deliveries in `delivering` whose current attempt this process made: a dead worker's wait for their lease to end. */
+  inflight: number;
+}
+
+/** The process registry both stores write: receivers beat through Store, workers through DrainStore. */
+export interface ProcessRegistry {
+  /** Registers the process or renews its heartbeat: alive until nowMs + ttlMs. */
+  heartbeat(p: ProcessBeat, nowMs: number, ttlMs: number): Promise<void>;
+  /** Marks a clean stop. */
+  markStopped(id: string, nowMs: number): Promise<void>;
+}
+
 /** What the change feed reports since its last call (DrainStore.takeChanges). */
 export interface StoreChanges {
   changed: boolean;
@@ -441,7 +484,13 @@ export interface StoreChanges {
 }
 
 /** The drain worker's view of the store: claim, record, recover, the single-worker lease, and the change feed. */
-export interface DrainStore {
+export interface DrainStore extends ProcessRegistry {
+  /**
+   * Whether several workers may claim at once (PostgreSQL). Then the claim bounds concurrency by
+   * the bucket's `delivering` rows with a live lease, whoever holds them, claiming ahead is off,
+   * and there is no single-worker lease. False (SQLite): one active worker at a time.
+   */
+  readonly sharedClaims: boolean;
   /** Buckets as they are now (settings changed from the CLI apply from the next claim). */
   listBuckets(): Promise<Bucket[]>;
   /**
@@ -458,6 +507,8 @@ export interface DrainStore {
       leaseUntilMs: number;
       /** Finished attempts to record first, in the same transaction (one commit instead of two). */
       complete?: AttemptResult[];
+      /** Recorded on the attempt rows (workers.id). */
+      workerId?: string;
     },
     policy: ClaimPolicyState,
   ): Promise<ClaimResult>;
@@ -518,6 +569,8 @@ export interface AttemptRecord {
   reason: string | null;
   nextAttemptAt: number | null;
   nextWhy: string | null;
+  /** The worker that made the attempt (the workers table's id); null for attempts recorded before workers were. */
+  workerId: string | null;
 }
 
 export interface DeliveryHistory {

@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { newPacer } from '../../src/policy/pacer.js';
 import { systemClock } from '../../src/shared/clock.js';
 import { SqliteDrainStore } from '../../src/store/sqlite/sqlite-drain.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
@@ -95,7 +94,7 @@ describe('migration 2026-12-03T04-orphan-deliveries', () => {
     try {
       const shop = (await drain.listBuckets()).find((b) => b.name === 'shop');
       assert.ok(shop);
-      const policy = { pacer: newPacer(), replayPacers: new Map() };
+      const policy = {};
       const { claimed } = await drain.claim(shop, { nowMs: Date.now(), limit: 100, leaseUntilMs: Date.now() + 60_000 }, policy);
       assert.deepEqual(claimed.map((c) => c.deliveryId).sort(), ['d-new', 'd-new-same-ms', 'd-replay-of-old']);
     } finally {

@@ -56,6 +56,12 @@ function summary(p: ReplayProgress): string {
   return `${parts.join(', ')} of ${p.total}`;
 }
 
+/** Whether a worker beats in the workers table, or (a worker of an earlier version) holds the single-worker lease. */
+async function anyWorkerAlive(store: Store, nowMs: number): Promise<boolean> {
+  if ((await store.processes(nowMs)).some((p) => p.alive && p.roles.includes('worker'))) return true;
+  return (await store.activeWorker(nowMs)) !== undefined;
+}
+
 /**
  * Follows a replay until every delivery has settled or `timeoutMs` passes, with a progress bar on
  * a TTY. Returns the exit code: 0 all delivered, 3 otherwise (README "Exit codes").
@@ -63,7 +69,7 @@ function summary(p: ReplayProgress): string {
 export async function waitForReplay(io: CliIo, store: Store, replay: Replay, opts: { timeoutMs?: number; json?: boolean }): Promise<number> {
   const start = systemClock.now();
   const first = await store.replayProgress(replay.id);
-  if (!isSettled(first) && (await store.activeWorker(start)) === undefined) {
+  if (!isSettled(first) && !(await anyWorkerAlive(store, start))) {
     io.stderr.write('warning: no drain worker is active on this database; start `hookbucket serve` or `hookbucket worker`, or this waits for nothing\n');
   }
   const bar = createProgress(io);

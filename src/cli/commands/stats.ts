@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import { formatDuration } from '../../config/units.js';
 import { computeStats, type StatsFields } from '../../stats/stats.js';
 import { systemClock, type Clock } from '../../shared/clock.js';
-import type { Store } from '../../store/store.js';
+import type { ProcessRecord, Store } from '../../store/store.js';
 import { withStore } from '../context.js';
 import { positiveDurationMsArg } from '../drain-options.js';
 import { iso, print, printJson, table, type CliIo } from '../io.js';
@@ -19,6 +19,11 @@ export interface StatsReport {
   fields: StatsFields;
   /** Each bucket's own fields, when `bucket` is null. */
   perBucket: Array<{ bucket: string; fields: StatsFields }>;
+  /**
+   * Receivers and workers registered on the database: the live ones, dead ones still holding
+   * leased deliveries, and those seen within the window.
+   */
+  processes: ProcessRecord[];
 }
 
 /** The stats of one bucket, or of every bucket together, over the window that ends now. */
@@ -29,7 +34,22 @@ export async function loadStats(store: Store, bucket: string | undefined, window
   // All buckets: refusals that named no bucket (unknown_bucket, parse errors) count too.
   const fields = computeStats(buckets, untilMs, bucket === undefined ? unattributedRejections : {});
   const perBucket = bucket === undefined ? buckets.map((s) => ({ bucket: s.bucket, fields: computeStats([s], untilMs) })) : [];
-  return { bucket: bucket ?? null, windowMs, sinceMs, untilMs, fields, perBucket };
+  const processes = (await store.processes(untilMs, { limit: PROCESSES_SHOWN })).filter((p) => p.alive || p.inflight > 0 || p.heartbeatAt >= sinceMs);
+  return { bucket: bucket ?? null, windowMs, sinceMs, untilMs, fields, perBucket, processes };
+}
+
+/** Processes read for `stats` at most (newest first). */
+const PROCESSES_SHOWN = 100;
+
+/** Workers alive now, and deliveries leased to workers that are not: they go out again only once their lease ends. */
+export function workerFigures(processes: readonly ProcessRecord[]): { workers_alive: number; delivering_dead_worker: number } {
+  let alive = 0;
+  let dead = 0;
+  for (const p of processes) {
+    if (p.alive && p.roles.includes('worker')) alive++;
+    if (!p.alive) dead += p.inflight;
+  }
+  return { workers_alive: alive, delivering_dead_worker: dead };
 }
 
 /** Stable JSON shape (README "JSON fields"): the fields at the top level, as `health` names them. */
@@ -41,6 +61,19 @@ export function statsJson(r: StatsReport) {
     until: iso(r.untilMs),
     ...r.fields,
     ...(r.bucket === null ? { buckets: r.perBucket.map((b) => ({ bucket: b.bucket, ...b.fields })) } : {}),
+    ...workerFigures(r.processes),
+    processes: r.processes.map((p) => ({
+      id: p.id,
+      roles: p.roles,
+      host: p.host,
+      pid: p.pid,
+      alive: p.alive,
+      started_at: iso(p.startedAt),
+      heartbeat_at: iso(p.heartbeatAt),
+      stopped_at: p.stoppedAt === null ? null : iso(p.stoppedAt),
+      lease_ms: p.leaseMs,
+      inflight: p.inflight,
+    })),
   };
 }
 
@@ -101,7 +134,33 @@ function statsText(r: StatsReport): string {
       ),
     );
   }
+  out.push('', ...processesText(r.processes, r.untilMs));
   return out.join('\n');
+}
+
+function processesText(processes: readonly ProcessRecord[], nowMs: number): string[] {
+  const w = workerFigures(processes);
+  const head = `processes: ${w.workers_alive} worker${w.workers_alive === 1 ? '' : 's'} alive`;
+  if (processes.length === 0) return [`${head} (none registered; a worker or serve registers when it starts)`];
+  const out = [
+    head,
+    table(
+      ['ID', 'ROLES', 'HOST', 'PID', 'STATE', 'LAST_BEAT', 'IN_FLIGHT'],
+      processes.map((p) => [
+        p.id,
+        p.roles.join(','),
+        p.host,
+        p.pid,
+        p.alive ? 'alive' : p.stoppedAt !== null ? 'stopped' : 'dead',
+        `${formatDuration(Math.max(0, nowMs - p.heartbeatAt))} ago`,
+        p.inflight,
+      ]),
+    ),
+  ];
+  if (w.delivering_dead_worker > 0) {
+    out.push(`${w.delivering_dead_worker} deliveries are leased to workers that are no longer alive: they are due again once their lease ends (--lease)`);
+  }
+  return out;
 }
 
 export function makeStatsCommand(io: CliIo): Command {

@@ -33,6 +33,7 @@ export function tailEventJson(e: TailEvent) {
     duration_ms: a.durationMs,
     next_attempt_at: a.nextAttemptAt === null ? null : iso(a.nextAttemptAt),
     next_why: a.nextWhy,
+    worker: a.workerId,
   };
 }
 

@@ -20,19 +20,23 @@ export function makeWorkerCommand(io: CliIo): Command {
     .description('run the drain worker alone (for serve --no-worker): forward stored requests to each bucket destination')
     .option('--lease <duration>', 'lease on a claimed delivery, longer than every bucket timeout (default 60s)', durationArg)
     .option('--shutdown-grace <duration>', 'on SIGTERM, time in-flight deliveries get before they are released (default 10s)', durationArg)
-    .option('--standby', 'if another worker is active, wait and take over when its lease lapses (default: refuse)')
+    .option('--standby', 'SQLite: if another worker is active, wait and take over when its lease lapses (default: refuse)')
     .option('--once', 'one pass: start what is due now, wait for those attempts, print a summary, exit')
     .option('--json', 'with --once, print the summary as JSON')
     .option('--log-level <level>', 'fatal|error|warn|info|debug|trace|silent (default info)')
     .addHelpText(
       'after',
       `
-Only one worker is active per database (a heartbeat lease row): a second one refuses with the
-holder's pid and host (exit 1, code worker_active), or waits with --standby.
+On SQLite only one worker is active per database (a heartbeat lease row): a second one refuses
+with the holder's pid and host (exit 1, code worker_active), or waits with --standby. On
+PostgreSQL any number of workers run at once and share each bucket's rate, concurrency, retry
+budget and Retry-After block (rows their claims lock); a short --lease brings a dead worker's
+deliveries back sooner.
 
 Examples:
   $ hookbucket serve --no-worker & hookbucket worker
   $ hookbucket worker --standby --lease 2m
+  $ hookbucket worker --db postgres://hookbucket@db/hookbucket --lease 15s
   $ hookbucket worker --once --json`,
     )
     .action(async (opts: WorkerOpts, cmd: Command) => {

@@ -35,11 +35,13 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import type pg from 'pg';
 import { afterLeaseExpiry, createClaimDecider, pacerConfigOf } from '../../policy/admission.js';
 import { forwardTarget } from '../../policy/forward-target.js';
-import type { Rate } from '../../policy/token-bucket.js';
+import type { Rate, TokenBucketState } from '../../policy/token-bucket.js';
+import { newPacer, type PacerState } from '../../policy/pacer.js';
 import { AppError } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { Logger } from '../../shared/logger.js';
-import type { BucketsTable, Database } from '../schema.js';
+import type { BucketPacerTable, BucketsTable, Database } from '../schema.js';
+import { pacerFromRow, pacerRowChanged, pacerToRow, shiftPacer } from '../pacer-row.js';
 import {
   pausedMsAt,
   type AttemptResult,
@@ -49,6 +51,7 @@ import {
   type ClaimResult,
   type DrainStore,
   type ExpiredDelivery,
+  type ProcessBeat,
   type StoreChanges,
   type WorkerLeaseResult,
 } from '../store.js';
@@ -58,6 +61,7 @@ import { PgChangeFeed } from './pg-change-feed.js';
 import { pgStorageErrorCode } from './pg-error.js';
 import { createPgPool, migratePostgres, pgKysely } from './pg-pool.js';
 import { settleWithin } from './pg-close.js';
+import { markProcessStopped, upsertProcess } from './pg-processes.js';
 
 interface DueRow {
   id: string;
@@ -87,9 +91,9 @@ const WORKER_LEASE = 'drain';
 type Trx = Transaction<Database>;
 type ClaimOptions = Parameters<DrainStore['claim']>[1];
 
-const nothingClaimed = (policy: ClaimPolicyState): ClaimResult => ({
+const nothingClaimed = (pacer: PacerState = newPacer()): ClaimResult => ({
   claimed: [],
-  verdict: { pacer: policy.pacer, replayTokens: new Map(), deferred: {}, wakeAt: Infinity, skippedAhead: 0 },
+  verdict: { pacer, replayTokens: new Map(), deferred: {}, wakeAt: Infinity, skippedAhead: 0 },
 });
 
 /** The database's clock as epoch ms (whole ms, as every stored time). */
@@ -119,6 +123,8 @@ export interface PgDrainStoreOptions {
 }
 
 export class PgDrainStore implements DrainStore {
+  /** Any number of workers claim at once: pacer rows, live-lease concurrency, no single-worker lease. */
+  readonly sharedClaims = true;
   readonly #db: Kysely<Database>;
   readonly #feed: PgChangeFeed | undefined;
   readonly #callerClock: boolean;
@@ -271,44 +277,62 @@ export class PgDrainStore implements DrainStore {
     return rows.map(toBucket);
   }
 
-  async claim(bucket: Bucket, o: ClaimOptions, policy: ClaimPolicyState): Promise<ClaimResult> {
-    if (o.limit <= 0) {
-      if (o.complete && o.complete.length > 0) await this.#completeWith(o.complete, o.nowMs);
-      return nothingClaimed(policy);
+  async claim(bucket: Bucket, options: ClaimOptions, policy: ClaimPolicyState): Promise<ClaimResult> {
+    let o = options;
+    // A completion that sets a Retry-After block writes pacer rows (in name order): those go in a
+    // transaction of their own first, so that a claim holds one pacer row at most and two workers
+    // cannot wait on each other's.
+    if (o.complete && o.complete.length > 0 && (o.limit <= 0 || o.complete.some((r) => r.block !== undefined))) {
+      await this.#completeWith(o.complete, o.nowMs);
+      o = { ...o, complete: [] };
     }
+    if (o.limit <= 0) return nothingClaimed();
     return this.#tx(async (trx) => {
-      // Lock order (file comment): the bucket row, then bucket_due rows in name order, then deliveries.
-      // The worker's bucket list may be a moment old: claim nothing of a bucket that began
-      // deleting since, or that was deleted and made anew (whose rows would otherwise go to the
-      // old bucket's destination until the list is read again). The clock is read in the same
-      // statement (one round trip).
+      // Lock order (file comment): the bucket row, its pacer row, bucket_due rows in name order,
+      // then deliveries. The worker's bucket list may be a moment old: claim nothing of a bucket
+      // that began deleting since, or that was deleted and made anew (whose rows would otherwise
+      // go to the old bucket's destination until the list is read again).
       const head = (
-        await sql<{ now: number; created_at: number | null; deleting_at: number | null }>`
-          select ${this.#nowSql(o.nowMs)} as now, b.created_at, b.deleting_at
-          from (select 1) as one left join lateral (select created_at, deleting_at from buckets where name = ${bucket.name} for share) as b on true`.execute(trx)
-      ).rows[0]!;
-      const dbNow = Number(head.now);
-      const offset = dbNow - o.nowMs;
-      const now = head.created_at === null ? undefined : head;
+        await sql<{ created_at: number; deleting_at: number | null }>`
+          select created_at, deleting_at from buckets where name = ${bucket.name} for share`.execute(trx)
+      ).rows[0];
+      const current = head !== undefined && head.deleting_at === null && Number(head.created_at) === bucket.createdAt;
+      // Step 1: the pacer row. Locked by another worker: it is claiming this bucket now; rotate on.
+      const row = current ? await this.#lockPacer(trx, bucket) : undefined;
       const complete = o.complete ?? [];
       await this.#lockDue(trx, [bucket.name], complete);
+      // Step 2: the clock, read after the locks, never below the time the pacer was last moved at;
+      // step 3: the bucket's deliveries in flight under a live lease, whichever worker holds them.
+      const clock = (
+        await sql<{ now: number; live: number }>`with t as (select ${this.#nowSql(o.nowMs)} as now)
+          select t.now, (select count(*) from deliveries where bucket = ${bucket.name} and state = 'delivering' and lease_until > t.now) as live from t`.execute(trx)
+      ).rows[0]!;
+      const dbNow = Math.max(Number(clock.now), Number(row?.counted_at ?? 0));
+      const offset = dbNow - o.nowMs;
       if (complete.length > 0) await this.#completeRows(trx, complete, offset);
-      if (!now || now.deleting_at !== null || Number(now.created_at) !== bucket.createdAt) return nothingClaimed(policy);
+      if (!current) return nothingClaimed();
+      if (row === undefined) return { ...nothingClaimed(), busy: true };
+      const pacer = pacerFromRow(row, bucket.createdAt);
+      const limit = Math.min(o.limit, bucket.drain.concurrency - Number(clock.live));
+      if (limit <= 0) return nothingClaimed(shiftPacer(pacer, -offset));
 
+      const replays = await this.#replayPacing(trx, bucket.name);
+      // Step 5: the pure decider, on the database clock.
       const decider = createClaimDecider({
-        nowMs: o.nowMs,
+        nowMs: dbNow,
         config: pacerConfigOf(bucket),
-        pacer: policy.pacer,
-        replayRates: await this.#replayRates(trx),
-        replayPacers: policy.replayPacers,
+        pacer,
+        replayRates: replays.rates,
+        replayPacers: replays.pacers,
         aheadFrom: policy.aheadFrom,
       });
       const own = bucket.destination !== null;
-      // Merge in due order; a retry held back by the budget does not block first attempts behind it.
-      const rows = (await this.#due(trx, bucket.name, own, dbNow, o.limit)).sort((a, b) => a.next_attempt_at - b.next_attempt_at || (a.id < b.id ? -1 : 1));
+      // Step 4: due deliveries, FOR UPDATE SKIP LOCKED, merged in due order; a retry held back by
+      // the budget does not block first attempts behind it.
+      const rows = (await this.#due(trx, bucket.name, own, dbNow, limit)).sort((a, b) => a.next_attempt_at - b.next_attempt_at || (a.id < b.id ? -1 : 1));
       const take: DueRow[] = [];
       for (const r of rows) {
-        if (take.length >= o.limit) break;
+        if (take.length >= limit) break;
         const d = decider.decide({
           deliveryId: r.id,
           requestId: r.request_id,
@@ -316,7 +340,7 @@ export class PgDrainStore implements DrainStore {
           state: r.state,
           trigger: r.trigger,
           replayId: r.replay_id,
-          nextAttemptAt: Number(r.next_attempt_at) - offset,
+          nextAttemptAt: Number(r.next_attempt_at),
         });
         if (d.kind === 'stop') break;
         if (d.kind === 'skip') continue;
@@ -326,10 +350,62 @@ export class PgDrainStore implements DrainStore {
         }
         take.push(r);
       }
-      const claimed = await this.#claimRows(trx, bucket, take, dbNow, o.nowMs, dbNow + (o.leaseUntilMs - o.nowMs));
+      // Step 6: the claims with their attempt rows, the bucket's next due time, the pacer state.
+      const claimed = await this.#claimRows(trx, bucket, take, dbNow, o.nowMs, dbNow + (o.leaseUntilMs - o.nowMs), o.workerId ?? null);
       await this.#settleDue(trx, bucket.name, own);
-      return { claimed, verdict: decider.verdict() };
+      const verdict = decider.verdict();
+      await this.#writePacer(trx, bucket, row, verdict.pacer, dbNow);
+      await this.#writeReplayPacers(trx, verdict.replayTokens);
+      return {
+        claimed,
+        verdict: { ...verdict, pacer: shiftPacer(verdict.pacer, -offset), wakeAt: verdict.wakeAt - offset },
+      };
     });
+  }
+
+  /**
+   * The bucket's pacer row, locked FOR UPDATE SKIP LOCKED (made on the bucket's first claim);
+   * undefined when another transaction holds it.
+   */
+  async #lockPacer(trx: Trx, bucket: Bucket): Promise<BucketPacerTable | undefined> {
+    const locked = await sql<BucketPacerTable>`select * from bucket_pacer where bucket = ${bucket.name} for update skip locked`.execute(trx);
+    if (locked.rows[0]) return locked.rows[0];
+    // No row, or a locked one: a new row comes back locked by this transaction; a conflict means
+    // another worker holds (or has just made) it.
+    const made = await sql<BucketPacerTable>`insert into bucket_pacer (bucket, bucket_created_at) values (${bucket.name}, ${bucket.createdAt})
+      on conflict (bucket) do nothing returning *`.execute(trx);
+    return made.rows[0];
+  }
+
+  /** Writes the pacer state back when it moved (most claims of a bucket with no rate move the budget's window only). */
+  async #writePacer(trx: Trx, bucket: Bucket, before: BucketPacerTable, next: PacerState, dbNow: number): Promise<void> {
+    const cols = pacerToRow(next);
+    if (Number(before.bucket_created_at) === bucket.createdAt && !pacerRowChanged(before, cols)) return;
+    await sql`update bucket_pacer set bucket_created_at = ${bucket.createdAt}, full_at = ${cols.full_at}, budget = ${cols.budget},
+        blocked_until = ${cols.blocked_until}, counted_at = ${dbNow}
+      where bucket = ${bucket.name}`.execute(trx);
+  }
+
+  /** The bucket's replays that pace their own deliveries (`replay --rate`), with their token buckets. */
+  async #replayPacing(trx: Trx, bucket: string): Promise<{ rates: Map<string, Rate>; pacers: Map<string, TokenBucketState> }> {
+    const rows = await sql<{ id: string; rate_count: number; rate_per_ms: number; full_at: number | null }>`
+      select r.id, r.rate_count, r.rate_per_ms, p.full_at from replays r left join replay_pacer p on p.replay_id = r.id
+      where r.bucket = ${bucket} and r.rate_count is not null`.execute(trx);
+    const rates = new Map<string, Rate>();
+    const pacers = new Map<string, TokenBucketState>();
+    for (const r of rows.rows) {
+      rates.set(r.id, { count: Number(r.rate_count), perMs: Number(r.rate_per_ms) });
+      if (r.full_at !== null) pacers.set(r.id, { fullAtMs: Number(r.full_at) });
+    }
+    return { rates, pacers };
+  }
+
+  async #writeReplayPacers(trx: Trx, moved: ReadonlyMap<string, TokenBucketState>): Promise<void> {
+    if (moved.size === 0) return;
+    const ids = [...moved.keys()].sort();
+    await sql`insert into replay_pacer (replay_id, full_at)
+      select v.id, v.full_at from unnest(${ids}::text[], ${ids.map((id) => moved.get(id)!.fullAtMs)}::float8[]) as v(id, full_at)
+      on conflict (replay_id) do update set full_at = excluded.full_at`.execute(trx);
   }
 
   /**
@@ -358,7 +434,15 @@ export class PgDrainStore implements DrainStore {
    * Marks the rows delivering under the lease and starts their attempt rows (times in database
    * time): two statements for the whole batch, whatever its size.
    */
-  async #claimRows(trx: Trx, bucket: Bucket, rows: readonly DueRow[], dbNow: number, workerNow: number, leaseUntil: number): Promise<ClaimedAttempt[]> {
+  async #claimRows(
+    trx: Trx,
+    bucket: Bucket,
+    rows: readonly DueRow[],
+    dbNow: number,
+    workerNow: number,
+    leaseUntil: number,
+    workerId: string | null,
+  ): Promise<ClaimedAttempt[]> {
     if (rows.length === 0) return [];
     const offset = dbNow - workerNow;
     const reqs = await sql<RequestRow>`select id, method, path, query, headers, body from requests where id = any(${rows.map((r) => r.request_id)}::text[])`.execute(trx);
@@ -384,8 +468,8 @@ export class PgDrainStore implements DrainStore {
     const done = new Set(updated.rows.map((r) => r.id));
     const taken = planned.filter((p) => done.has(p.row.id));
     if (taken.length === 0) return [];
-    await sql`insert into attempts (id, delivery_id, request_id, bucket, number, url, started_at, response_truncated)
-      select v.id, v.delivery_id, v.request_id, ${bucket.name}, v.number, v.url, ${dbNow}::bigint, 0
+    await sql`insert into attempts (id, delivery_id, request_id, bucket, number, url, started_at, response_truncated, worker_id)
+      select v.id, v.delivery_id, v.request_id, ${bucket.name}, v.number, v.url, ${dbNow}::bigint, 0, ${workerId}::text
       from unnest(${taken.map((p) => p.attemptId)}::text[], ${taken.map((p) => p.row.id)}::text[], ${taken.map((p) => p.row.request_id)}::text[],
                   ${taken.map((p) => Number(p.row.attempts) + 1)}::int[], ${taken.map((p) => p.url)}::text[])
         as v(id, delivery_id, request_id, number, url)`.execute(trx);
@@ -426,19 +510,30 @@ export class PgDrainStore implements DrainStore {
       on conflict (bucket) do update set next_due_at = excluded.next_due_at`.execute(trx);
   }
 
-  /** The replays that pace their own deliveries (`replay --rate`). */
-  async #replayRates(trx: Trx): Promise<Map<string, Rate>> {
-    const rows = await sql<{ id: string; rate_count: number; rate_per_ms: number }>`
-      select id, rate_count, rate_per_ms from replays where rate_count is not null`.execute(trx);
-    return new Map(rows.rows.map((r) => [r.id, { count: Number(r.rate_count), perMs: Number(r.rate_per_ms) }]));
-  }
-
   async #completeWith(results: AttemptResult[], workerNow: number): Promise<void> {
     await this.#tx(async (trx) => {
       const dbNow = await this.#now(trx, workerNow);
+      await this.#block(trx, results, dbNow - workerNow);
       await this.#lockDue(trx, [], results);
       await this.#completeRows(trx, results, dbNow - workerNow);
     });
+  }
+
+  /**
+   * Keeps the Retry-After blocks the results set in their buckets' pacer rows (a block never
+   * shortens one), locking the rows in name order (before any bucket_due row: the lock order), so
+   * that two workers recording blocks for the same buckets queue instead of deadlocking.
+   */
+  async #block(trx: Trx, results: readonly AttemptResult[], offset: number): Promise<void> {
+    const until = new Map<string, number>();
+    for (const r of results) if (r.block) until.set(r.block.bucket, Math.max(until.get(r.block.bucket) ?? 0, r.block.untilMs + offset));
+    if (until.size === 0) return;
+    const names = [...until.keys()];
+    await sql`insert into bucket_pacer (bucket, bucket_created_at, blocked_until)
+        select b.name, b.created_at, v.until from unnest(${names}::text[], ${names.map((n) => Math.round(until.get(n)!))}::bigint[]) as v(bucket, until)
+          join buckets b on b.name = v.bucket
+        order by b.name collate "C"
+      on conflict (bucket) do update set blocked_until = greatest(bucket_pacer.blocked_until, excluded.blocked_until)`.execute(trx);
   }
 
   async complete(results: AttemptResult[]): Promise<void> {
@@ -553,6 +648,18 @@ export class PgDrainStore implements DrainStore {
           expiresAt: Number(row?.expires_at ?? 0),
         },
       };
+    });
+  }
+
+  async heartbeat(p: ProcessBeat, nowMs: number, ttlMs: number): Promise<void> {
+    await this.#tx(async (trx) => {
+      await upsertProcess(trx, p, await this.#now(trx, nowMs), ttlMs);
+    });
+  }
+
+  async markStopped(id: string, nowMs: number): Promise<void> {
+    await this.#tx(async (trx) => {
+      await markProcessStopped(trx, id, await this.#now(trx, nowMs));
     });
   }
 

@@ -29,6 +29,8 @@ import {
   type TailCursor,
   type TailEvent,
   type WorkerHolder,
+  type ProcessBeat,
+  type ProcessRecord,
 } from '../store.js';
 import { DEFAULT_DRAIN, DEFAULT_MAX_BODY } from '../bucket-defaults.js';
 import { drainColumns, retentionColumns, toBucket } from '../bucket-row.js';
@@ -44,6 +46,8 @@ import { pgCountMatching, pgIterateMatching, pgQueryPage } from './pg-request-qu
 import { pgPrune } from './pg-retention.js';
 import { pgStatsSamples } from './pg-stats.js';
 import { DB_NOW, dueNow } from './pg-clock.js';
+import { markProcessStopped, upsertProcess } from './pg-processes.js';
+import { toProcessRecord } from '../process-row.js';
 import { settleWithin } from './pg-close.js';
 
 export interface PgStoreOptions extends PgPoolOptions {
@@ -345,6 +349,24 @@ export class PgStore implements Store {
       .executeTakeFirst();
     if (!row) return undefined;
     return { holder: row.holder, info: row.info, acquiredAt: Number(row.acquired_at), heartbeatAt: Number(row.heartbeat_at), expiresAt: Number(row.expires_at) };
+  }
+
+  async heartbeat(p: ProcessBeat, nowMs: number, ttlMs: number): Promise<void> {
+    await this.#db.transaction().execute(async (trx) => upsertProcess(trx, p, await dueNow(trx, nowMs, this.#useCallerClock), ttlMs));
+  }
+
+  async markStopped(id: string, nowMs: number): Promise<void> {
+    await markProcessStopped(this.#db, id, await dueNow(this.#db, nowMs, this.#useCallerClock));
+  }
+
+  async processes(nowMs: number, options: { limit?: number } = {}): Promise<ProcessRecord[]> {
+    // Heartbeats are written in the database's time: `alive` is judged on the same clock.
+    const now = await dueNow(this.#db, nowMs, this.#useCallerClock);
+    const rows = await this.#db.selectFrom('workers').selectAll().orderBy('started_at', 'desc').orderBy('id').limit(options.limit ?? 100).execute();
+    const held = await sql<{ id: string | null; n: number }>`
+      select a.worker_id as id, count(*) as n from deliveries d join attempts a on a.id = d.lease_attempt where d.state = 'delivering' group by a.worker_id`.execute(this.#db);
+    const inflight = new Map(held.rows.map((h) => [h.id, Number(h.n)]));
+    return rows.map((r) => toProcessRecord(r, now, inflight.get(r.id) ?? 0));
   }
 
   async tail(bucket: string, cursor: TailCursor): Promise<{ events: TailEvent[]; cursor: TailCursor }> {

@@ -63,7 +63,9 @@ export function createPurger(db: SqliteDb) {
     // Rows whose request is already gone (none are made so; bounded all the same).
     strayAttempts: db.prepare('delete from attempts where id in (select id from attempts where bucket = ? limit ?)'),
     strayDeliveries: db.prepare('delete from deliveries where id in (select id from deliveries where bucket = ? limit ?)'),
+    deleteReplayPacers: db.prepare('delete from replay_pacer where replay_id in (select id from replays where bucket = ?)'),
     deleteReplays: db.prepare('delete from replays where bucket = ?'),
+    deletePacer: db.prepare('delete from bucket_pacer where bucket = ?'),
     deleteRejections: db.prepare('delete from rejections where bucket = ?'),
     deleteTombstone: db.prepare('delete from buckets where name = ? and deleting_at is not null'),
     deleting: db.prepare('select name, deleting_at from buckets where deleting_at is not null order by deleting_at, name'),
@@ -107,7 +109,9 @@ export function createPurger(db: SqliteDb) {
     if (s.strayAttempts.run(name, PURGE_BATCH).changes + s.strayDeliveries.run(name, PURGE_BATCH).changes > 0) {
       return { requests: 0, bytes: 0, done: false };
     }
+    s.deleteReplayPacers.run(name);
     s.deleteReplays.run(name);
+    s.deletePacer.run(name);
     s.deleteRejections.run(name);
     s.deleteTombstone.run(name);
     s.epoch.run();

@@ -13,9 +13,11 @@
  */
 import { Worker } from 'node:worker_threads';
 import type { Statement } from 'better-sqlite3';
-import type { Rate } from '../../policy/token-bucket.js';
+import type { Rate, TokenBucketState } from '../../policy/token-bucket.js';
+import { newPacer } from '../../policy/pacer.js';
 import { newId } from '../../shared/ids.js';
-import type { BucketsTable } from '../schema.js';
+import type { BucketPacerTable, BucketsTable } from '../schema.js';
+import { pacerFromRow, pacerRowChanged, pacerToRow } from '../pacer-row.js';
 import { afterLeaseExpiry, createClaimDecider, pacerConfigOf } from '../../policy/admission.js';
 import { forwardTarget } from '../../policy/forward-target.js';
 import {
@@ -27,6 +29,7 @@ import {
   type ClaimResult,
   type DrainStore,
   type ExpiredDelivery,
+  type ProcessBeat,
   type StoreChanges,
   type WorkerLeaseResult,
 } from '../store.js';
@@ -63,9 +66,9 @@ interface RequestRow {
 
 const WORKER_LEASE = 'drain';
 
-const nothingClaimed = (policy: ClaimPolicyState): ClaimResult => ({
+const nothingClaimed = (): ClaimResult => ({
   claimed: [],
-  verdict: { pacer: policy.pacer, replayTokens: new Map(), deferred: {}, wakeAt: Infinity, skippedAhead: 0 },
+  verdict: { pacer: newPacer(), replayTokens: new Map(), deferred: {}, wakeAt: Infinity, skippedAhead: 0 },
 });
 
 type ClaimOptions = Parameters<DrainStore['claim']>[1];
@@ -79,6 +82,8 @@ async function startCheckpointer(path: string): Promise<Worker> {
 }
 
 export class SqliteDrainStore implements DrainStore {
+  /** One active worker per database (the worker_lease row). */
+  readonly sharedClaims = false;
   readonly #db: SqliteDb;
   readonly #s: Record<string, Statement>;
   readonly #claimTx;
@@ -103,8 +108,28 @@ export class SqliteDrainStore implements DrainStore {
                   first_attempt_at = coalesce(first_attempt_at, ?), paused_ms_at_first = coalesce(paused_ms_at_first, ?),
                   last_attempt_at = ?, updated_at = ?
                 where id = ? and state in ('pending', 'retrying')`),
-      insertAttempt: p(`insert into attempts (id, delivery_id, request_id, bucket, number, url, started_at, response_truncated)
-                        values (?, ?, ?, ?, ?, ?, ?, 0)`),
+      insertAttempt: p(`insert into attempts (id, delivery_id, request_id, bucket, number, url, started_at, response_truncated, worker_id)
+                        values (?, ?, ?, ?, ?, ?, ?, 0, ?)`),
+      pacer: p('select * from bucket_pacer where bucket = ?'),
+      writePacer: p(`insert into bucket_pacer (bucket, bucket_created_at, full_at, budget, blocked_until, counted_at) values (?, ?, ?, ?, ?, ?)
+                     on conflict (bucket) do update set bucket_created_at = excluded.bucket_created_at, full_at = excluded.full_at,
+                       budget = excluded.budget, blocked_until = excluded.blocked_until, counted_at = excluded.counted_at`),
+      // A block never shortens one; a row of an older bucket of that name starts over.
+      block: p(`insert into bucket_pacer (bucket, bucket_created_at, blocked_until) select name, created_at, ? from buckets where name = ?
+                on conflict (bucket) do update set
+                  blocked_until = case when bucket_pacer.bucket_created_at = excluded.bucket_created_at
+                                       then max(bucket_pacer.blocked_until, excluded.blocked_until) else excluded.blocked_until end,
+                  full_at = case when bucket_pacer.bucket_created_at = excluded.bucket_created_at then bucket_pacer.full_at else 0 end,
+                  budget = case when bucket_pacer.bucket_created_at = excluded.bucket_created_at then bucket_pacer.budget else '[]' end,
+                  bucket_created_at = excluded.bucket_created_at`),
+      replayPacing: p(`select r.id, r.rate_count, r.rate_per_ms, p.full_at from replays r left join replay_pacer p on p.replay_id = r.id
+                       where r.bucket = ? and r.rate_count is not null`),
+      writeReplayPacer: p(`insert into replay_pacer (replay_id, full_at) values (?, ?) on conflict (replay_id) do update set full_at = excluded.full_at`),
+      beat: p(`insert into workers (id, roles, host, pid, info, lease_ms, started_at, heartbeat_at, expires_at, stopped_at)
+               values (@id, @roles, @host, @pid, @info, @lease_ms, @now, @now, @expires_at, null)
+               on conflict (id) do update set roles = excluded.roles, info = excluded.info, lease_ms = excluded.lease_ms,
+                 heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at, stopped_at = null`),
+      stopped: p('update workers set stopped_at = ?, expires_at = min(expires_at, ?) where id = ?'),
       defer: p(`update deliveries set deferrals = deferrals + 1, last_deferral_reason = ?, updated_at = ? where id = ?`),
       completeAttempt: p(`update attempts set duration_ms = ?, status = ?, error_class = ?, error_message = ?, response_headers = ?,
                             response_body = ?, response_truncated = ?, outcome = coalesce(outcome, ?), reason = coalesce(reason, ?),
@@ -144,7 +169,6 @@ export class SqliteDrainStore implements DrainStore {
       dropLease: p('delete from worker_lease where name = ? and holder = ?'),
       dataVersion: p('pragma data_version').pluck(),
       bucketEpoch: p(`select value from meta where key = 'bucket_epoch'`).pluck(),
-      replayRates: p('select id, rate_count, rate_per_ms from replays where rate_count is not null'),
     };
 
     this.#claimTx = db.transaction((bucket: Bucket, o: ClaimOptions, policy: ClaimPolicyState): ClaimResult => {
@@ -153,13 +177,18 @@ export class SqliteDrainStore implements DrainStore {
       // of a bucket that began deleting since, or that was deleted and made anew (whose rows would
       // otherwise go to the old bucket's destination until the list is read again).
       const now = this.#s.bucketNow!.get(bucket.name) as { created_at: number; deleting_at: number | null } | undefined;
-      if (!now || now.deleting_at !== null || Number(now.created_at) !== bucket.createdAt) return nothingClaimed(policy);
+      if (!now || now.deleting_at !== null || Number(now.created_at) !== bucket.createdAt) return nothingClaimed();
+      // The pacer state is the store's (pacer-row.ts): read under the write lock, written back
+      // below only when it moved.
+      const row = this.#s.pacer!.get(bucket.name) as BucketPacerTable | undefined;
+      const pacer = pacerFromRow(row, bucket.createdAt);
+      const replays = this.#replayPacing(bucket.name);
       const decider = createClaimDecider({
         nowMs: o.nowMs,
         config: pacerConfigOf(bucket),
-        pacer: policy.pacer,
-        replayRates: this.#replayRatesNow(),
-        replayPacers: policy.replayPacers,
+        pacer,
+        replayRates: replays.rates,
+        replayPacers: replays.pacers,
         aheadFrom: policy.aheadFrom,
       });
       const own = bucket.destination !== null;
@@ -194,7 +223,7 @@ export class SqliteDrainStore implements DrainStore {
         const url = target.origin + target.path;
         const changed = this.#s.claim!.run(o.leaseUntilMs, attemptId, o.nowMs, pausedNow, o.nowMs, o.nowMs, r.id).changes;
         if (changed === 0) continue;
-        this.#s.insertAttempt!.run(attemptId, r.id, r.request_id, bucket.name, number, url, o.nowMs);
+        this.#s.insertAttempt!.run(attemptId, r.id, r.request_id, bucket.name, number, url, o.nowMs, o.workerId ?? null);
         claimed.push({
           attemptId,
           deliveryId: r.id,
@@ -219,7 +248,13 @@ export class SqliteDrainStore implements DrainStore {
       }
       // What is left decides when the bucket is next due (still now when the claim stopped at its limit).
       this.#bucketDue.settle(bucket.name, own);
-      return { claimed, verdict: decider.verdict() };
+      const verdict = decider.verdict();
+      const cols = pacerToRow(verdict.pacer);
+      if (row === undefined || Number(row.bucket_created_at) !== bucket.createdAt || pacerRowChanged(row, cols)) {
+        this.#s.writePacer!.run(bucket.name, bucket.createdAt, cols.full_at, cols.budget, cols.blocked_until, o.nowMs);
+      }
+      for (const [id, t] of verdict.replayTokens) this.#s.writeReplayPacer!.run(id, t.fullAtMs);
+      return { claimed, verdict };
     });
 
     this.#completeTx = db.transaction((results: AttemptResult[]) => this.#completeRows(results));
@@ -298,6 +333,7 @@ export class SqliteDrainStore implements DrainStore {
   /** Completes attempt rows and moves their deliveries on, inside the caller's transaction. */
   #completeRows(results: AttemptResult[]): void {
     for (const r of results) {
+      if (r.block) this.#s.block!.run(Math.round(r.block.untilMs), r.block.bucket);
       this.#s.completeAttempt!.run(
         r.durationMs,
         r.status,
@@ -333,24 +369,22 @@ export class SqliteDrainStore implements DrainStore {
   async claim(bucket: Bucket, options: ClaimOptions, policy: ClaimPolicyState): Promise<ClaimResult> {
     if (options.limit <= 0) {
       if (options.complete && options.complete.length > 0) this.#completeTx.immediate(options.complete);
-      return nothingClaimed(policy);
+      return nothingClaimed();
     }
     return this.#claimTx.immediate(bucket, options, policy);
   }
 
-  #replayRates: { version: number; rates: Map<string, Rate> } | undefined;
 
-  /**
-   * The replays that pace their own deliveries (`replay --rate`), read again only when another
-   * connection committed (replays are made by the CLI, on its own connection).
-   */
-  #replayRatesNow(): Map<string, Rate> {
-    const version = this.#s.dataVersion!.get() as number;
-    if (this.#replayRates?.version === version) return this.#replayRates.rates;
-    const rows = this.#s.replayRates!.all() as Array<{ id: string; rate_count: number; rate_per_ms: number }>;
-    const rates = new Map(rows.map((r) => [r.id, { count: Number(r.rate_count), perMs: Number(r.rate_per_ms) }]));
-    this.#replayRates = { version, rates };
-    return rates;
+  /** The bucket's replays that pace their own deliveries (`replay --rate`), with their token buckets. */
+  #replayPacing(bucket: string): { rates: Map<string, Rate>; pacers: Map<string, TokenBucketState> } {
+    const rates = new Map<string, Rate>();
+    const pacers = new Map<string, TokenBucketState>();
+    const rows = this.#s.replayPacing!.all(bucket) as Array<{ id: string; rate_count: number; rate_per_ms: number; full_at: number | null }>;
+    for (const r of rows) {
+      rates.set(r.id, { count: Number(r.rate_count), perMs: Number(r.rate_per_ms) });
+      if (r.full_at !== null) pacers.set(r.id, { fullAtMs: Number(r.full_at) });
+    }
+    return { rates, pacers };
   }
 
   async complete(results: AttemptResult[]): Promise<void> {
@@ -390,6 +424,14 @@ export class SqliteDrainStore implements DrainStore {
         },
       };
     }).immediate();
+  }
+
+  async heartbeat(p: ProcessBeat, nowMs: number, ttlMs: number): Promise<void> {
+    this.#s.beat!.run({ id: p.id, roles: p.roles.join(','), host: p.host, pid: p.pid, info: p.info, lease_ms: p.leaseMs, now: nowMs, expires_at: nowMs + ttlMs });
+  }
+
+  async markStopped(id: string, nowMs: number): Promise<void> {
+    this.#s.stopped!.run(nowMs, nowMs, id);
   }
 
   async releaseWorkerLease(holder: string): Promise<void> {

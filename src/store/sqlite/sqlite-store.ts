@@ -3,8 +3,14 @@ import type { Durability } from '../../config/config.js';
 import { AppError } from '../../shared/errors.js';
 import type { Clock } from '../../shared/clock.js';
 import { migrationProvider } from '../migrations/sqlite/index.js';
-import type { BucketsTable, Database } from '../schema.js';
+import type { BucketsTable, Database, WorkersTable } from '../schema.js';
+import { toProcessRecord } from '../process-row.js';
+
+/** The write-lock wait of a receiver's heartbeat (see heartbeat()). */
+const PROCESS_BEAT_LOCK_WAIT_MS = 50;
 import type {
+  ProcessBeat,
+  ProcessRecord,
   DeliveryHistory,
   NewReplay,
   Replay,
@@ -441,6 +447,34 @@ export class SqliteStore implements Store {
       | undefined;
     if (!row) return undefined;
     return { holder: row.holder, info: row.info, acquiredAt: Number(row.acquired_at), heartbeatAt: Number(row.heartbeat_at), expiresAt: Number(row.expires_at) };
+  }
+
+  async heartbeat(p: ProcessBeat, nowMs: number, ttlMs: number): Promise<void> {
+    // A short lock wait: this connection writes on the event loop, which ingest shares; a beat
+    // that cannot get the lock at once fails and the next one, a third of the TTL later, tries again.
+    this.#withLockWait(PROCESS_BEAT_LOCK_WAIT_MS, () =>
+      this.#raw
+        .prepare(
+          `insert into workers (id, roles, host, pid, info, lease_ms, started_at, heartbeat_at, expires_at, stopped_at)
+           values (@id, @roles, @host, @pid, @info, @lease_ms, @now, @now, @expires_at, null)
+           on conflict (id) do update set roles = excluded.roles, info = excluded.info, lease_ms = excluded.lease_ms,
+             heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at, stopped_at = null`,
+        )
+        .run({ id: p.id, roles: p.roles.join(','), host: p.host, pid: p.pid, info: p.info, lease_ms: p.leaseMs, now: nowMs, expires_at: nowMs + ttlMs }),
+    );
+  }
+
+  async markStopped(id: string, nowMs: number): Promise<void> {
+    this.#withLockWait(PROCESS_BEAT_LOCK_WAIT_MS, () => this.#raw.prepare('update workers set stopped_at = ?, expires_at = min(expires_at, ?) where id = ?').run(nowMs, nowMs, id));
+  }
+
+  async processes(nowMs: number, options: { limit?: number } = {}): Promise<ProcessRecord[]> {
+    const rows = this.#raw.prepare('select * from workers order by started_at desc, id limit ?').all(options.limit ?? 100) as WorkersTable[];
+    const held = this.#raw
+      .prepare(`select a.worker_id as id, count(*) as n from deliveries d join attempts a on a.id = d.lease_attempt where d.state = 'delivering' group by a.worker_id`)
+      .all() as Array<{ id: string | null; n: number }>;
+    const inflight = new Map(held.map((h) => [h.id, Number(h.n)]));
+    return rows.map((r) => toProcessRecord(r, nowMs, inflight.get(r.id) ?? 0));
   }
 
   async tail(bucket: string, cursor: TailCursor): Promise<{ events: TailEvent[]; cursor: TailCursor }> {

@@ -24,6 +24,8 @@ export interface StoreSet {
    * "another connection's" for this set's caches). Closed by close().
    */
   another(): Promise<Store>;
+  /** Another drain store on the same database, as a second worker process would open it. Closed by close(). */
+  anotherDrain(): Promise<DrainStore>;
   /** Closes everything and removes the database. */
   close(): Promise<void>;
 }
@@ -84,13 +86,18 @@ const sqlite: Dialect = {
     const store = await open();
     const drain = await openers.drainStore({ checkpoints: false });
     const sink = await openers.ingestSink({ logger: silentLogger });
-    const others: Store[] = [];
+    const others: Array<Store | DrainStore> = [];
     return {
       store,
       drain,
       sink,
       async another() {
         const other = await open();
+        others.push(other);
+        return other;
+      },
+      async anotherDrain() {
+        const other = await openers.drainStore({ checkpoints: false });
         others.push(other);
         return other;
       },
@@ -128,6 +135,7 @@ async function openPostgresSet(url: string, deps: { clock: Clock; config: Config
       drain,
       sink,
       another: () => track(openers.store()),
+      anotherDrain: () => track(openers.drainStore({ checkpoints: false })),
       async close() {
         // The sink first: it flushes what it holds.
         await sink.close();

@@ -1,7 +1,5 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { newPacer } from '../../../src/policy/pacer.js';
-import type { ClaimPolicyState } from '../../../src/store/store.js';
 import { captured, claim, DEST, drainBucket, freshPolicy, ingestN, LEASE_MS, result, submitAll, T0, type Ctx } from './harness.js';
 
 const SECOND = 1000;
@@ -93,7 +91,7 @@ export function drainContract(ctx: Ctx): void {
       assert.deepEqual(a.map((x) => x.pausedMsAtFirst), [30 * SECOND, 30 * SECOND]);
     });
 
-    it('rate: claims what the tokens allow, defers the head of the line once, and goes on with the pacer it returned', async () => {
+    it('rate: claims what the tokens allow, defers the head of the line once, and the store keeps the tokens for the next claim', async () => {
       const { store } = ctx.set;
       await store.createBucket({ name: 'b', destination: DEST, drain: { rate: { count: 1, perMs: SECOND }, burst: 2 } });
       const ids = await ingestN(ctx.set, 'b', 5, T0);
@@ -105,21 +103,32 @@ export function drainContract(ctx: Ctx): void {
       const deferred = await store.requestHistory(ids[2]!);
       assert.deepEqual([deferred[0]!.state, deferred[0]!.deferrals, deferred[0]!.lastDeferralReason, deferred[0]!.attempts], ['pending', 1, 'rate', 0]);
       assert.equal((await store.requestHistory(ids[3]!))[0]!.deferrals, 0, 'the ones behind it keep their place untouched');
-      const policy: ClaimPolicyState = { pacer: r1.verdict.pacer, replayPacers: new Map() };
-      assert.equal((await claim(ctx.set, 'b', now + SECOND - 1, { policy })).claimed.length, 0);
-      const r2 = await claim(ctx.set, 'b', now + SECOND, { policy });
+      assert.equal((await claim(ctx.set, 'b', now + SECOND - 1)).claimed.length, 0);
+      const r2 = await claim(ctx.set, 'b', now + SECOND);
       assert.deepEqual(r2.claimed.map((a) => a.requestId), [ids[2]]);
     });
 
-    it('a bucket-wide Retry-After block defers and stops the walk; the retry budget holds retries but not first attempts', async () => {
+    it('a Retry-After block recorded with a completion is kept by the store: it defers and stops the walk until it ends', async () => {
+      const { store } = ctx.set;
+      await store.createBucket({ name: 'b', destination: DEST });
+      const [r0, r1, r2] = await ingestN(ctx.set, 'b', 3, T0);
+      const first = await claim(ctx.set, 'b', T0 + SECOND, { limit: 1 });
+      assert.deepEqual(first.claimed.map((a) => a.requestId), [r0]);
+      const until = T0 + 30 * SECOND;
+      await ctx.set.drain.complete([{ ...result(first.claimed[0]!, T0 + SECOND + 5, 'retry', { status: 429, nextAttemptAt: until }), block: { bucket: 'b', untilMs: until } }]);
+      const b = await claim(ctx.set, 'b', T0 + 2 * SECOND);
+      assert.deepEqual([b.claimed.length, b.verdict.deferred, b.verdict.wakeAt, b.verdict.pacer.blockedUntilMs], [0, { retry_after: 1 }, until, until]);
+      assert.equal((await store.requestHistory(r1!))[0]!.lastDeferralReason, 'retry_after');
+      assert.equal((await store.requestHistory(r2!))[0]!.deferrals, 0);
+      assert.equal((await claim(ctx.set, 'b', until - 1)).claimed.length, 0, 'still blocked a moment before');
+      const c = await claim(ctx.set, 'b', until);
+      assert.deepEqual(c.claimed.map((a) => a.requestId).sort(), [r0, r1, r2].sort());
+    });
+
+    it('the retry budget holds retries but not first attempts', async () => {
       const { store } = ctx.set;
       await store.createBucket({ name: 'b', destination: DEST, drain: { retryBudget: { fraction: 0, floorPerSecond: 0 } } });
       const [r1, r2] = await ingestN(ctx.set, 'b', 2, T0);
-      const blocked: ClaimPolicyState = { pacer: { ...newPacer(), blockedUntilMs: T0 + 30 * SECOND }, replayPacers: new Map() };
-      const b = await claim(ctx.set, 'b', T0 + SECOND, { policy: blocked });
-      assert.deepEqual([b.claimed.length, b.verdict.deferred, b.verdict.wakeAt], [0, { retry_after: 1 }, T0 + 30 * SECOND]);
-      assert.equal((await store.requestHistory(r1!))[0]!.lastDeferralReason, 'retry_after');
-      assert.equal((await store.requestHistory(r2!))[0]!.deferrals, 0);
 
       // Both fail once; with a zero budget their retries wait, while a new first attempt goes.
       const { claimed } = await claim(ctx.set, 'b', T0 + SECOND);
@@ -130,7 +139,7 @@ export function drainContract(ctx: Ctx): void {
       assert.deepEqual(c.verdict.deferred, { retry_budget: 1 });
       const h1 = (await store.requestHistory(r1!))[0]!;
       const h2 = (await store.requestHistory(r2!))[0]!;
-      assert.deepEqual([h1.state, h1.deferrals, h1.lastDeferralReason], ['retrying', 2, 'retry_budget'], 'recorded once, on the head of the line');
+      assert.deepEqual([h1.state, h1.deferrals, h1.lastDeferralReason], ['retrying', 1, 'retry_budget'], 'recorded once, on the head of the line');
       assert.deepEqual([h2.state, h2.deferrals, h2.lastDeferralReason], ['retrying', 0, null]);
     });
   });
@@ -174,6 +183,7 @@ export function drainContract(ctx: Ctx): void {
           reason: 'http_201',
           nextAttemptAt: null,
           nextWhy: null,
+          workerId: null,
         },
       );
       const ex = (await store.requestHistory(ids[2]!))[0]!.attemptLog[0]!;

@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach } from 'node:test';
 import { UUID } from 'uuidv7';
-import { newPacer } from '../../../src/policy/pacer.js';
 import { ManualClock } from '../../../src/shared/clock.js';
 import type {
   AttemptResult,
@@ -107,9 +106,9 @@ export async function drainBucket(set: StoreSet, name: string): Promise<Bucket> 
   return b;
 }
 
-export const freshPolicy = (): ClaimPolicyState => ({ pacer: newPacer(), replayPacers: new Map() });
+export const freshPolicy = (): ClaimPolicyState => ({});
 
-/** Claims up to `limit` of the bucket's due deliveries at `nowMs` with a fresh pacer. */
+/** Claims up to `limit` of the bucket's due deliveries at `nowMs` (the pacer state is the store's). */
 export async function claim(
   set: StoreSet,
   bucket: string,

@@ -56,7 +56,8 @@ interface Item {
  */
 async function fixture(ctx: Ctx): Promise<{ items: Item[]; other: string[] }> {
   const { store } = ctx.set;
-  await store.createBucket({ name: 'b', destination: DEST });
+  // Concurrency 100: the fixture claims its 51 deliveries in one claim (a shared-claims store bounds a claim by it).
+  await store.createBucket({ name: 'b', destination: DEST, drain: { concurrency: 100 } });
   await store.createBucket({ name: 'o', destination: DEST });
   const items: Item[] = [];
   const withDelivery: CapturedRequest[] = [];

@@ -5,6 +5,7 @@ import { drainContract } from './drain-contract.js';
 import { useStoreSet } from './harness.js';
 import { ingestContract } from './ingest-contract.js';
 import { listContract } from './list-contract.js';
+import { pacingContract } from './pacing-contract.js';
 import { replayContract } from './replay-contract.js';
 import { statsContract } from './stats-contract.js';
 
@@ -20,6 +21,7 @@ for (const dialect of DIALECTS) {
     listContract(ctx);
     bucketsContract(ctx);
     drainContract(ctx);
+    pacingContract(ctx);
     replayContract(ctx);
     statsContract(ctx);
   });

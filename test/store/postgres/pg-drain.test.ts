@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { sql, type Kysely } from 'kysely';
 import { createDeliveryAgent } from '../../../src/drain/forward.js';
-import { newPacer } from '../../../src/policy/pacer.js';
 import { DrainWorker } from '../../../src/drain/worker.js';
 import { silentLogger } from '../../../src/shared/logger.js';
 import { PgChangeFeed } from '../../../src/store/postgres/pg-change-feed.js';
@@ -32,7 +31,7 @@ interface Fixture {
   bucket(name: string): Promise<Bucket>;
 }
 
-const policy = (): ClaimPolicyState => ({ pacer: newPacer(), replayPacers: new Map() });
+const policy = (): ClaimPolicyState => ({});
 
 /** A bucket row with the defaults of the migrations plus what is given. */
 async function addBucket(db: Kysely<Database>, name: string, cols: Record<string, unknown> = {}): Promise<void> {
@@ -216,14 +215,14 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     assert.equal((await delivery(f.admin, ids[2]!)).deferrals, 0);
     assert.equal(await dueAt(f.admin, 'r'), T0 - 9);
 
-    // The next claim with the pacer the verdict handed back: a second later, one more.
+    // The next claim finds the tokens in the pacer row the first one wrote: a second later, one more.
     f.clock.advance(1000);
-    const r2 = await f.store.claim(b, { nowMs: T0 + 1000, limit: 10, leaseUntilMs: T0 + 1000 + LEASE }, { pacer: r.verdict.pacer, replayPacers: new Map() });
+    const r2 = await f.store.claim(b, { nowMs: T0 + 1000, limit: 10, leaseUntilMs: T0 + 1000 + LEASE }, policy());
     assert.deepEqual(r2.claimed.map((a) => a.deliveryId), [ids[1]]);
 
-    // A bucket-wide Retry-After block: nothing claimed, the head of the line deferred.
-    const blocked = { ...newPacer(), blockedUntilMs: T0 + 60_000 };
-    const r3 = await f.store.claim(b, { nowMs: T0 + 1000, limit: 10, leaseUntilMs: T0 + 1000 + LEASE }, { pacer: blocked, replayPacers: new Map() });
+    // A bucket-wide Retry-After block in the pacer row: nothing claimed, the head of the line deferred.
+    await sql`update bucket_pacer set blocked_until = ${T0 + 60_000} where bucket = 'r'`.execute(f.admin);
+    const r3 = await f.store.claim(b, { nowMs: T0 + 1000, limit: 10, leaseUntilMs: T0 + 1000 + LEASE }, policy());
     assert.equal(r3.claimed.length, 0);
     assert.deepEqual(r3.verdict.deferred, { retry_after: 1 });
     assert.equal((await delivery(f.admin, ids[2]!)).last_deferral_reason, 'retry_after');
@@ -458,7 +457,7 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     const f = await fixture();
     const other = await PgDrainStore.open({ url: f.url, useCallerClock: true, listen: false, migrate: false });
     open.push(() => other.close());
-    await addBucket(f.admin, 'race');
+    await addBucket(f.admin, 'race', { concurrency: 100 }); // room for all: a claim is bounded by the live leases
     const n = 40;
     for (let i = 0; i < n; i++) await addDelivery(f.admin, 'race', i, { nextAt: T0 - i });
     const b = await f.bucket('race');
@@ -474,6 +473,58 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     const counts = await sql<{ n: number }>`select count(*) as n from attempts`.execute(f.admin);
     assert.equal(counts.rows[0]!.n, n);
     assert.equal(await dueAt(f.admin, 'race'), null);
+  });
+
+  test('concurrency counts the delivering rows with a live lease of every worker; an expired lease no longer counts', async () => {
+    const f = await fixture();
+    const other = await PgDrainStore.open({ url: f.url, useCallerClock: true, listen: false, migrate: false });
+    open.push(() => other.close());
+    await addBucket(f.admin, 'c', { concurrency: 4 });
+    for (let i = 0; i < 9; i++) await addDelivery(f.admin, 'c', i, { nextAt: T0 - 100 + i });
+    const b = await f.bucket('c');
+    const claimAt = (s: PgDrainStore, at: number, limit: number) => s.claim(b, { nowMs: at, limit, leaseUntilMs: at + LEASE, workerId: s === f.store ? 'w-a' : 'w-b' }, policy());
+    assert.equal((await claimAt(f.store, T0, 3)).claimed.length, 3);
+    assert.equal((await claimAt(other, T0, 10)).claimed.length, 1, 'one slot left of four, whoever holds the other three');
+    assert.equal((await claimAt(other, T0 + 1, 10)).claimed.length, 0);
+    // The four leases end at T0 + LEASE (a worker died): from then on they hold no slot.
+    assert.equal((await claimAt(other, T0 + LEASE, 10)).claimed.length, 4);
+    const byWorker = await sql<{ worker_id: string; n: number }>`select worker_id, count(*) as n from attempts group by worker_id order by worker_id`.execute(f.admin);
+    assert.deepEqual(byWorker.rows, [
+      { worker_id: 'w-a', n: 3 },
+      { worker_id: 'w-b', n: 5 },
+    ]);
+  });
+
+  test('a pacer row another worker holds: the claim rotates on (busy), claiming nothing, and still records its completions', async () => {
+    const f = await fixture();
+    await addBucket(f.admin, 'k');
+    for (let i = 0; i < 3; i++) await addDelivery(f.admin, 'k', i, { nextAt: T0 - 10 });
+    const b = await f.bucket('k');
+    const [a] = (await f.store.claim(b, { nowMs: T0, limit: 1, leaseUntilMs: T0 + LEASE }, policy())).claimed;
+    await f.admin.transaction().execute(async (trx) => {
+      await sql`select * from bucket_pacer where bucket = 'k' for update`.execute(trx);
+      const done = { attemptId: a!.attemptId, deliveryId: a!.deliveryId, finishedAt: T0 + 5, durationMs: 5, status: 200, errorClass: null, errorMessage: null,
+        responseHeaders: [], responseBody: null, responseTruncated: false, outcome: 'delivered' as const, reason: 'ok', nextAttemptAt: null, nextWhy: null };
+      const r = await f.store.claim(b, { nowMs: T0 + 10, limit: 5, leaseUntilMs: T0 + 10 + LEASE, complete: [done] }, policy());
+      assert.deepEqual([r.busy, r.claimed.length], [true, 0]);
+      assert.equal((await delivery(f.admin, a!.deliveryId)).state, 'delivered', 'the completion committed with the busy claim');
+    });
+    assert.equal((await f.store.claim(b, { nowMs: T0 + 20, limit: 5, leaseUntilMs: T0 + 20 + LEASE }, policy())).claimed.length, 2);
+  });
+
+  test('the pacer row is written only when it moved, in place (fillfactor 50)', async () => {
+    const f = await fixture();
+    await addBucket(f.admin, 'h');
+    const b = await f.bucket('h');
+    const fill = await sql<{ options: string[] }>`select reloptions as options from pg_class where relname = 'bucket_pacer'`.execute(f.admin);
+    assert.deepEqual(fill.rows[0]!.options, ['fillfactor=50']);
+    await addDelivery(f.admin, 'h', 0, { nextAt: T0 - 10 });
+    await f.store.claim(b, { nowMs: T0, limit: 5, leaseUntilMs: T0 + LEASE }, policy());
+    const xmin = async () => (await sql<{ x: string }>`select xmin::text as x from bucket_pacer where bucket = 'h'`.execute(f.admin)).rows[0]!.x;
+    const before = await xmin();
+    // Nothing due: the claim decides nothing, the state does not move, the row is not rewritten.
+    await f.store.claim(b, { nowMs: T0 + 1, limit: 5, leaseUntilMs: T0 + 1 + LEASE }, policy());
+    assert.equal(await xmin(), before);
   });
 
   test('the drain worker delivers through it: first attempts, a 503 retried at its time, then delivered', async () => {

@@ -87,7 +87,7 @@ function makeFixture(): Fixture {
           started_at: at + Math.floor(r() * 5 * MIN), duration_ms: r() < 0.1 ? null : pick([5, 20, 35, 120]),
           status: null, error_class: null, error_message: null, response_headers: null, response_body: null, response_truncated: 0,
           outcome: r() < 0.1 ? null : pick(['delivered', 'retry', 'failed', 'exhausted', 'lease_expired', 'released'] as const),
-          reason: null, next_attempt_at: null, next_why: null,
+          reason: null, next_attempt_at: null, next_why: null, worker_id: null,
         });
       }
     };

@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { newPacer } from '../../../src/policy/pacer.js';
 import { RetentionLoop } from '../../../src/retention/retention-loop.js';
 import { newId } from '../../../src/shared/ids.js';
 import { silentLogger } from '../../../src/shared/logger.js';
@@ -121,7 +120,7 @@ describe('bucket delete: tombstone, then a purge in batches', () => {
     const drain = await SqliteDrainStore.open({ path: t.db });
     const [stale] = await drain.listBuckets();
     assert.equal(stale?.name, 'old');
-    const policy = { pacer: newPacer(), replayPacers: new Map() };
+    const policy = {};
     const claimOne = () => drain.claim(stale!, { nowMs: Date.now() + 1000, limit: 1, leaseUntilMs: Date.now() + 60_000 }, policy);
     assert.equal((await claimOne()).claimed.length, 1, 'control: the worker claims from the live bucket');
 
