@@ -6,8 +6,8 @@ import { arrivals, pgServer, startCluster, waitFor, wasActive } from './harness.
 
 // A bucket's --concurrency bounds its attempts in flight across every worker on the database, as
 // the consumer sees them: 3 workers, a consumer that holds each request 100 ms, 60 requests due
-// at once. Until the workers share the drain only one of them is active, so this holds trivially
-// there; it proves something once all three claim.
+// at once. On a single-worker lease (one active, the others standing by) this holds trivially;
+// with all three claiming (PostgreSQL since the pacer rows) it is the proof.
 
 const BUCKET = 'conc';
 const CONCURRENCY = 4;

@@ -10,10 +10,10 @@ import { arrivals, duplicates, maxInWindow, pgServer, startCluster, waitFor, was
 // acknowledged was lost, that duplicates are only the dead worker's in-flight attempts sent again
 // after their lease ended, and that the bucket's rate held across the workers.
 //
-// Until the workers share the drain, one is active and the others stand by; the kill then leaves
-// the bucket without a worker until the single-worker lease (15 s) lapses. That gap is no rate at
-// all, so on that code the sustained rate is measured with the gap taken out, and reported as a
-// TODO rather than failed (see the last test).
+// On a single-worker lease (code before the pacer rows: one active, the others standing by), the
+// kill leaves the bucket without a worker until that lease (15 s) lapses. That gap is no rate at
+// all, so there the sustained rate is measured with the gap taken out, and reported as a TODO
+// rather than failed (see the last test). With every worker claiming, it is a hard check.
 
 const BUCKET = 'scale';
 const REQUESTS = 1000;
