@@ -3,16 +3,20 @@
  * again with `serve --db postgres://…`, each on a fresh `hookbucket_test_<random>` database
  * (dropped after) with its spool in the case's folder, checked by the same invariant read from
  * PostgreSQL directly (lib/pg-invariant.ts). Each twin's id is its SQLite case's id plus `p`, so it
- * runs right after it; 7q (connection loss) has no SQLite twin. They run only when
+ * runs right after it; 7q (connection loss) has no SQLite twin, and 3p is case 3's counterpart
+ * with several workers on one database (one killed under load). They run only when
  * HOOKBUCKET_TEST_PG names a server (.ci/run sets it).
  */
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { pgTestServer } from '../../helpers/pg-database.js';
+import { workerIdOf, wasActive } from '../../scale/harness.js';
 import { AckLog } from '../lib/ack-log.js';
+import { countByRequestId, duplicatesIn, startConsumer, type Consumer } from '../lib/consumer.js';
 import { LoadGenerator, sleep, type Outcome } from '../lib/load.js';
 import { newResult, secs, until } from '../lib/result.js';
-import { hookbucket, startServe, type ServeHandle } from '../lib/serve-process.js';
+import { randomInt } from '../lib/seed.js';
+import { hookbucket, startServe, startWorkerProcess, type HookbucketProcess, type ServeHandle } from '../lib/serve-process.js';
 import { openTestStore } from '../lib/test-store.js';
 import type { CaseContext, CaseResult, ReliabilityCase } from '../lib/types.js';
 import { killUnderLoad, sigtermUnderLoad } from './crash.js';
@@ -151,13 +155,120 @@ async function connectionLoss(ctx: CaseContext): Promise<CaseResult> {
   return r;
 }
 
+// ---------------------------------------------------------------------------------------------
+// 3p. kill -9 one of several drain workers under load
+
+const WORKERS = 3;
+/** Load before the kill, and after it. */
+const LOAD_BEFORE_KILL_MS = 2_500;
+const LOAD_AFTER_KILL_MS = 2_500;
+/** From the end of the load until every acked request has reached the consumer (a single active worker: its 15 s lease, then the 2 s delivery lease). */
+const SETTLE_BOUND_MS = 60_000;
+
+/**
+ * Several `worker`s (`--standby --lease 2s`) drain one bucket on PostgreSQL while a receiver
+ * takes load; one worker that has made attempts (the one with open attempts, from
+ * attempts.worker_id where the schema has it, else the active one) is killed with -9 mid-load.
+ * Every acked request must be stored intact (the invariant) and reach the consumer, and the
+ * consumer sees a request twice only for the dead worker's attempts closed as lease_expired.
+ */
+async function workerKilledAmongMany(ctx: CaseContext): Promise<CaseResult> {
+  const r = newResult();
+  const store = await openTestStore(ctx, ctx.tmpDir(), 'unused.db');
+  // Each answer after 0-20 ms, so attempts are in flight when the worker dies.
+  const consumer: Consumer = await startConsumer((_req, res) => {
+    const t = setTimeout(() => res.writeHead(200).end('ok'), randomInt(ctx.random, 0, 20));
+    res.on('close', () => clearTimeout(t));
+  });
+  const acks = new AckLog();
+  let serve: ServeHandle | undefined;
+  const workers: HookbucketProcess[] = [];
+  let load: LoadGenerator | undefined;
+  try {
+    await hookbucket(['--db', store.db, 'bucket', 'create', 'many', '--destination', `${consumer.url}/hook`, '--timeout', '1s']);
+    serve = await startServe({ db: store.db, flags: [...store.serveFlags, '--no-worker'] });
+    for (let i = 0; i < WORKERS; i++) workers.push(await startWorkerProcess({ db: store.db, flags: ['--lease', '2s', '--standby'] }));
+    const withWorkerId = (await store.scalar(`select count(*) from information_schema.columns where table_name = 'attempts' and column_name = 'worker_id'`)) > 0;
+    const activeAtStart = workers.filter(wasActive).length;
+    load = new LoadGenerator({ url: serve.url, bucket: 'many', connections: 4, random: ctx.random, ackLog: acks, maxBody: 16 * 1024 });
+    load.start();
+    await sleep(LOAD_BEFORE_KILL_MS);
+
+    let victim: HookbucketProcess | undefined;
+    if (withWorkerId) {
+      const rows = await store.all<{ worker_id: string; open: number; n: number }>(
+        `select worker_id, count(*) filter (where outcome is null)::int as open, count(*)::int as n from attempts where worker_id is not null group by worker_id order by 2 desc, 3 desc`,
+      );
+      const byId = new Map(workers.map((w) => [workerIdOf(w), w]));
+      victim = rows.map((x) => byId.get(x.worker_id)).find((w) => w !== undefined);
+    } else {
+      victim = workers.find(wasActive);
+    }
+    if (!victim) throw new Error('no worker has made attempts');
+    const victimId = workerIdOf(victim);
+    const seenAtKill = consumer.received.length;
+    await victim.kill9();
+    const killedAt = performance.now();
+    ctx.log(`killed worker ${victimId} (pid ${victim.pid}) after ${seenAtKill} arrivals; ${activeAtStart} of ${WORKERS} workers were active`);
+    await sleep(LOAD_AFTER_KILL_MS);
+    await load.stop(10_000);
+    const loadEnd = performance.now();
+
+    const settled = await until(async () => {
+      const seen = countByRequestId(consumer.received);
+      const open = await store.scalar(`select count(*) from deliveries where state in ('pending', 'retrying', 'delivering')`);
+      return open === 0 && acks.all().every((a) => seen.has(a.id)) ? true : undefined;
+    }, SETTLE_BOUND_MS, 200);
+    const settleMs = performance.now() - loadEnd;
+    if (!settled) r.fail(`not every acked request reached the consumer within ${secs(SETTLE_BOUND_MS)} of the load's end`);
+    for (const w of workers.filter((x) => x !== victim)) {
+      const term = await w.term();
+      if (term.code !== 0) r.fail(`${w.describe()}: exit ${term.code ?? term.signal} on SIGTERM`);
+    }
+    const serveTerm = await serve.proc.term();
+    if (serveTerm.code !== 0) r.fail(`serve: exit ${serveTerm.code ?? serveTerm.signal} on SIGTERM`);
+    serve = undefined;
+
+    const seen = countByRequestId(consumer.received);
+    const notArrived = acks.all().filter((a) => !seen.has(a.id));
+    if (notArrived.length > 0) r.fail(`${notArrived.length} acked request(s) never reached the consumer`);
+    const expired = await store.all<{ worker_id?: string | null }>(`select ${withWorkerId ? 'worker_id' : 'null as worker_id'} from attempts where outcome = 'lease_expired'`);
+    const duplicates = duplicatesIn(consumer.received);
+    if (duplicates > expired.length) r.fail(`${duplicates} duplicate deliveries, only ${expired.length} attempts closed as lease_expired`);
+    if (withWorkerId && expired.some((e) => e.worker_id !== victimId)) r.fail(`lease_expired attempts of workers other than the killed one: ${expired.map((e) => e.worker_id).join(', ')}`);
+    const open = await store.scalar('select count(*) from attempts where outcome is null');
+    if (open > 0) r.fail(`${open} attempts still open`);
+    const inv = await store.check({ acks: acks.all(), sent: load.sent, expectDeliveries: true });
+    if (!inv.ok) r.fail(`invariant: ${inv.problems.join('; ')}`);
+    r.sent = load.stats.sent;
+    r.acked = load.stats.acked;
+    r.verified = inv.verified;
+    r.lostAcked = inv.lost.length + notArrived.length;
+    r.duplicates = duplicates;
+    r.figure('workers (active at start)', `${WORKERS} (${activeAtStart})`);
+    r.figure('attempts closed as lease_expired', String(expired.length), `≥ duplicates (${duplicates})`);
+    r.figure('kill → load end → all delivered', `${secs(loadEnd - killedAt)} + ${secs(settleMs)}`, `≤ ${secs(SETTLE_BOUND_MS)} after the load`);
+    r.figure('attempts.worker_id', withWorkerId ? 'recorded' : 'not in the schema');
+  } catch (e) {
+    r.fail(e instanceof Error ? (e.stack ?? e.message) : String(e));
+  } finally {
+    await load?.stop();
+    for (const w of workers) await w.kill9();
+    await serve?.proc.kill9();
+    await consumer.close();
+    await store.dispose();
+  }
+  return r;
+}
+
 /** Printed once by the runner when these cases do not run. */
-export const skipped = server ? undefined : 'PostgreSQL cases (1p, 2p, 7p, 7q, 10p, 12p, 13p, 18p, 19p) skipped: set HOOKBUCKET_TEST_PG (e.g. postgres://postgres@127.0.0.1:5432/test) to run them';
+export const skipped = server ? undefined : 'PostgreSQL cases (1p, 2p, 3p, 7p, 7q, 10p, 12p, 13p, 18p, 19p) skipped: set HOOKBUCKET_TEST_PG (e.g. postgres://postgres@127.0.0.1:5432/test) to run them';
 
 export const cases: ReliabilityCase[] = server
   ? [
       onPostgres('1p', `kill -9 the receiver under load, ${PG_KILL_ROUNDS} times`, 4 * 60_000, (ctx) => killUnderLoad(ctx, PG_KILL_ROUNDS)),
       onPostgres('2p', 'SIGTERM under load', 2 * 60_000, sigtermUnderLoad),
+      onPostgres('3p', `kill -9 one of ${WORKERS} drain workers under load`, 2 * 60_000, workerKilledAmongMany),
       onPostgres('7p', 'another connection holds LOCK TABLE requests IN EXCLUSIVE MODE for 10 s', 2 * 60_000, writeLockHeld),
       onPostgres('7q', 'the receiver loses its connections mid-load (pg_terminate_backend ×3, then 3 s refused)', 2 * 60_000, connectionLoss),
       twinOf(10),
