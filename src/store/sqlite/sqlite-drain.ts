@@ -39,6 +39,7 @@ import { toBucket } from '../bucket-row.js';
 const CHANGE_POLL_MS = 100;
 import { createBucketDue, lowerDueForDeliveryStatement, lowerDueStatement, type BucketDue } from './bucket-due.js';
 import { openSqlite, type SqliteDb } from './open.js';
+import { processParams, STOP_PROCESS_SQL, UPSERT_PROCESS_SQL } from './sqlite-processes.js';
 import { migrate } from './sqlite-store.js';
 import { closeThread, readyOf } from './threads.js';
 
@@ -125,11 +126,8 @@ export class SqliteDrainStore implements DrainStore {
       replayPacing: p(`select r.id, r.rate_count, r.rate_per_ms, p.full_at from replays r left join replay_pacer p on p.replay_id = r.id
                        where r.bucket = ? and r.rate_count is not null`),
       writeReplayPacer: p(`insert into replay_pacer (replay_id, full_at) values (?, ?) on conflict (replay_id) do update set full_at = excluded.full_at`),
-      beat: p(`insert into workers (id, roles, host, pid, info, lease_ms, started_at, heartbeat_at, expires_at, stopped_at)
-               values (@id, @roles, @host, @pid, @info, @lease_ms, @now, @now, @expires_at, null)
-               on conflict (id) do update set roles = excluded.roles, info = excluded.info, lease_ms = excluded.lease_ms,
-                 heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at, stopped_at = null`),
-      stopped: p('update workers set stopped_at = ?, expires_at = min(expires_at, ?) where id = ?'),
+      beat: p(UPSERT_PROCESS_SQL),
+      stopped: p(STOP_PROCESS_SQL),
       defer: p(`update deliveries set deferrals = deferrals + 1, last_deferral_reason = ?, updated_at = ? where id = ?`),
       completeAttempt: p(`update attempts set duration_ms = ?, status = ?, error_class = ?, error_message = ?, response_headers = ?,
                             response_body = ?, response_truncated = ?, outcome = coalesce(outcome, ?), reason = coalesce(reason, ?),
@@ -427,7 +425,7 @@ export class SqliteDrainStore implements DrainStore {
   }
 
   async heartbeat(p: ProcessBeat, nowMs: number, ttlMs: number): Promise<void> {
-    this.#s.beat!.run({ id: p.id, roles: p.roles.join(','), host: p.host, pid: p.pid, info: p.info, lease_ms: p.leaseMs, now: nowMs, expires_at: nowMs + ttlMs });
+    this.#s.beat!.run(processParams(p, nowMs, ttlMs));
   }
 
   async markStopped(id: string, nowMs: number): Promise<void> {

@@ -5,6 +5,7 @@ import type { Clock } from '../../shared/clock.js';
 import { migrationProvider } from '../migrations/sqlite/index.js';
 import type { BucketsTable, Database, WorkersTable } from '../schema.js';
 import { toProcessRecord } from '../process-row.js';
+import { processParams, STOP_PROCESS_SQL, UPSERT_PROCESS_SQL } from './sqlite-processes.js';
 
 /** The write-lock wait of a receiver's heartbeat (see heartbeat()). */
 const PROCESS_BEAT_LOCK_WAIT_MS = 50;
@@ -357,20 +358,11 @@ export class SqliteStore implements Store {
   async heartbeat(p: ProcessBeat, nowMs: number, ttlMs: number): Promise<void> {
     // A short lock wait: this connection writes on the event loop, which ingest shares; a beat
     // that cannot get the lock at once fails and the next one, a third of the TTL later, tries again.
-    this.#withLockWait(PROCESS_BEAT_LOCK_WAIT_MS, () =>
-      this.#raw
-        .prepare(
-          `insert into workers (id, roles, host, pid, info, lease_ms, started_at, heartbeat_at, expires_at, stopped_at)
-           values (@id, @roles, @host, @pid, @info, @lease_ms, @now, @now, @expires_at, null)
-           on conflict (id) do update set roles = excluded.roles, info = excluded.info, lease_ms = excluded.lease_ms,
-             heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at, stopped_at = null`,
-        )
-        .run({ id: p.id, roles: p.roles.join(','), host: p.host, pid: p.pid, info: p.info, lease_ms: p.leaseMs, now: nowMs, expires_at: nowMs + ttlMs }),
-    );
+    this.#withLockWait(PROCESS_BEAT_LOCK_WAIT_MS, () => this.#raw.prepare(UPSERT_PROCESS_SQL).run(processParams(p, nowMs, ttlMs)));
   }
 
   async markStopped(id: string, nowMs: number): Promise<void> {
-    this.#withLockWait(PROCESS_BEAT_LOCK_WAIT_MS, () => this.#raw.prepare('update workers set stopped_at = ?, expires_at = min(expires_at, ?) where id = ?').run(nowMs, nowMs, id));
+    this.#withLockWait(PROCESS_BEAT_LOCK_WAIT_MS, () => this.#raw.prepare(STOP_PROCESS_SQL).run(nowMs, nowMs, id));
   }
 
   async processes(nowMs: number, options: { limit?: number } = {}): Promise<ProcessRecord[]> {
