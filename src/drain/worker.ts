@@ -294,7 +294,8 @@ export class DrainWorker {
         if (now + BUSY_RETRY_MS < wakeAt) wakeAt = now + BUSY_RETRY_MS;
         continue;
       }
-      this.#pacers.set(b.name, verdict.pacer);
+      // A Retry-After block heard while the claim was under way is kept (the store has it too).
+      this.#pacers.set(b.name, block(verdict.pacer, this.#pacers.get(b.name)?.blockedUntilMs ?? 0));
       if (verdict.wakeAt < wakeAt) wakeAt = verdict.wakeAt;
       for (const [reason, n] of Object.entries(verdict.deferred)) {
         const k = reason as keyof PassResult['deferred'];
@@ -427,18 +428,25 @@ export class DrainWorker {
 
   async #renew(info: string, beat: ProcessBeat): Promise<void> {
     if (this.#stopping) return;
+    // The lease first (on SQLite it decides whether this worker may claim), then the heartbeat,
+    // apart: a failed beat never costs a renewal.
+    if (!this.#d.store.sharedClaims) {
+      try {
+        const r = await this.#d.store.acquireWorkerLease(this.#d.holder, info, this.#d.clock.now(), this.#d.workerLeaseTtlMs);
+        if (r.ok !== this.#holdsLease) {
+          if (r.ok) this.#d.logger.info({ worker: this.#d.holder }, 'drain worker took over the lease: active');
+          else this.#d.logger.error({ worker: this.#d.holder, holder: r.current.holder }, `drain worker lost its lease, standing by: ${describeHolder(r.current)}`);
+          this.#holdsLease = r.ok;
+          this.wake();
+        }
+      } catch (e) {
+        this.#d.logger.warn({ err: e }, 'drain worker lease renewal failed');
+      }
+    }
     try {
       await this.#d.store.heartbeat(beat, this.#d.clock.now(), this.#d.workerLeaseTtlMs);
-      if (this.#d.store.sharedClaims) return;
-      const r = await this.#d.store.acquireWorkerLease(this.#d.holder, info, this.#d.clock.now(), this.#d.workerLeaseTtlMs);
-      if (r.ok !== this.#holdsLease) {
-        if (r.ok) this.#d.logger.info({ worker: this.#d.holder }, 'drain worker took over the lease: active');
-        else this.#d.logger.error({ worker: this.#d.holder, holder: r.current.holder }, `drain worker lost its lease, standing by: ${describeHolder(r.current)}`);
-        this.#holdsLease = r.ok;
-        this.wake();
-      }
     } catch (e) {
-      this.#d.logger.warn({ err: e }, 'drain worker lease renewal failed');
+      this.#d.logger.warn({ err: e }, 'drain worker heartbeat failed');
     }
   }
 

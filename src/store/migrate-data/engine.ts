@@ -230,6 +230,10 @@ async function inFlightOf(from: DataEnd, runAt: number): Promise<InFlight> {
 }
 
 function transform(name: CopiedName, row: Row, inFlight: InFlight, runAt: number): Row {
+  // counted_at is the clock reading the pacer was last moved at, on the source's clock (the
+  // worker host's on SQLite): on the target's clock it could lie ahead, and a claim never counts
+  // below it. 0 lets the target's first claim start from its own clock.
+  if (name === 'bucket_pacer') return { ...row, counted_at: 0 };
   if (name === 'deliveries' && row.state === 'delivering') {
     const n = inFlight.deliveries.get(row.id as string);
     if (n === undefined) return row;

@@ -1,16 +1,23 @@
 /**
- * The drain worker's store on PostgreSQL: the claim, attempt rows, lease recovery, the
- * single-worker lease (a row in worker_lease) and the LISTEN/NOTIFY change feed. The SQLite twin
- * is src/store/sqlite/sqlite-drain.ts; through the DrainStore contract both give the same results.
+ * The drain worker's store on PostgreSQL: the claim, attempt rows, lease recovery, process
+ * heartbeats and the LISTEN/NOTIFY change feed. Any number of workers use it at once
+ * (sharedClaims). The SQLite twin is src/store/sqlite/sqlite-drain.ts; through the DrainStore
+ * contract both give the same results.
  *
- * Claims: one READ COMMITTED transaction that records the finished attempts first, then walks the
- * bucket's due deliveries in due order with `FOR UPDATE SKIP LOCKED`, decides about each with the
- * pure admission decider (policy/admission.ts), claims (delivering, lease, attempt row) or defers,
- * and sets the bucket's bucket_due row to what is left (bucket-due.ts explains the table).
+ * Claims: one READ COMMITTED transaction per bucket. It locks the bucket's pacer row FOR UPDATE
+ * SKIP LOCKED (another worker holds it: that worker is claiming the bucket now, so this claim
+ * returns `busy` at once, before any other lock, and the worker moves on), records the finished
+ * attempts, reads the database clock, counts the bucket's deliveries under a live lease, walks its
+ * due deliveries in due order with `FOR UPDATE SKIP LOCKED`, decides about each with the pure
+ * admission decider (policy/admission.ts) on the pacer state from the row, claims (delivering,
+ * lease, attempt row) or defers, sets the bucket's bucket_due row to what is left (bucket-due.ts
+ * explains the table) and writes the pacer row back if it moved.
  *
  * Lock order, in every transaction here, so that two of them never wait on each other in a cycle:
  * 1. the claimed bucket's `buckets` row, FOR SHARE (a `bucket delete` or update waits for the claim,
  *    as SQLite's write lock makes it; ingest's foreign-key checks take FOR KEY SHARE, no conflict);
+ * 1b. pacer rows: a claim's own, SKIP LOCKED; a completion that sets Retry-After blocks locks
+ *    those buckets' rows in name order, in a transaction of its own (#block), waiting;
  * 2. bucket_due rows, FOR UPDATE, in bucket-name byte order (`collate "C"`, as a JavaScript sort
  *    gives): a claim's own bucket and the buckets its completions make due again. An ingest
  *    lowering a due time between the claim reading what is left and writing next_due_at would
@@ -27,9 +34,9 @@
  * latest finishedAt of the batch), so durations are kept (a lease of 60 s, a retry in 30 s) and
  * every time written or compared is database time. Times handed back to the worker (a claim's
  * startedAt and firstAttemptAt, nextDueAt) are turned back into its clock. The admission decider
- * runs on the worker's nowMs: the pacer state it reads and returns lives in the worker's memory,
- * in the worker's time (with one worker, a row-held pacer is the next issue's). Tests pass
- * `clock` (a manual clock) to replace the database clock.
+ * runs on the database clock too (never below the pacer row's counted_at), since the pacer state
+ * it reads from the row is every worker's; the verdict's times go back by the same offset. Tests
+ * pass `useCallerClock` to have the caller's now stand for the database clock.
  */
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type pg from 'pg';
@@ -95,8 +102,6 @@ const nothingClaimed = (pacer: PacerState = newPacer()): ClaimResult => ({
   claimed: [],
   verdict: { pacer, replayTokens: new Map(), deferred: {}, wakeAt: Infinity, skippedAhead: 0 },
 });
-
-/** The database's clock as epoch ms (whole ms, as every stored time). */
 
 export interface PgDrainStoreOptions {
   url: string;
@@ -287,51 +292,44 @@ export class PgDrainStore implements DrainStore {
       o = { ...o, complete: [] };
     }
     if (o.limit <= 0) return nothingClaimed();
-    return this.#tx(async (trx) => {
+    const complete = o.complete ?? [];
+    const result = await this.#tx(async (trx): Promise<ClaimResult & { unrecorded?: true }> => {
       // Lock order (file comment): the bucket row, its pacer row, bucket_due rows in name order,
       // then deliveries. The worker's bucket list may be a moment old: claim nothing of a bucket
       // that began deleting since, or that was deleted and made anew (whose rows would otherwise
-      // go to the old bucket's destination until the list is read again).
-      const head = (
-        await sql<{ created_at: number; deleting_at: number | null }>`
-          select created_at, deleting_at from buckets where name = ${bucket.name} for share`.execute(trx)
-      ).rows[0];
+      // go to the old bucket's destination until the list is read again). The settings come from
+      // this row, not the worker's copy: every worker claims under the same rate and concurrency.
+      const head = (await sql<BucketsTable>`select * from buckets where name = ${bucket.name} for share`.execute(trx)).rows[0];
       const current = head !== undefined && head.deleting_at === null && Number(head.created_at) === bucket.createdAt;
-      // Step 1: the pacer row. Locked by another worker: it is claiming this bucket now; rotate on.
+      // Step 1: the pacer row. Locked by another worker: it is claiming this bucket now; rotate on
+      // at once, taking no other lock (its completions go in a transaction of their own, below).
       const row = current ? await this.#lockPacer(trx, bucket) : undefined;
-      const complete = o.complete ?? [];
+      if (current && row === undefined) return { ...nothingClaimed(), busy: true, unrecorded: true };
+      const fresh = current ? toBucket(head) : bucket;
       await this.#lockDue(trx, [bucket.name], complete);
       // Step 2: the clock, read after the locks, never below the time the pacer was last moved at;
       // step 3: the bucket's deliveries in flight under a live lease, whichever worker holds them.
-      const clock = (
-        await sql<{ now: number; live: number }>`with t as (select ${this.#nowSql(o.nowMs)} as now)
-          select t.now, (select count(*) from deliveries where bucket = ${bucket.name} and state = 'delivering' and lease_until > t.now) as live from t`.execute(trx)
-      ).rows[0]!;
+      const clock = (await sql<{ now: number }>`select ${this.#nowSql(o.nowMs)} as now`.execute(trx)).rows[0]!;
       const dbNow = Math.max(Number(clock.now), Number(row?.counted_at ?? 0));
       const offset = dbNow - o.nowMs;
-      let live = Number(clock.live);
-      if (complete.length > 0) {
-        await this.#completeRows(trx, complete, offset);
-        // The attempts just recorded no longer hold their slots.
-        if (current && row !== undefined) live = await this.#liveLeases(trx, bucket.name, dbNow);
-      }
-      if (!current) return nothingClaimed();
-      if (row === undefined) return { ...nothingClaimed(), busy: true };
+      if (complete.length > 0) await this.#completeRows(trx, complete, offset);
+      if (!current || row === undefined) return nothingClaimed();
+      const live = await this.#liveLeases(trx, bucket.name, dbNow);
       const pacer = pacerFromRow(row, bucket.createdAt);
-      const limit = Math.min(o.limit, bucket.drain.concurrency - live);
+      const limit = Math.min(o.limit, fresh.drain.concurrency - live);
       if (limit <= 0) return nothingClaimed(shiftPacer(pacer, -offset));
 
       const replays = await this.#replayPacing(trx, bucket.name);
       // Step 5: the pure decider, on the database clock.
       const decider = createClaimDecider({
         nowMs: dbNow,
-        config: pacerConfigOf(bucket),
+        config: pacerConfigOf(fresh),
         pacer,
         replayRates: replays.rates,
         replayPacers: replays.pacers,
         aheadFrom: policy.aheadFrom,
       });
-      const own = bucket.destination !== null;
+      const own = fresh.destination !== null;
       // Step 4: due deliveries, FOR UPDATE SKIP LOCKED, merged in due order; a retry held back by
       // the budget does not block first attempts behind it.
       const rows = (await this.#due(trx, bucket.name, own, dbNow, limit)).sort((a, b) => a.next_attempt_at - b.next_attempt_at || (a.id < b.id ? -1 : 1));
@@ -356,7 +354,7 @@ export class PgDrainStore implements DrainStore {
         take.push(r);
       }
       // Step 6: the claims with their attempt rows, the bucket's next due time, the pacer state.
-      const claimed = await this.#claimRows(trx, bucket, take, dbNow, o.nowMs, dbNow + (o.leaseUntilMs - o.nowMs), o.workerId ?? null);
+      const claimed = await this.#claimRows(trx, fresh, take, dbNow, o.nowMs, dbNow + (o.leaseUntilMs - o.nowMs), o.workerId ?? null);
       await this.#settleDue(trx, bucket.name, own);
       const verdict = decider.verdict();
       await this.#writePacer(trx, bucket, row, verdict.pacer, dbNow);
@@ -366,6 +364,10 @@ export class PgDrainStore implements DrainStore {
         verdict: { ...verdict, pacer: shiftPacer(verdict.pacer, -offset), wakeAt: verdict.wakeAt - offset },
       };
     });
+    if (!result.unrecorded) return result;
+    // Busy: the completions it carried are recorded now, on their own.
+    if (complete.length > 0) await this.#completeWith(complete, o.nowMs);
+    return { claimed: result.claimed, verdict: result.verdict, busy: true };
   }
 
   /** The bucket's deliveries in flight under a live lease, whichever worker holds them. */
@@ -376,13 +378,16 @@ export class PgDrainStore implements DrainStore {
 
   /**
    * The bucket's pacer row, locked FOR UPDATE SKIP LOCKED (made on the bucket's first claim);
-   * undefined when another transaction holds it.
+   * undefined when another transaction holds it. Never waits: a row that exists but was skipped
+   * is another worker's now (a plain read tells it from a missing one without a lock).
    */
   async #lockPacer(trx: Trx, bucket: Bucket): Promise<BucketPacerTable | undefined> {
     const locked = await sql<BucketPacerTable>`select * from bucket_pacer where bucket = ${bucket.name} for update skip locked`.execute(trx);
     if (locked.rows[0]) return locked.rows[0];
-    // No row, or a locked one: a new row comes back locked by this transaction; a conflict means
-    // another worker holds (or has just made) it.
+    const exists = await sql<{ n: number }>`select count(*) as n from bucket_pacer where bucket = ${bucket.name}`.execute(trx);
+    if (Number(exists.rows[0]!.n) > 0) return undefined;
+    // The bucket's first claim: the new row comes back locked by this transaction (two first
+    // claims at once: the second waits for the first's commit, then finds the row and is busy).
     const made = await sql<BucketPacerTable>`insert into bucket_pacer (bucket, bucket_created_at) values (${bucket.name}, ${bucket.createdAt})
       on conflict (bucket) do nothing returning *`.execute(trx);
     return made.rows[0];

@@ -1,7 +1,7 @@
 import { CompiledQuery, Kysely, PostgresDialect, sql } from 'kysely';
 import { AppError } from '../../shared/errors.js';
 import type { Clock } from '../../shared/clock.js';
-import type { BucketsTable, Database } from '../schema.js';
+import type { BucketsTable, Database, WorkersTable } from '../schema.js';
 import {
   deletingError,
   type Bucket,
@@ -311,10 +311,16 @@ export class PgStore implements Store {
   async processes(nowMs: number, options: { limit?: number } = {}): Promise<ProcessRecord[]> {
     // Heartbeats are written in the database's time: `alive` is judged on the same clock.
     const now = await dueNow(this.#db, nowMs, this.#useCallerClock);
-    const rows = await this.#db.selectFrom('workers').selectAll().orderBy('started_at', 'desc').orderBy('id').limit(options.limit ?? 100).execute();
     const held = await sql<{ id: string | null; n: number }>`
       select a.worker_id as id, count(*) as n from deliveries d join attempts a on a.id = d.lease_attempt where d.state = 'delivering' group by a.worker_id`.execute(this.#db);
     const inflight = new Map(held.rows.map((h) => [h.id, Number(h.n)]));
+    const ids = held.rows.flatMap((h) => (h.id === null ? [] : [h.id]));
+    // Every live process and every one still holding a delivery, then the newest others up to the limit.
+    const rows = (
+      await sql<WorkersTable>`select * from workers where (stopped_at is null and expires_at > ${now}) or id = any(${ids}::text[])
+        union select * from (select * from workers order by started_at desc, id limit ${options.limit ?? 100}) as newest
+        order by started_at desc, id`.execute(this.#db)
+    ).rows;
     return rows.map((r) => toProcessRecord(r, now, inflight.get(r.id) ?? 0));
   }
 

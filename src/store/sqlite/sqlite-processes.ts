@@ -10,6 +10,17 @@ export const UPSERT_PROCESS_SQL = `insert into workers (id, roles, host, pid, in
   on conflict (id) do update set roles = excluded.roles, info = excluded.info, lease_ms = excluded.lease_ms,
     heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at, stopped_at = null`;
 
+/** Processes gone for PROCESS_KEEP_MS: their rows go (a `worker --once` from cron adds one per run). */
+export const PRUNE_PROCESSES_SQL = 'delete from workers where expires_at < ?';
+
+/**
+ * What `processes()` lists: every live process and every one whose attempt still holds a
+ * delivery, however many rows there are, then the newest others up to the limit.
+ */
+export const LIST_PROCESSES_SQL = `select * from workers where (stopped_at is null and expires_at > @now) or id in (select value from json_each(@held))
+  union select * from (select * from workers order by started_at desc, id limit @limit)
+  order by started_at desc, id`;
+
 export const STOP_PROCESS_SQL = 'update workers set stopped_at = ?, expires_at = min(expires_at, ?) where id = ?';
 
 /** The named parameters of UPSERT_PROCESS_SQL. */

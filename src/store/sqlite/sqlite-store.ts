@@ -4,8 +4,8 @@ import { AppError } from '../../shared/errors.js';
 import type { Clock } from '../../shared/clock.js';
 import { migrationProvider } from '../migrations/sqlite/index.js';
 import type { BucketsTable, Database, WorkersTable } from '../schema.js';
-import { toProcessRecord } from '../process-row.js';
-import { processParams, STOP_PROCESS_SQL, UPSERT_PROCESS_SQL } from './sqlite-processes.js';
+import { PROCESS_KEEP_MS, toProcessRecord } from '../process-row.js';
+import { LIST_PROCESSES_SQL, processParams, PRUNE_PROCESSES_SQL, STOP_PROCESS_SQL, UPSERT_PROCESS_SQL } from './sqlite-processes.js';
 
 /** The write-lock wait of a receiver's heartbeat (see heartbeat()). */
 const PROCESS_BEAT_LOCK_WAIT_MS = 50;
@@ -358,7 +358,12 @@ export class SqliteStore implements Store {
   async heartbeat(p: ProcessBeat, nowMs: number, ttlMs: number): Promise<void> {
     // A short lock wait: this connection writes on the event loop, which ingest shares; a beat
     // that cannot get the lock at once fails and the next one, a third of the TTL later, tries again.
-    this.#withLockWait(PROCESS_BEAT_LOCK_WAIT_MS, () => this.#raw.prepare(UPSERT_PROCESS_SQL).run(processParams(p, nowMs, ttlMs)));
+    this.#withLockWait(PROCESS_BEAT_LOCK_WAIT_MS, () =>
+      this.#raw.transaction(() => {
+        this.#raw.prepare(UPSERT_PROCESS_SQL).run(processParams(p, nowMs, ttlMs));
+        this.#raw.prepare(PRUNE_PROCESSES_SQL).run(nowMs - PROCESS_KEEP_MS);
+      })(),
+    );
   }
 
   async markStopped(id: string, nowMs: number): Promise<void> {
@@ -366,11 +371,12 @@ export class SqliteStore implements Store {
   }
 
   async processes(nowMs: number, options: { limit?: number } = {}): Promise<ProcessRecord[]> {
-    const rows = this.#raw.prepare('select * from workers order by started_at desc, id limit ?').all(options.limit ?? 100) as WorkersTable[];
     const held = this.#raw
       .prepare(`select a.worker_id as id, count(*) as n from deliveries d join attempts a on a.id = d.lease_attempt where d.state = 'delivering' group by a.worker_id`)
       .all() as Array<{ id: string | null; n: number }>;
     const inflight = new Map(held.map((h) => [h.id, Number(h.n)]));
+    const ids = JSON.stringify(held.flatMap((h) => (h.id === null ? [] : [h.id])));
+    const rows = this.#raw.prepare(LIST_PROCESSES_SQL).all({ now: nowMs, held: ids, limit: options.limit ?? 100 }) as WorkersTable[];
     return rows.map((r) => toProcessRecord(r, nowMs, inflight.get(r.id) ?? 0));
   }
 

@@ -84,6 +84,15 @@ export function pacingContract(ctx: Ctx): void {
       ]);
       // A receiver that stops beating is dead once its TTL passes.
       assert.equal((await store.processes(T0 + 16 * SECOND)).find((p) => p.id === 'r-1')!.alive, false);
+      // Newer rows past the limit (stopped `worker --once` runs) never hide a live process.
+      await store.heartbeat({ id: 'r-1', roles: ['receiver'], host: 'h', pid: 8, info: '{}', leaseMs: null }, T0 + 20 * SECOND, 15 * SECOND);
+      for (let i = 0; i < 3; i++) {
+        await ctx.set.drain.heartbeat({ id: `once-${i}`, roles: ['worker'], host: 'h', pid: 10 + i, info: '{}', leaseMs: LEASE_MS }, T0 + 21 * SECOND + i, 15 * SECOND);
+        await ctx.set.drain.markStopped(`once-${i}`, T0 + 21 * SECOND + i);
+      }
+      const few = await store.processes(T0 + 22 * SECOND, { limit: 2 });
+      assert.ok(few.some((p) => p.id === 'r-1' && p.alive), few.map((p) => p.id).join(', '));
+      assert.ok(few.some((p) => p.id === 'w-1' && p.inflight === 1), 'the stopped worker still holding a delivery is listed');
     });
   });
 }

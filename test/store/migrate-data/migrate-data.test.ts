@@ -26,6 +26,8 @@ function expected(source: Rows, seeded: Seeded, runAt: number): Rows {
   const a = out.attempts!.get(JSON.stringify([seeded.inFlight.attemptId]))!;
   assert.equal(a.outcome, null);
   Object.assign(a, { outcome: 'lease_expired', error_class: 'lease_expired', reason: 'lease_expired', next_attempt_at: runAt, next_why: 'lease_expired' });
+  // The pacer's last clock reading was the source's: the copy starts from the target's own.
+  for (const p of out.bucket_pacer!.values()) p.counted_at = 0;
   return out;
 }
 

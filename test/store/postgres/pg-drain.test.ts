@@ -512,6 +512,26 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     assert.equal((await f.store.claim(b, { nowMs: T0 + 20, limit: 5, leaseUntilMs: T0 + 20 + LEASE }, policy())).claimed.length, 2);
   });
 
+  test('a busy claim takes no other lock: it answers while the other claim still holds the bucket_due row', async () => {
+    const f = await fixture();
+    await addBucket(f.admin, 'q');
+    await addDelivery(f.admin, 'q', 0, { nextAt: T0 - 10 });
+    const b = await f.bucket('q');
+    await sql`insert into bucket_pacer (bucket, bucket_created_at) values ('q', ${T0})`.execute(f.admin);
+    await f.admin.transaction().execute(async (trx) => {
+      // As another worker's claim holds them mid-transaction: the bucket row shared, the pacer row, the bucket_due row.
+      await sql`select 1 from buckets where name = 'q' for share`.execute(trx);
+      await sql`select 1 from bucket_pacer where bucket = 'q' for update`.execute(trx);
+      await sql`select 1 from bucket_due where bucket = 'q' for update`.execute(trx);
+      const claim = f.store.claim(b, { nowMs: T0 + 1, limit: 5, leaseUntilMs: T0 + 1 + LEASE }, policy());
+      // A claim that waited for the bucket_due row would wait for this transaction, which waits for it:
+      // the bound only tells a hang from an answer.
+      const outcome = await Promise.race([claim, new Promise<'hung'>((r) => setTimeout(() => r('hung'), 10_000).unref())]);
+      assert.notEqual(outcome, 'hung');
+      assert.deepEqual(outcome === 'hung' ? null : [outcome.busy, outcome.claimed.length], [true, 0]);
+    });
+  });
+
   test('the pacer row is written only when it moved, in place (fillfactor 50)', async () => {
     const f = await fixture();
     await addBucket(f.admin, 'h');
