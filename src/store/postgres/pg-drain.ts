@@ -302,10 +302,14 @@ export class PgDrainStore implements DrainStore {
       const complete = o.complete ?? [];
       await this.#lockDue(trx, [bucket.name], complete);
       // Step 2: the clock, read after the locks, never below the time the pacer was last moved at;
-      // step 3: the bucket's deliveries in flight under a live lease, whichever worker holds them.
+      // step 3: the bucket's deliveries in flight under a live lease, whichever worker holds them,
+      // but for those this transaction completes (still 'delivering' until #completeRows below):
+      // counted, a worker whose every slot had just finished would claim nothing and sleep.
+      const completing = complete.map((r) => r.attemptId);
       const clock = (
         await sql<{ now: number; live: number }>`with t as (select ${this.#nowSql(o.nowMs)} as now)
-          select t.now, (select count(*) from deliveries where bucket = ${bucket.name} and state = 'delivering' and lease_until > t.now) as live from t`.execute(trx)
+          select t.now, (select count(*) from deliveries where bucket = ${bucket.name} and state = 'delivering' and lease_until > t.now
+            and coalesce(lease_attempt, '') <> all(${completing}::text[])) as live from t`.execute(trx)
       ).rows[0]!;
       const dbNow = Math.max(Number(clock.now), Number(row?.counted_at ?? 0));
       const offset = dbNow - o.nowMs;
