@@ -32,7 +32,7 @@ import { inspect, parseArgs } from 'node:util';
 import { Agent, request } from 'undici';
 import { ConsumerProcess, senderHeaders } from './drain.js';
 import { machineInfo, makeBody, type MachineInfo } from './ingest.js';
-import { benchPgServer, pgBucketTotals, serverSettings } from './pg-bench.js';
+import { benchPgServer, pgBucketTotals, serverSettings, startPgCpuSampler } from './pg-bench.js';
 import { Cluster, fixed, loadAvg, median, percentile, progress, table } from './scale-lib.js';
 
 const BODY_BYTES = 2048;
@@ -112,6 +112,10 @@ export interface WakeRun {
   /** The worker processes' CPU over the measured window, in per cent of one core, summed. */
   workersCpuPct: number;
   receiverCpuPct: number;
+  /** The backends on the run's database, per cent of one core over the measured window. */
+  pgCpuPct: number;
+  /** Transactions committed in the run's database per request (ingest group commits, claims, completions). */
+  commitsPerRequest: number;
   load1: number;
 }
 
@@ -122,6 +126,7 @@ export interface WakeSummary {
   toStart: Percentiles;
   startToArrival: Percentiles;
   workersCpuPct: number;
+  commitsPerRequest: number;
 }
 
 export function summarizeWake(runs: WakeRun[]): WakeSummary[] {
@@ -135,6 +140,7 @@ export function summarizeWake(runs: WakeRun[]): WakeSummary[] {
       toStart: mp(rs.map((r) => r.toStart)),
       startToArrival: mp(rs.map((r) => r.startToArrival)),
       workersCpuPct: median(rs.map((r) => r.workersCpuPct)),
+      commitsPerRequest: median(rs.map((r) => r.commitsPerRequest)),
     };
   });
 }
@@ -174,16 +180,19 @@ export function renderWakeReport(
     String(r.lateSends),
     fixed(r.workersCpuPct, 1),
     fixed(r.receiverCpuPct, 1),
+    fixed(r.pgCpuPct, 1),
+    fixed(r.commitsPerRequest, 1),
     fixed(r.load1, 2),
   ]);
   for (const l of table(
-    ['round', 'workers', 'reqs', 'p50', 'p90', 'p99', 'max', 'ack p50', 'ack p99', '→start p50', '→start p99', 'start→ p50', 'start→ p99', 'before ack', 'late sends', 'workers cpu%', 'serve cpu%', 'load1'],
+    ['round', 'workers', 'reqs', 'p50', 'p90', 'p99', 'max', 'ack p50', 'ack p99', '→start p50', '→start p99', 'start→ p50', 'start→ p99', 'before ack', 'late sends', 'workers cpu%', 'serve cpu%', 'pg cpu%', 'commits/req', 'load1'],
     rows,
     2,
   ))
     lines.push(l);
   lines.push('(ms; p50..max: ack → consumer; ack: send → 2xx; →start: ack → attempts.started_at; start→: started_at → consumer;');
-  lines.push(' before ack: arrived before the sender saw its 2xx; cpu%: of one core over the measured window, all workers summed)');
+  lines.push(' before ack: arrived before the sender saw its 2xx; cpu%: of one core over the measured window, all workers summed;');
+  lines.push(' pg: backends on the run\'s database; commits/req: its committed transactions over the window per request)');
   lines.push('');
   lines.push(`medians of ${opts.rounds} rounds (target: p50 <= ${TARGET.p50Ms} ms, p99 <= ${TARGET.p99Ms} ms)`);
   const mrows = summary.map((s) => [
@@ -196,9 +205,10 @@ export function renderWakeReport(
     fixed(s.startToArrival.p50, 1),
     fixed(s.startToArrival.p99, 1),
     fixed(s.workersCpuPct, 1),
+    fixed(s.commitsPerRequest, 1),
     s.latency.p50 <= TARGET.p50Ms && s.latency.p99 <= TARGET.p99Ms ? 'met' : 'missed',
   ]);
-  for (const l of table(['workers', 'p50', 'p90', 'p99', 'max', 'ack p50', 'ack p99', '→start p50', '→start p99', 'start→ p50', 'start→ p99', 'workers cpu%', 'target'], mrows, 1)) lines.push(`  ${l}`);
+  for (const l of table(['workers', 'p50', 'p90', 'p99', 'max', 'ack p50', 'ack p99', '→start p50', '→start p99', 'start→ p50', 'start→ p99', 'workers cpu%', 'commits/req', 'target'], mrows, 1)) lines.push(`  ${l}`);
   if (problems.length > 0) {
     lines.push('');
     lines.push('ERRORS: the run broke, so its figures are suspect:');
@@ -279,11 +289,13 @@ async function oneRun(workers: number, round: number, opts: WakeOptions, ctx: { 
     await ctx.consumer.reset([n]);
     const cpu0 = await Cluster.cpuUs(procs);
     const r0 = await Cluster.cpuUs([receiver.proc]);
+    const sampler = await startPgCpuSampler(ctx.server, cluster.db.name);
     const t0 = epochMs();
     const sent = await paced(url, dispatcher, ctx.body, n, opts.rate, warm);
     const t1 = epochMs();
     const cpu1 = await Cluster.cpuUs(procs);
     const r1 = await Cluster.cpuUs([receiver.proc]);
+    const pg = await sampler.stop();
     await ctx.consumer.reached(n, ARRIVAL_TIMEOUT_MS).catch((e: unknown) => ctx.problems.push(`${at}: ${e instanceof Error ? e.message : String(e)}`));
     const load1 = loadAvg()[0]!;
     const dump = await ctx.consumer.dump();
@@ -335,6 +347,8 @@ async function oneRun(workers: number, round: number, opts: WakeOptions, ctx: { 
       lateSends,
       workersCpuPct: (cpu1 - cpu0) / 1e4 / windowS,
       receiverCpuPct: (r1 - r0) / 1e4 / windowS,
+      pgCpuPct: pg.databaseTotalUs / 1e4 / windowS,
+      commitsPerRequest: pg.commits / n,
       load1,
     };
   } finally {
