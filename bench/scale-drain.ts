@@ -46,6 +46,9 @@ const PRESTORE_PER_MS = 5;
 /** Longest wait for a drain of n requests: 10 ms each, at least 30 s. */
 const drainTimeoutMs = (n: number) => Math.max(30_000, n * 10);
 const EXIT_GRACE_MS = 5_000;
+/** After the last arrival, the database is read up to this many times, this far apart, until every delivery is recorded. */
+const SETTLE_POLLS = 50;
+const SETTLE_POLL_MS = 100;
 export const BUCKET = 'tput';
 
 export interface ScaleDrainOptions {
@@ -228,7 +231,13 @@ async function oneRun(
     }
     const load1 = loadAvg()[0]!;
     const dump = await ctx.consumer.dump();
-    const counts = await pgBucketTotals(cluster.db.url, BUCKET);
+    // A worker records an attempt after the consumer answered it: the last records may still be
+    // on their way when the last request arrives.
+    let counts = await pgBucketTotals(cluster.db.url, BUCKET);
+    for (let i = 0; i < SETTLE_POLLS && (counts.states.delivered ?? 0) < n; i++) {
+      await new Promise((r) => setTimeout(r, SETTLE_POLL_MS));
+      counts = await pgBucketTotals(cluster.db.url, BUCKET);
+    }
     const delivered = counts.states.delivered ?? 0;
     if (delivered !== n || counts.requests !== n) ctx.problems.push(`${at}: ${delivered} of ${n} deliveries delivered in the db (states ${JSON.stringify(counts.states)})`);
     if (dump.distinctIds !== n || dump.at.length !== n) ctx.problems.push(`${at}: the consumer got ${dump.at.length} requests (${dump.distinctIds} distinct) of ${n}`);
