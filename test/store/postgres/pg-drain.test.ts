@@ -495,6 +495,21 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     ]);
   });
 
+  test('the attempts a claim completes free their slots for that same claim', async () => {
+    const f = await fixture();
+    await addBucket(f.admin, 'f', { concurrency: 2 });
+    for (let i = 0; i < 4; i++) await addDelivery(f.admin, 'f', i, { nextAt: T0 - 100 + i });
+    const b = await f.bucket('f');
+    const first = (await f.store.claim(b, { nowMs: T0, limit: 2, leaseUntilMs: T0 + LEASE }, policy())).claimed;
+    assert.equal(first.length, 2);
+    // Both slots finished: the claim that records them must refill both, or a worker with nothing
+    // else in flight would find the bucket full of its own finished attempts and sleep.
+    const complete = first.map((a) => result(a, T0 + 5, 'delivered'));
+    const next = await f.store.claim(b, { nowMs: T0 + 10, limit: 2, leaseUntilMs: T0 + 10 + LEASE, complete }, policy());
+    assert.deepEqual(next.claimed.map((a) => a.deliveryId), ['d-f-002', 'd-f-003']);
+    for (const a of first) assert.equal((await delivery(f.admin, a.deliveryId)).state, 'delivered');
+  });
+
   test('a pacer row another worker holds: the claim rotates on (busy), claiming nothing, and still records its completions', async () => {
     const f = await fixture();
     await addBucket(f.admin, 'k');
