@@ -466,8 +466,16 @@ export class DrainWorker {
         await this.#flush();
       }
       if (this.#stopping) break;
+      // A commit heard while the pass ran ended no sleep (none was subscribed yet): the feed
+      // kept it, so ask it before sleeping, or new work would wait for the idle pass.
+      try {
+        await this.#pollChanges();
+      } catch {
+        // the store is closing; the sleep's timer ends the loop
+      }
       const now = this.#d.clock.now();
-      await this.#sleep(Math.max(0, Math.min(wakeAt ?? Infinity, now + IDLE_PASS_MS) - now));
+      const heard = this.#holdsLease && this.#pendingChanged;
+      await this.#sleep(heard ? 0 : Math.max(0, Math.min(wakeAt ?? Infinity, now + IDLE_PASS_MS) - now));
       // Let the other attempts finishing in this turn of the event loop join the next pass: one
       // transaction records them all and refills their slots together.
       await new Promise((r) => setImmediate(r));
