@@ -194,6 +194,27 @@ export function checkStored(stored: number, acked: number, cutOff: number): Stor
   return { stored, acked, cutOff, verdict };
 }
 
+/** checkStored against the 2xx and cut-off requests of a phase's loads (its warm-up, if any, and its measured run). */
+export function checkStoredLoads(stored: number, loads: readonly (LoadSummary | undefined)[]): StoredCheck {
+  const ran = loads.filter((s): s is LoadSummary => s !== undefined);
+  return checkStored(
+    stored,
+    ran.reduce((n, s) => n + s.ok2xx, 0),
+    ran.reduce((n, s) => n + s.cutOff, 0),
+  );
+}
+
+/** The non-2xx answers and connection errors of a phase's warm-up (if any) and measured run, as problems of `at`. */
+export function loadProblems(at: string, warmup: LoadSummary | undefined, measured: LoadSummary): string[] {
+  const out: string[] = [];
+  for (const [label, s] of [['warm-up', warmup], ['measured', measured]] as const) {
+    if (!s) continue;
+    if (s.non2xx > 0) out.push(`${at} ${label}: ${s.non2xx} non-2xx responses`);
+    if (s.errors > 0) out.push(`${at} ${label}: ${s.errors} connection errors/timeouts`);
+  }
+  return out;
+}
+
 export interface Phase {
   server: ServerKind;
   connections: number;

@@ -21,7 +21,8 @@ const PREFIX = 'hookbucket_bench_';
 
 const ADMIN_NAME = 'hookbucket-bench-admin';
 
-const admin = <T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> => withPgClient(url, fn, ADMIN_NAME);
+/** `fn` on a client of its own to `url`, named as the bench's admin connection, closed after. */
+export const withBenchAdmin = <T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> => withPgClient(url, fn, ADMIN_NAME);
 
 /** A throwaway database (test/helpers/pg-database.ts); drop() is DROP DATABASE … WITH (FORCE). */
 export type BenchDatabase = TestDatabase;
@@ -32,7 +33,7 @@ export async function createBenchDatabase(serverUrl: string): Promise<BenchDatab
 
 /** Server settings that decide what "durable" means there, for the report. */
 export async function serverSettings(serverUrl: string): Promise<Record<string, string>> {
-  return admin(serverUrl, async (c) => {
+  return withBenchAdmin(serverUrl, async (c) => {
     const names = ['server_version', 'fsync', 'synchronous_commit', 'wal_sync_method', 'full_page_writes', 'shared_buffers', 'max_wal_size', 'checkpoint_timeout'];
     const { rows } = await c.query<{ name: string; setting: string; unit: string | null }>(
       'select name, setting, unit from pg_settings where name = any($1)',
@@ -41,6 +42,9 @@ export async function serverSettings(serverUrl: string): Promise<Record<string, 
     return Object.fromEntries(rows.map((r) => [r.name, r.unit ? `${r.setting} ${r.unit}` : r.setting]));
   });
 }
+
+/** The settings as the reports print them: `name=value, …`. */
+export const settingsText = (settings: Record<string, string>) => Object.entries(settings).map(([k, v]) => `${k}=${v}`).join(', ');
 
 // /proc/<pid>/stat fields 14 and 15 (utime, stime) in clock ticks; 100 per second on Linux (USER_HZ,
 // `getconf CLK_TCK`), so each reading has a 10 ms resolution: runs of several seconds keep the
@@ -95,6 +99,9 @@ export interface PgCpu {
    */
   commits: number;
 }
+
+/** A run's problem when PgCpu.readable is false. */
+export const PG_CPU_UNREADABLE = 'no PostgreSQL process readable in /proc (server not on this machine?): no server CPU figures';
 
 const SAMPLE_MS = 200;
 
@@ -180,7 +187,7 @@ export async function startPgCpuSampler(serverUrl: string, database: string | un
  * 35 s for 28,572 requests on this machine, 2.6 s after an ANALYZE.
  */
 export async function pgBucketTotals(dbUrl: string, bucket: string): Promise<{ requests: number; states: Record<string, number> }> {
-  return admin(dbUrl, async (c) => {
+  return withBenchAdmin(dbUrl, async (c) => {
     const total = await c.query<{ n: string }>('select count(*) as n from requests where bucket = $1', [bucket]);
     const states = await c.query<{ state: string; n: string }>('select state, count(*) as n from deliveries where bucket = $1 and latest = 1 group by state', [bucket]);
     return { requests: Number(total.rows[0]?.n ?? 0), states: Object.fromEntries(states.rows.map((r) => [r.state, Number(r.n)])) };
