@@ -28,7 +28,6 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { loadConfig, type Config } from '../src/config/config.js';
 import { createDeliveryAgent } from '../src/drain/forward.js';
 import { DrainWorker } from '../src/drain/worker.js';
@@ -37,11 +36,12 @@ import { newId } from '../src/shared/ids.js';
 import { createLogger, type Logger } from '../src/shared/logger.js';
 import { openStore } from '../src/store/open-store.js';
 import type { CapturedRequest } from '../src/store/store.js';
+import type { ConsumerDump } from './drain-consumer.js';
 import { ConsumerProcess, senderHeaders, spanRate } from './drain.js';
 import { DIALECTS, roundOrder, type BenchDialect } from './ingest-dialects.js';
-import { benchFailed, fixed, median, runIfMain, table, thousands } from './report.js';
+import { benchFailed, fixed, intOption, machineLines, median, optionsOrUsage, parseFlags, problemLines, progress, ratio, runIfMain, table, thousands, writeReport, type LoadAverages } from './report.js';
 import { machineInfo, makeBody, type MachineInfo } from './ingest.js';
-import { benchPgServer, createBenchDatabase, pgBucketTotals, serverSettings, startPgCpuSampler, type BenchDatabase, type PgCpu } from './pg-bench.js';
+import { benchPgServer, createBenchDatabase, PG_CPU_UNREADABLE, pgBucketTotals, serverSettings, settingsText, startPgCpuSampler, type BenchDatabase, type PgCpu } from './pg-bench.js';
 
 const BODY_BYTES = 2048;
 const DEFAULT_REQUESTS = 5_000;
@@ -63,40 +63,34 @@ export interface DrainDialectOptions {
 }
 
 export function parseDrainDialectOptions(argv: string[]): DrainDialectOptions {
-  const { values } = parseArgs({
-    args: argv,
-    options: { requests: { type: 'string' }, rounds: { type: 'string' }, json: { type: 'boolean', default: false } },
-    strict: true,
-  });
-  const int = (name: string, raw: string | undefined, fallback: number, min: number, max: number): number => {
-    if (raw === undefined || raw === '') return fallback;
-    const n = Number(raw);
-    if (!Number.isInteger(n) || n < min || n > max) throw new Error(`${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(raw)}`);
-    return n;
+  const values = parseFlags(argv, { requests: { type: 'string' }, rounds: { type: 'string' }, json: { type: 'boolean', default: false } });
+  return {
+    requests: intOption('--requests', values.requests, DEFAULT_REQUESTS, 100, 100_000),
+    rounds: intOption('--rounds', values.rounds, DEFAULT_ROUNDS, 1, 20),
+    json: values.json === true,
   };
-  return { requests: int('--requests', values.requests, DEFAULT_REQUESTS, 100, 100_000), rounds: int('--rounds', values.rounds, DEFAULT_ROUNDS, 1, 20), json: values.json === true };
 }
 
-export interface DrainDialectRun {
-  round: number;
-  dialect: BenchDialect;
-  requests: number;
+/** What a drain run measures (drainFigures), here and in bench/scale-drain.ts. */
+export interface DrainFigures {
   deliveriesPerS: number;
   spanMs: number;
   workerCpuUsPerDelivery: number;
   pgCpuUsPerDelivery: number;
   pgAuxCpuUsPerDelivery: number;
   pg: PgCpu;
+}
+
+export interface DrainDialectRun extends DrainFigures {
+  round: number;
+  dialect: BenchDialect;
+  requests: number;
   passesPerDelivery: number;
   load1: number;
 }
 
-export interface DrainDialectSummary {
+export interface DrainDialectSummary extends Pick<DrainFigures, 'deliveriesPerS' | 'workerCpuUsPerDelivery' | 'pgCpuUsPerDelivery' | 'pgAuxCpuUsPerDelivery'> {
   dialect: BenchDialect;
-  deliveriesPerS: number;
-  workerCpuUsPerDelivery: number;
-  pgCpuUsPerDelivery: number;
-  pgAuxCpuUsPerDelivery: number;
 }
 
 export function summarizeDrainDialects(runs: DrainDialectRun[]): DrainDialectSummary[] {
@@ -116,20 +110,18 @@ export function summarizeDrainDialects(runs: DrainDialectRun[]): DrainDialectSum
 export function renderDrainDialectReport(
   opts: DrainDialectOptions,
   machine: MachineInfo,
-  loadAvg: { before: number[]; after: number[] },
+  loadAvg: LoadAverages,
   pgSettings: Record<string, string>,
   runs: DrainDialectRun[],
   summary: DrainDialectSummary[],
   problems: string[],
 ): string {
   const lines: string[] = [];
-  const avg = (l: number[]) => l.map((x) => x.toFixed(2)).join(' ');
   lines.push('hookbucket drain benchmark: PostgreSQL against SQLite');
-  lines.push(`machine   ${machine.cpuCount} x ${machine.cpuModel}, ${machine.totalMemGiB} GiB RAM, ${machine.platform}, node ${machine.node}`);
-  lines.push(`load      1/5/15-min load average: ${avg(loadAvg.before)} before, ${avg(loadAvg.after)} after; 1-min at the end of each run in the table`);
+  lines.push(...machineLines(machine, loadAvg));
   lines.push(`requests  ${thousands(opts.requests)} per run, stored through the dialect's ingest sink (durability full): POST, ${BODY_BYTES} B JSON, 10 headers`);
   lines.push('worker    DrainWorker in this process, bucket defaults (no rate cap, concurrency 10), consumer node:http on 127.0.0.1 in its own process');
-  lines.push(`postgres  ${Object.entries(pgSettings).map(([k, v]) => `${k}=${v}`).join(', ')}; the drain store sets synchronous_commit=on`);
+  lines.push(`postgres  ${settingsText(pgSettings)}; the drain store sets synchronous_commit=on`);
   lines.push('');
   const rows = runs.map((r) => [
     String(r.round),
@@ -151,30 +143,55 @@ export function renderDrainDialectReport(
   lines.push(`medians of ${opts.rounds} rounds`);
   const s = summary.find((x) => x.dialect === 'sqlite')!;
   const p = summary.find((x) => x.dialect === 'postgres')!;
-  const r = (a: number, b: number) => (b > 0 ? fixed(a / b, 2) : '-');
   const mrows = [
     ...[s, p].map((x) => [x.dialect, thousands(x.deliveriesPerS), fixed(x.workerCpuUsPerDelivery, 0), x.dialect === 'postgres' ? fixed(x.pgCpuUsPerDelivery, 0) : '', fixed(x.workerCpuUsPerDelivery + x.pgCpuUsPerDelivery, 0)]),
-    ['pg/sqlite', r(p.deliveriesPerS, s.deliveriesPerS), r(p.workerCpuUsPerDelivery, s.workerCpuUsPerDelivery), '', r(p.workerCpuUsPerDelivery + p.pgCpuUsPerDelivery, s.workerCpuUsPerDelivery)],
+    ['pg/sqlite', ratio(p.deliveriesPerS, s.deliveriesPerS), ratio(p.workerCpuUsPerDelivery, s.workerCpuUsPerDelivery), '', ratio(p.workerCpuUsPerDelivery + p.pgCpuUsPerDelivery, s.workerCpuUsPerDelivery)],
   ];
   for (const l of table(['dialect', 'deliveries/s', 'worker µs/dlv', 'pg µs/dlv', 'worker+pg µs/dlv'], mrows, 1)) lines.push(`  ${l}`);
-  if (problems.length > 0) {
-    lines.push('');
-    lines.push('ERRORS: the run broke, so its figures are suspect:');
-    for (const x of problems) lines.push(`  - ${x}`);
-  }
+  lines.push(...problemLines(problems));
   return lines.join('\n') + '\n';
 }
 
 // ---------------------------------------------------------------------------------------------
 
-const progress = (msg: string) => process.stderr.write(`${msg}\n`);
+/**
+ * What went wrong in a drain of n requests: not all n `delivered` in the database (or not n
+ * stored), or not n distinct requests once each at the consumer.
+ */
+export function drainProblems(at: string, n: number, counts: { requests: number; states: Record<string, number> }, dump: ConsumerDump): string[] {
+  const out: string[] = [];
+  const delivered = counts.states.delivered ?? 0;
+  if (delivered !== n || counts.requests !== n) out.push(`${at}: ${delivered} of ${n} deliveries delivered in the db (states ${JSON.stringify(counts.states)})`);
+  if (dump.distinctIds !== n || dump.at.length !== n) out.push(`${at}: the consumer got ${dump.at.length} requests (${dump.distinctIds} distinct) of ${n}`);
+  return out;
+}
 
-function benchConfig(db: string, spoolDir: string): Config {
+/**
+ * A drain run's figures: deliveries per second and span from the arrivals at the consumer, and
+ * the worker's and PostgreSQL's CPU (µs) per delivery of the n.
+ */
+export function drainFigures(arrivals: readonly number[], n: number, workerCpuUs: number, pg: PgCpu): DrainFigures {
+  const sorted = [...arrivals].sort((a, b) => a - b);
+  return {
+    deliveriesPerS: spanRate(sorted),
+    spanMs: sorted[sorted.length - 1]! - sorted[0]!,
+    workerCpuUsPerDelivery: workerCpuUs / n,
+    pgCpuUsPerDelivery: pg.databaseTotalUs / n,
+    pgAuxCpuUsPerDelivery: pg.auxTotalUs / n,
+    pg,
+  };
+}
+
+/** The config of a bench's own store connections (also bench/scale-drain.ts's): durability full, no worker. */
+export function benchConfig(db: string, spoolDir: string): Config {
   return loadConfig({}, {}, { db, spoolDir, durability: 'full', host: '127.0.0.1', port: 0, minFreeDisk: '0', logLevel: 'warn', worker: false });
 }
 
-/** Stores n requests through the dialect's ingest sink, each with its delivery row (the bucket has a destination). */
-async function prestore(config: Config, n: number, body: string, logger: Logger): Promise<void> {
+/**
+ * Stores n requests in `bucket` through the dialect's ingest sink, each with its delivery row (the
+ * bucket has a destination). Also bench/scale-drain.ts's.
+ */
+export async function prestore(config: Config, bucket: string, n: number, body: string, logger: Logger): Promise<void> {
   const sink = await openStore(config, { clock: systemClock }).ingestSink({ logger });
   const t0 = Date.now() - Math.ceil(n / PRESTORE_PER_MS) - 1;
   try {
@@ -183,7 +200,7 @@ async function prestore(config: Config, n: number, body: string, logger: Logger)
       for (let j = i; j < Math.min(n, i + PRESTORE_BATCH); j++) {
         const captured: CapturedRequest = {
           id: newId(),
-          bucket: BUCKET,
+          bucket,
           receivedAt: t0 + Math.floor(j / PRESTORE_PER_MS),
           method: 'POST',
           path: '/events',
@@ -219,7 +236,7 @@ async function oneRun(
   try {
     await store.createBucket({ name: BUCKET, destination: `${ctx.consumer.url}/hook` });
     progress(`${at}: storing ${n} requests`);
-    await prestore(config, n, ctx.body, ctx.logger);
+    await prestore(config, BUCKET, n, ctx.body, ctx.logger);
 
     await ctx.consumer.reset([n]);
     const drainStore = await openers.drainStore({ checkpoints: true });
@@ -247,21 +264,13 @@ async function oneRun(
     const dump = await ctx.consumer.dump();
     // PostgreSQL: plain SQL, not bucketCounts (see pgBucketTotals).
     const counts = pgDb ? await pgBucketTotals(pgDb.url, BUCKET) : await store.bucketCounts(BUCKET);
-    const delivered = (counts.states as Record<string, number>).delivered ?? 0;
-    if (delivered !== n || counts.requests !== n) ctx.problems.push(`${at}: ${delivered} of ${n} deliveries delivered in the db (states ${JSON.stringify(counts.states)})`);
-    if (dump.distinctIds !== n || dump.at.length !== n) ctx.problems.push(`${at}: the consumer got ${dump.at.length} requests (${dump.distinctIds} distinct) of ${n}`);
-    if (dialect === 'postgres' && !pg.readable) ctx.problems.push(`${at}: no PostgreSQL process readable in /proc (server not on this machine?): no server CPU figures`);
-    const sorted = [...dump.at].sort((a, b) => a - b);
+    ctx.problems.push(...drainProblems(at, n, { requests: counts.requests, states: counts.states as Record<string, number> }, dump));
+    if (dialect === 'postgres' && !pg.readable) ctx.problems.push(`${at}: ${PG_CPU_UNREADABLE}`);
     return {
       round,
       dialect,
       requests: n,
-      deliveriesPerS: spanRate(sorted),
-      spanMs: sorted[sorted.length - 1]! - sorted[0]!,
-      workerCpuUsPerDelivery: cpuUs / n,
-      pgCpuUsPerDelivery: pg.databaseTotalUs / n,
-      pgAuxCpuUsPerDelivery: pg.auxTotalUs / n,
-      pg,
+      ...drainFigures(dump.at, n, cpuUs, pg),
       passesPerDelivery: passes / n,
       load1,
     };
@@ -273,14 +282,8 @@ async function oneRun(
 }
 
 async function main(): Promise<number> {
-  let opts: DrainDialectOptions;
-  try {
-    opts = parseDrainDialectOptions(process.argv.slice(2));
-  } catch (e) {
-    process.stderr.write(`${e instanceof Error ? e.message : String(e)}\nusage: node dist/bench/drain-dialects.js [--requests 5000] [--rounds 3] [--json]\n`);
-    return 2;
-  }
-  const report = opts.json ? process.stderr : process.stdout;
+  const opts = optionsOrUsage(() => parseDrainDialectOptions(process.argv.slice(2)), 'node dist/bench/drain-dialects.js [--requests 5000] [--rounds 3] [--json]');
+  if (opts === undefined) return 2;
   const logger = createLogger('warn', process.stderr);
   const server = benchPgServer(process.env);
   const body = makeBody(BODY_BYTES);
@@ -302,11 +305,8 @@ async function main(): Promise<number> {
     const summary = summarizeDrainDialects(runs);
     const machine = machineInfo();
     const loadAvg = { before: loadBefore, after: os.loadavg() };
-    report.write(renderDrainDialectReport(opts, machine, loadAvg, pgSettings, runs, summary, problems));
-    if (opts.json) {
-      process.stdout.write(JSON.stringify({ machine, load: loadAvg, pgSettings, options: { ...opts, bodyBytes: BODY_BYTES }, runs, summary, problems }, null, 2) + '\n');
-    }
-    return problems.length > 0 ? 1 : 0;
+    const text = renderDrainDialectReport(opts, machine, loadAvg, pgSettings, runs, summary, problems);
+    return writeReport(opts.json, text, { machine, load: loadAvg, pgSettings, options: { ...opts, bodyBytes: BODY_BYTES }, runs, summary, problems }, problems);
   } catch (e) {
     return benchFailed(e, problems);
   } finally {

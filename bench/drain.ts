@@ -64,7 +64,7 @@ import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import type { AttemptResult, Bucket, CapturedRequest, ClaimedAttempt, DrainStore } from '../src/store/store.js';
 import type { ConsumerDump, FromConsumer, ToConsumer } from './drain-consumer.js';
 import { machineInfo, makeBody, type MachineInfo } from './ingest.js';
-import { benchFailed, median, runIfMain } from './report.js';
+import { benchFailed, intOption, median, runIfMain } from './report.js';
 
 const TESTS = ['rate', 'throughput', 'latency'] as const;
 type TestName = (typeof TESTS)[number];
@@ -155,12 +155,6 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     },
     strict: true,
   });
-  const int = (name: string, raw: string | undefined, fallback: number, min: number, max: number): number => {
-    if (raw === undefined || raw === '') return fallback;
-    const n = Number(raw);
-    if (!Number.isInteger(n) || n < min || n > max) throw new Error(`${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(raw)}`);
-    return n;
-  };
   const rateText = values.rate ?? DEFAULT_RATE;
   const rate = parseRate(rateText);
   if (rate === undefined) throw new Error(`--rate must look like 200/s, 600/m or 30/h, got ${JSON.stringify(rateText)}`);
@@ -168,11 +162,11 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
   const only = values.only === undefined ? [...TESTS] : values.only.split(',').map((s) => s.trim());
   for (const t of only) if (!(TESTS as readonly string[]).includes(t)) throw new Error(`--only takes ${TESTS.join(', ')}, got ${JSON.stringify(t)}`);
   const opts: BenchOptions = {
-    durationS: int('--duration', values.duration ?? env.BENCH_DURATION, DEFAULT_DURATION_S, 2, 3600),
+    durationS: intOption('--duration', values.duration ?? env.BENCH_DURATION, DEFAULT_DURATION_S, 2, 3600),
     rate,
-    burst: int('--burst', values.burst, DEFAULT_BURST, 1, 1000),
-    requests: int('--requests', values.requests, DEFAULT_REQUESTS, 100, 200_000),
-    rounds: int('--rounds', values.rounds, DEFAULT_ROUNDS, 1, 20),
+    burst: intOption('--burst', values.burst, DEFAULT_BURST, 1, 1000),
+    requests: intOption('--requests', values.requests, DEFAULT_REQUESTS, 100, 200_000),
+    rounds: intOption('--rounds', values.rounds, DEFAULT_ROUNDS, 1, 20),
     only: only as TestName[],
     json: values.json === true,
     storeTimes: values['store-times'] === true,

@@ -33,25 +33,9 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
-import {
-  checkStored,
-  cli,
-  freePort,
-  load,
-  machineInfo,
-  makeBody,
-  startChild,
-  stopChild,
-  summarize,
-  waitReady,
-  type LoadSummary,
-  type MachineInfo,
-  type Managed,
-  type StoredCheck,
-} from './ingest.js';
-import { fixed, median, runIfMain, table, thousands } from './report.js';
-import { benchPgServer, createBenchDatabase, pgBucketTotals, procCpuUs, serverSettings, startPgCpuSampler, type BenchDatabase, type PgCpu } from './pg-bench.js';
+import { checkStoredLoads, cli, freePort, load, loadProblems, machineInfo, makeBody, startChild, stopChild, summarize, waitReady, type LoadSummary, type MachineInfo, type Managed, type StoredCheck } from './ingest.js';
+import { abortOnSigint, fixed, machineLines, median, numberOption, optionsOrUsage, parseFlags, progress, ratio, runIfMain, table, thousands, type LoadAverages } from './report.js';
+import { benchPgServer, createBenchDatabase, PG_CPU_UNREADABLE, pgBucketTotals, procCpuUs, serverSettings, settingsText, startPgCpuSampler, type BenchDatabase, type PgCpu } from './pg-bench.js';
 
 export const DIALECTS = ['sqlite', 'postgres'] as const;
 export type BenchDialect = (typeof DIALECTS)[number];
@@ -73,29 +57,13 @@ export interface DialectBenchOptions {
 }
 
 export function parseDialectOptions(argv: string[], env: NodeJS.ProcessEnv): DialectBenchOptions {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      duration: { type: 'string' },
-      warmup: { type: 'string' },
-      rounds: { type: 'string' },
-      connections: { type: 'string' },
-      json: { type: 'boolean', default: false },
-    },
-    strict: true,
-  });
-  const num = (name: string, raw: string | undefined, fallback: number, min: number, max: number, integer: boolean): number => {
-    if (raw === undefined || raw === '') return fallback;
-    const n = Number(raw);
-    if (!Number.isFinite(n) || n < min || n > max || (integer && !Number.isInteger(n))) throw new Error(`${name} must be a number from ${min} to ${max}, got ${JSON.stringify(raw)}`);
-    return n;
-  };
+  const values = parseFlags(argv, { duration: { type: 'string' }, warmup: { type: 'string' }, rounds: { type: 'string' }, connections: { type: 'string' }, json: { type: 'boolean', default: false } });
   const connections =
-    values.connections === undefined ? DEFAULT_CONNECTIONS : values.connections.split(',').map((s) => num('--connections', s.trim(), 0, 1, 1000, true));
+    values.connections === undefined ? DEFAULT_CONNECTIONS : values.connections.split(',').map((s) => numberOption('--connections', s.trim(), 0, 1, 1000, true));
   return {
-    durationS: num('--duration', values.duration ?? env.BENCH_DURATION, DEFAULT_DURATION_S, 1, 600, false),
-    warmupS: num('--warmup', values.warmup, DEFAULT_WARMUP_S, 0, 60, false),
-    rounds: num('--rounds', values.rounds, DEFAULT_ROUNDS, 1, 20, true),
+    durationS: numberOption('--duration', values.duration ?? env.BENCH_DURATION, DEFAULT_DURATION_S, 1, 600, false),
+    warmupS: numberOption('--warmup', values.warmup, DEFAULT_WARMUP_S, 0, 60, false),
+    rounds: numberOption('--rounds', values.rounds, DEFAULT_ROUNDS, 1, 20, true),
     connections,
     json: values.json === true,
   };
@@ -161,14 +129,10 @@ export function dialectProblems(phases: DialectPhase[]): string[] {
   const out: string[] = [];
   for (const p of phases) {
     const at = `round ${p.round} ${p.dialect} ${p.connections}c`;
-    for (const [label, s] of [['warm-up', p.warmup], ['measured', p.measured]] as const) {
-      if (!s) continue;
-      if (s.non2xx > 0) out.push(`${at} ${label}: ${s.non2xx} non-2xx responses`);
-      if (s.errors > 0) out.push(`${at} ${label}: ${s.errors} connection errors/timeouts`);
-    }
+    out.push(...loadProblems(at, p.warmup, p.measured));
     const c = p.storedCheck;
     if (c.verdict === 'mismatch') out.push(`${at}: bucket gained ${c.stored} requests but autocannon counted ${c.acked} 2xx (cut off in flight: ${c.cutOff})`);
-    if (p.dialect === 'postgres' && !p.pg.readable) out.push(`${at}: no PostgreSQL process readable in /proc (server not on this machine?): no server CPU figures`);
+    if (p.dialect === 'postgres' && !p.pg.readable) out.push(`${at}: ${PG_CPU_UNREADABLE}`);
   }
   return out;
 }
@@ -176,20 +140,18 @@ export function dialectProblems(phases: DialectPhase[]): string[] {
 export function renderDialectReport(
   opts: DialectBenchOptions,
   machine: MachineInfo,
-  loadAvg: { before: number[]; after: number[] },
+  loadAvg: LoadAverages,
   pgSettings: Record<string, string>,
   phases: DialectPhase[],
   summary: DialectSummary[],
 ): string {
   const lines: string[] = [];
-  const avg = (l: number[]) => l.map((x) => x.toFixed(2)).join(' ');
   lines.push('hookbucket ingest benchmark: SQLite against PostgreSQL');
-  lines.push(`machine   ${machine.cpuCount} x ${machine.cpuModel}, ${machine.totalMemGiB} GiB RAM, ${machine.platform}, node ${machine.node}`);
-  lines.push(`load      1/5/15-min load average: ${avg(loadAvg.before)} before, ${avg(loadAvg.after)} after; 1-min at the end of each run in the table`);
+  lines.push(...machineLines(machine, loadAvg));
   lines.push(`load gen  autocannon, closed loop, POST ${BODY_BYTES} B JSON to /b/${BUCKET}, ${opts.durationS} s measured after ${opts.warmupS} s warm-up per run, ${opts.rounds} rounds`);
   lines.push('receiver  hookbucket serve --durability full --no-worker, bucket with a destination (request + delivery row per request)');
   lines.push(`sqlite    a file in a temp folder (synchronous=FULL, WAL)`);
-  lines.push(`postgres  ${Object.entries(pgSettings).map(([k, v]) => `${k}=${v}`).join(', ')}; serve sets synchronous_commit=on`);
+  lines.push(`postgres  ${settingsText(pgSettings)}; serve sets synchronous_commit=on`);
   lines.push('');
   const rows = phases.map((p) => [
     String(p.round),
@@ -219,16 +181,15 @@ export function renderDialectReport(
     for (const x of [s, p]) {
       mrows.push([String(c), x.dialect, thousands(x.reqPerSec), fixed(x.p50Ms, 0), fixed(x.p99Ms, 0), fixed(x.serveCpuUsPerReq, 0), x.dialect === 'postgres' ? fixed(x.pgCpuUsPerReq, 0) : '', fixed(x.serveCpuUsPerReq + x.pgCpuUsPerReq, 0)]);
     }
-    const r = (a: number, b: number) => (b > 0 ? fixed(a / b, 2) : '-');
     mrows.push([
       String(c),
       'pg/sqlite',
-      r(p.reqPerSec, s.reqPerSec),
-      r(p.p50Ms, s.p50Ms),
-      r(p.p99Ms, s.p99Ms),
-      r(p.serveCpuUsPerReq, s.serveCpuUsPerReq),
+      ratio(p.reqPerSec, s.reqPerSec),
+      ratio(p.p50Ms, s.p50Ms),
+      ratio(p.p99Ms, s.p99Ms),
+      ratio(p.serveCpuUsPerReq, s.serveCpuUsPerReq),
       '',
-      r(p.serveCpuUsPerReq + p.pgCpuUsPerReq, s.serveCpuUsPerReq),
+      ratio(p.serveCpuUsPerReq + p.pgCpuUsPerReq, s.serveCpuUsPerReq),
     ]);
   }
   for (const l of table(['conns', 'dialect', 'req/s', 'p50 ms', 'p99 ms', 'serve µs/req', 'pg µs/req', 'serve+pg µs/req'], mrows, 2)) lines.push(`  ${l}`);
@@ -239,7 +200,6 @@ export function renderDialectReport(
 
 const here = dirname(fileURLToPath(import.meta.url)); // dist/bench
 const CLI_BIN = resolve(here, '../src/cli/bin.js');
-const progress = (msg: string) => process.stderr.write(`${msg}\n`);
 
 async function storedCount(db: string, cwd: string): Promise<number> {
   let out: string;
@@ -256,20 +216,10 @@ async function storedCount(db: string, cwd: string): Promise<number> {
 }
 
 async function main(): Promise<number> {
-  let opts: DialectBenchOptions;
-  try {
-    opts = parseDialectOptions(process.argv.slice(2), process.env);
-  } catch (e) {
-    process.stderr.write(`${e instanceof Error ? e.message : String(e)}\nusage: node dist/bench/ingest-dialects.js [--duration <s>] [--warmup <s>] [--rounds <n>] [--connections 32,256] [--json]\n`);
-    return 2;
-  }
+  const opts = optionsOrUsage(() => parseDialectOptions(process.argv.slice(2), process.env), 'node dist/bench/ingest-dialects.js [--duration <s>] [--warmup <s>] [--rounds <n>] [--connections 32,256] [--json]');
+  if (opts === undefined) return 2;
   const report = opts.json ? process.stderr : process.stdout;
-  const aborter = new AbortController();
-  const onSigint = () => {
-    progress('SIGINT: stopping the current run and cleaning up');
-    aborter.abort();
-  };
-  process.once('SIGINT', onSigint);
+  const sigint = abortOnSigint();
 
   const server = benchPgServer(process.env);
   const body = makeBody(BODY_BYTES);
@@ -289,7 +239,7 @@ async function main(): Promise<number> {
     for (let round = 1; round <= opts.rounds; round++) {
       for (const connections of opts.connections) {
         for (const dialect of roundOrder(round)) {
-          if (aborter.signal.aborted) throw new Error('interrupted');
+          if (sigint.signal.aborted) throw new Error('interrupted');
           const port = await freePort();
           const baseUrl = `http://127.0.0.1:${port}`;
           const args = [CLI_BIN, '--db', dbs[dialect], '--spool-dir', spool(dialect), 'serve', '--port', String(port), '--host', '127.0.0.1', '--log-level', 'warn', '--durability', 'full', '--no-worker'];
@@ -300,30 +250,25 @@ async function main(): Promise<number> {
           let warmup: LoadSummary | undefined;
           if (opts.warmupS > 0) {
             progress(`${at}: warm-up ${opts.warmupS} s`);
-            warmup = summarize('receiver', connections, await load(url, connections, opts.warmupS, body, aborter.signal));
+            warmup = summarize('receiver', connections, await load(url, connections, opts.warmupS, body, sigint.signal));
           }
-          if (aborter.signal.aborted) throw new Error('interrupted');
+          if (sigint.signal.aborted) throw new Error('interrupted');
           progress(`${at}: measuring ${opts.durationS} s`);
           const pid = running.child.pid!;
           const sampler = await startPgCpuSampler(server, dialect === 'postgres' ? pgDb.name : undefined);
           const cpu0 = await procCpuUs(pid);
-          const measured = summarize('receiver', connections, await load(url, connections, opts.durationS, body, aborter.signal));
+          const measured = summarize('receiver', connections, await load(url, connections, opts.durationS, body, sigint.signal));
           const cpu1 = await procCpuUs(pid);
           const pgCpu = await sampler.stop();
           const load1 = os.loadavg()[0]!;
-          if (aborter.signal.aborted) throw new Error('interrupted');
+          if (sigint.signal.aborted) throw new Error('interrupted');
           await stopChild(running);
           running = undefined;
 
           // Counted after a clean stop, so every request serve accepted has been committed. SQLite:
           // `bucket show --json`, as bench/ingest.ts; PostgreSQL: SQL (see pgBucketTotals).
           const total = dialect === 'postgres' ? (await pgBucketTotals(pgDb.url, BUCKET)).requests : await storedCount(dbs[dialect], tmp);
-          const runs = [warmup, measured].filter((s): s is LoadSummary => s !== undefined);
-          const storedCheck = checkStored(
-            total - storedSoFar[dialect],
-            runs.reduce((n, s) => n + s.ok2xx, 0),
-            runs.reduce((n, s) => n + s.cutOff, 0),
-          );
+          const storedCheck = checkStoredLoads(total - storedSoFar[dialect], [warmup, measured]);
           storedSoFar[dialect] = total;
           const per = Math.max(1, measured.ok2xx);
           phases.push({
@@ -363,7 +308,7 @@ async function main(): Promise<number> {
     if (running) await stopChild(running).catch((e: unknown) => progress(e instanceof Error ? e.message : String(e)));
     await pgDb?.drop().catch((e: unknown) => progress(`could not drop ${pgDb?.name}: ${e instanceof Error ? e.message : String(e)}`));
     await rm(tmp, { recursive: true, force: true });
-    process.off('SIGINT', onSigint);
+    sigint.dispose();
   }
 }
 
