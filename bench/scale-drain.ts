@@ -22,18 +22,13 @@
  * runs 1, 2, 3 workers rotated by i − 1 (1-2-3, 2-3-1, 3-1-2). Medians over the rounds.
  */
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import { inspect, parseArgs } from 'node:util';
-import { loadConfig } from '../src/config/config.js';
-import { systemClock } from '../src/shared/clock.js';
-import { newId } from '../src/shared/ids.js';
 import { createLogger, type Logger } from '../src/shared/logger.js';
-import { openStore } from '../src/store/open-store.js';
-import type { CapturedRequest } from '../src/store/store.js';
-import { ConsumerProcess, senderHeaders, spanRate } from './drain.js';
+import { benchConfig, drainFigures, drainProblems, prestore, type DrainFigures } from './drain-dialects.js';
+import { ConsumerProcess } from './drain.js';
 import { machineInfo, makeBody, type MachineInfo } from './ingest.js';
-import { benchPgServer, pgBucketTotals, serverSettings, startPgCpuSampler, type PgCpu } from './pg-bench.js';
-import { Cluster, fixed, loadAvg, median, progress, ratio, rotation, table, thousands } from './scale-lib.js';
+import { benchPgServer, PG_CPU_UNREADABLE, pgBucketTotals, serverSettings, settingsText, startPgCpuSampler, withBenchAdmin, type PgCpu } from './pg-bench.js';
+import { benchFailed, fixed, intOption, machineLines, optionsOrUsage, parseFlags, problemLines, progress, ratio, runIfMain, table, thousands, writeReport, type LoadAverages } from './report.js';
+import { Cluster, loadAvg, median, rotation } from './scale-lib.js';
 
 const BODY_BYTES = 2048;
 const DEFAULT_REQUESTS = 5_000;
@@ -41,8 +36,6 @@ const DEFAULT_ROUNDS = 3;
 const DEFAULT_CONCURRENCY = 10;
 const WARMUP_REQUESTS = 500;
 const WORKER_COUNTS = [1, 2, 3] as const;
-const PRESTORE_BATCH = 500;
-const PRESTORE_PER_MS = 5;
 /** Longest wait for a drain of n requests: 10 ms each, at least 30 s. */
 const drainTimeoutMs = (n: number) => Math.max(30_000, n * 10);
 const EXIT_GRACE_MS = 5_000;
@@ -59,45 +52,26 @@ export interface ScaleDrainOptions {
 }
 
 export function parseScaleDrainOptions(argv: string[]): ScaleDrainOptions {
-  const { values } = parseArgs({
-    args: argv,
-    options: { requests: { type: 'string' }, rounds: { type: 'string' }, concurrency: { type: 'string' }, json: { type: 'boolean', default: false } },
-    strict: true,
-  });
-  const int = (name: string, raw: string | undefined, fallback: number, min: number, max: number): number => {
-    if (raw === undefined || raw === '') return fallback;
-    const n = Number(raw);
-    if (!Number.isInteger(n) || n < min || n > max) throw new Error(`${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(raw)}`);
-    return n;
-  };
+  const values = parseFlags(argv, { requests: { type: 'string' }, rounds: { type: 'string' }, concurrency: { type: 'string' }, json: { type: 'boolean', default: false } });
   return {
-    requests: int('--requests', values.requests, DEFAULT_REQUESTS, 100, 100_000),
-    rounds: int('--rounds', values.rounds, DEFAULT_ROUNDS, 1, 20),
-    concurrency: int('--concurrency', values.concurrency, DEFAULT_CONCURRENCY, 1, 1000),
+    requests: intOption('--requests', values.requests, DEFAULT_REQUESTS, 100, 100_000),
+    rounds: intOption('--rounds', values.rounds, DEFAULT_ROUNDS, 1, 20),
+    concurrency: intOption('--concurrency', values.concurrency, DEFAULT_CONCURRENCY, 1, 1000),
     json: values.json === true,
   };
 }
 
-export interface ScaleDrainRun {
+export interface ScaleDrainRun extends DrainFigures {
   round: number;
   workers: number;
   requests: number;
-  deliveriesPerS: number;
-  spanMs: number;
-  workerCpuUsPerDelivery: number;
-  pgCpuUsPerDelivery: number;
-  pgAuxCpuUsPerDelivery: number;
-  pg: PgCpu;
   /** Attempts per worker process (from the attempts table), to show the work was shared. */
   attemptsByWorker: number[];
   load1: number;
 }
 
-export interface ScaleDrainSummary {
+export interface ScaleDrainSummary extends Pick<DrainFigures, 'deliveriesPerS' | 'workerCpuUsPerDelivery' | 'pgCpuUsPerDelivery'> {
   workers: number;
-  deliveriesPerS: number;
-  workerCpuUsPerDelivery: number;
-  pgCpuUsPerDelivery: number;
 }
 
 export function summarizeScaleDrain(runs: ScaleDrainRun[]): ScaleDrainSummary[] {
@@ -111,21 +85,19 @@ export function summarizeScaleDrain(runs: ScaleDrainRun[]): ScaleDrainSummary[] 
 export function renderScaleDrainReport(
   opts: ScaleDrainOptions,
   machine: MachineInfo,
-  load: { before: number[]; after: number[] },
+  load: LoadAverages,
   pgSettings: Record<string, string>,
   runs: ScaleDrainRun[],
   summary: ScaleDrainSummary[],
   problems: string[],
 ): string {
   const lines: string[] = [];
-  const avg = (l: number[]) => l.map((x) => x.toFixed(2)).join(' ');
   lines.push('hookbucket drain benchmark: 1, 2 and 3 worker processes on one PostgreSQL database');
-  lines.push(`machine   ${machine.cpuCount} x ${machine.cpuModel}, ${machine.totalMemGiB} GiB RAM, ${machine.platform}, node ${machine.node}`);
-  lines.push(`load      1/5/15-min load average: ${avg(load.before)} before, ${avg(load.after)} after; 1-min at the end of each run in the table`);
+  lines.push(...machineLines(machine, load));
   lines.push(`requests  ${thousands(opts.requests)} per run, stored while the bucket is paused: POST, ${BODY_BYTES} B JSON, 10 headers`);
   lines.push(`workers   \`hookbucket worker\` processes, bucket with no rate cap, concurrency ${opts.concurrency} (over all workers); consumer node:http on 127.0.0.1, own process`);
   lines.push(`shared    PostgreSQL, the workers, the consumer and this process (sampling) on ${machine.cpuCount} cores, with whatever else runs on the machine`);
-  lines.push(`postgres  ${Object.entries(pgSettings).map(([k, v]) => `${k}=${v}`).join(', ')}`);
+  lines.push(`postgres  ${settingsText(pgSettings)}`);
   lines.push('');
   const rows = runs.map((r) => [
     String(r.round),
@@ -150,56 +122,18 @@ export function renderScaleDrainReport(
     mrows.push([`${s.workers}w/1w`, ratio(s.deliveriesPerS, one.deliveriesPerS), ratio(s.workerCpuUsPerDelivery, one.workerCpuUsPerDelivery), ratio(s.pgCpuUsPerDelivery, one.pgCpuUsPerDelivery), ratio(s.workerCpuUsPerDelivery + s.pgCpuUsPerDelivery, one.workerCpuUsPerDelivery + one.pgCpuUsPerDelivery)]);
   }
   for (const l of table(['workers', 'deliveries/s', 'workers µs/dlv', 'pg µs/dlv', 'workers+pg µs/dlv'], mrows, 1)) lines.push(`  ${l}`);
-  if (problems.length > 0) {
-    lines.push('');
-    lines.push('ERRORS: the run broke, so its figures are suspect:');
-    for (const x of problems) lines.push(`  - ${x}`);
-  }
+  lines.push(...problemLines(problems));
   return lines.join('\n') + '\n';
 }
 
 // ---------------------------------------------------------------------------------------------
 
-/** Stores n requests through the ingest sink, each with its delivery row (as bench/drain-dialects.ts). */
-export async function prestore(dbUrl: string, spoolDir: string, n: number, body: string, logger: Logger): Promise<void> {
-  const config = loadConfig({}, {}, { db: dbUrl, spoolDir, durability: 'full', host: '127.0.0.1', port: 0, minFreeDisk: '0', logLevel: 'warn', worker: false });
-  const sink = await openStore(config, { clock: systemClock }).ingestSink({ logger });
-  const t0 = Date.now() - Math.ceil(n / PRESTORE_PER_MS) - 1;
-  try {
-    for (let i = 0; i < n; i += PRESTORE_BATCH) {
-      const batch: Promise<void>[] = [];
-      for (let j = i; j < Math.min(n, i + PRESTORE_BATCH); j++) {
-        const captured: CapturedRequest = {
-          id: newId(),
-          bucket: BUCKET,
-          receivedAt: t0 + Math.floor(j / PRESTORE_PER_MS),
-          method: 'POST',
-          path: '/events',
-          query: null,
-          rawHeaders: senderHeaders(j, Buffer.byteLength(body)),
-          body: Buffer.from(body),
-          peer: '127.0.0.1',
-        };
-        batch.push(sink.submit(captured, { createDelivery: true }));
-      }
-      await Promise.all(batch);
-    }
-  } finally {
-    await sink.close();
-  }
-}
-
 /** Attempts per worker id on the run's database, largest first. */
 async function attemptsByWorker(dbUrl: string): Promise<number[]> {
-  const pg = (await import('pg')).default;
-  const c = new pg.Client({ connectionString: dbUrl, application_name: 'hookbucket-bench-admin' });
-  await c.connect();
-  try {
+  return withBenchAdmin(dbUrl, async (c) => {
     const { rows } = await c.query<{ n: string }>('select count(*) as n from attempts group by worker_id order by 1 desc');
     return rows.map((r) => Number(r.n));
-  } finally {
-    await c.end();
-  }
+  });
 }
 
 async function oneRun(
@@ -214,7 +148,7 @@ async function oneRun(
     await cluster.cli(['bucket', 'create', BUCKET, '--destination', `${ctx.consumer.url}/hook`, '--concurrency', String(ctx.concurrency)]);
     await cluster.cli(['bucket', 'pause', BUCKET]);
     progress(`${at}: storing ${n} requests`);
-    await prestore(cluster.db.url, join(cluster.tmp, 'spool-prestore'), n, ctx.body, ctx.logger);
+    await prestore(benchConfig(cluster.db.url, join(cluster.tmp, 'spool-prestore')), BUCKET, n, ctx.body, ctx.logger);
     await ctx.consumer.reset([n]);
     const procs = await cluster.startWorkers(workers);
     progress(`${at}: draining`);
@@ -238,22 +172,14 @@ async function oneRun(
       await new Promise((r) => setTimeout(r, SETTLE_POLL_MS));
       counts = await pgBucketTotals(cluster.db.url, BUCKET);
     }
-    const delivered = counts.states.delivered ?? 0;
-    if (delivered !== n || counts.requests !== n) ctx.problems.push(`${at}: ${delivered} of ${n} deliveries delivered in the db (states ${JSON.stringify(counts.states)})`);
-    if (dump.distinctIds !== n || dump.at.length !== n) ctx.problems.push(`${at}: the consumer got ${dump.at.length} requests (${dump.distinctIds} distinct) of ${n}`);
-    if (!pg.readable) ctx.problems.push(`${at}: no PostgreSQL process readable in /proc (server not on this machine?): no server CPU figures`);
+    ctx.problems.push(...drainProblems(at, n, counts, dump));
+    if (!pg.readable) ctx.problems.push(`${at}: ${PG_CPU_UNREADABLE}`);
     const byWorker = await attemptsByWorker(cluster.db.url);
-    const sorted = [...dump.at].sort((a, b) => a - b);
     return {
       round,
       workers,
       requests: n,
-      deliveriesPerS: spanRate(sorted),
-      spanMs: sorted[sorted.length - 1]! - sorted[0]!,
-      workerCpuUsPerDelivery: cpuUs / n,
-      pgCpuUsPerDelivery: pg.databaseTotalUs / n,
-      pgAuxCpuUsPerDelivery: pg.auxTotalUs / n,
-      pg,
+      ...drainFigures(dump.at, n, cpuUs, pg),
       attemptsByWorker: byWorker,
       load1,
     };
@@ -263,14 +189,8 @@ async function oneRun(
 }
 
 async function main(): Promise<number> {
-  let opts: ScaleDrainOptions;
-  try {
-    opts = parseScaleDrainOptions(process.argv.slice(2));
-  } catch (e) {
-    process.stderr.write(`${e instanceof Error ? e.message : String(e)}\nusage: node dist/bench/scale-drain.js [--requests 5000] [--rounds 3] [--concurrency 10] [--json]\n`);
-    return 2;
-  }
-  const report = opts.json ? process.stderr : process.stdout;
+  const opts = optionsOrUsage(() => parseScaleDrainOptions(process.argv.slice(2)), 'node dist/bench/scale-drain.js [--requests 5000] [--rounds 3] [--concurrency 10] [--json]');
+  if (opts === undefined) return 2;
   const logger = createLogger('warn', process.stderr);
   const server = benchPgServer(process.env);
   const body = makeBody(BODY_BYTES);
@@ -289,22 +209,13 @@ async function main(): Promise<number> {
     const summary = summarizeScaleDrain(runs);
     const machine = machineInfo();
     const load = { before: loadBefore, after: loadAvg() };
-    report.write(renderScaleDrainReport(opts, machine, load, pgSettings, runs, summary, problems));
-    if (opts.json) process.stdout.write(JSON.stringify({ machine, load, pgSettings, options: { ...opts, bodyBytes: BODY_BYTES }, runs, summary, problems }, null, 2) + '\n');
-    return problems.length > 0 ? 1 : 0;
+    const text = renderScaleDrainReport(opts, machine, load, pgSettings, runs, summary, problems);
+    return writeReport(opts.json, text, { machine, load, pgSettings, options: { ...opts, bodyBytes: BODY_BYTES }, runs, summary, problems }, problems);
   } catch (e) {
-    process.stderr.write(`bench failed: ${e instanceof Error ? (e.stack ?? e.message) : inspect(e)}\n`);
-    for (const p of problems) process.stderr.write(`  - ${p}\n`);
-    return 1;
+    return benchFailed(e, problems);
   } finally {
     await consumer?.stop();
   }
 }
 
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  process.exitCode = await main();
-  setTimeout(() => {
-    process.stderr.write(`still running ${EXIT_GRACE_MS} ms after the report: exiting\n`);
-    process.exit();
-  }, EXIT_GRACE_MS).unref();
-}
+await runIfMain(import.meta.url, main, EXIT_GRACE_MS);
