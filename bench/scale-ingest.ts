@@ -22,11 +22,10 @@
  * receivers stop (SIGTERM) and the stored count must match the 2xx acks (up to requests cut off in
  * flight when autocannon stopped).
  */
-import { pathToFileURL } from 'node:url';
-import { parseArgs } from 'node:util';
-import { checkStored, load, machineInfo, makeBody, summarize, type LoadSummary, type MachineInfo, type StoredCheck } from './ingest.js';
-import { benchPgServer, pgBucketTotals, serverSettings, startPgCpuSampler, type PgCpu } from './pg-bench.js';
-import { Cluster, fixed, loadAvg, median, progress, ratio, table, thousands } from './scale-lib.js';
+import { checkStoredLoads, load, loadProblems, machineInfo, makeBody, summarize, type LoadSummary, type MachineInfo, type StoredCheck } from './ingest.js';
+import { benchPgServer, PG_CPU_UNREADABLE, pgBucketTotals, serverSettings, settingsText, startPgCpuSampler, type PgCpu } from './pg-bench.js';
+import { abortOnSigint, fixed, machineLines, numberOption, optionsOrUsage, parseFlags, problemLines, progress, ratio, runIfMain, table, thousands, writeReport, type LoadAverages } from './report.js';
+import { Cluster, loadAvg, median } from './scale-lib.js';
 
 const BODY_BYTES = 2048;
 const BUCKET = 'bench';
@@ -46,28 +45,12 @@ export interface ScaleIngestOptions {
 }
 
 export function parseScaleIngestOptions(argv: string[]): ScaleIngestOptions {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      duration: { type: 'string' },
-      warmup: { type: 'string' },
-      rounds: { type: 'string' },
-      connections: { type: 'string' },
-      json: { type: 'boolean', default: false },
-    },
-    strict: true,
-  });
-  const num = (name: string, raw: string | undefined, fallback: number, min: number, max: number, integer: boolean): number => {
-    if (raw === undefined || raw === '') return fallback;
-    const n = Number(raw);
-    if (!Number.isFinite(n) || n < min || n > max || (integer && !Number.isInteger(n))) throw new Error(`${name} must be a number from ${min} to ${max}, got ${JSON.stringify(raw)}`);
-    return n;
-  };
+  const values = parseFlags(argv, { duration: { type: 'string' }, warmup: { type: 'string' }, rounds: { type: 'string' }, connections: { type: 'string' }, json: { type: 'boolean', default: false } });
   return {
-    durationS: num('--duration', values.duration, DEFAULT_DURATION_S, 1, 600, false),
-    warmupS: num('--warmup', values.warmup, DEFAULT_WARMUP_S, 0, 60, false),
-    rounds: num('--rounds', values.rounds, DEFAULT_ROUNDS, 1, 20, true),
-    connections: num('--connections', values.connections, DEFAULT_CONNECTIONS, 2, 1000, true),
+    durationS: numberOption('--duration', values.duration, DEFAULT_DURATION_S, 1, 600, false),
+    warmupS: numberOption('--warmup', values.warmup, DEFAULT_WARMUP_S, 0, 60, false),
+    rounds: numberOption('--rounds', values.rounds, DEFAULT_ROUNDS, 1, 20, true),
+    connections: numberOption('--connections', values.connections, DEFAULT_CONNECTIONS, 2, 1000, true),
     json: values.json === true,
   };
 }
@@ -138,14 +121,10 @@ export function scaleIngestProblems(runs: ScaleIngestRun[]): string[] {
   const out: string[] = [];
   for (const r of runs) {
     const at = `round ${r.round} ${r.receivers}r`;
-    for (const [label, s] of [['warm-up', r.warmup], ['measured', r.measured]] as const) {
-      if (!s) continue;
-      if (s.non2xx > 0) out.push(`${at} ${label}: ${s.non2xx} non-2xx responses`);
-      if (s.errors > 0) out.push(`${at} ${label}: ${s.errors} connection errors/timeouts`);
-    }
+    out.push(...loadProblems(at, r.warmup, r.measured));
     const c = r.storedCheck;
     if (c.verdict === 'mismatch') out.push(`${at}: the bucket holds ${c.stored} requests but autocannon counted ${c.acked} 2xx (cut off in flight: ${c.cutOff})`);
-    if (!r.pg.readable) out.push(`${at}: no PostgreSQL process readable in /proc (server not on this machine?): no server CPU figures`);
+    if (!r.pg.readable) out.push(`${at}: ${PG_CPU_UNREADABLE}`);
   }
   return out;
 }
@@ -153,21 +132,19 @@ export function scaleIngestProblems(runs: ScaleIngestRun[]): string[] {
 export function renderScaleIngestReport(
   opts: ScaleIngestOptions,
   machine: MachineInfo,
-  load: { before: number[]; after: number[] },
+  load: LoadAverages,
   pgSettings: Record<string, string>,
   runs: ScaleIngestRun[],
   summary: ScaleIngestSummary[],
   problems: string[],
 ): string {
   const lines: string[] = [];
-  const avg = (l: number[]) => l.map((x) => x.toFixed(2)).join(' ');
   lines.push('hookbucket ingest benchmark: 1 against 2 receivers on one PostgreSQL database');
-  lines.push(`machine   ${machine.cpuCount} x ${machine.cpuModel}, ${machine.totalMemGiB} GiB RAM, ${machine.platform}, node ${machine.node}`);
-  lines.push(`load      1/5/15-min load average: ${avg(load.before)} before, ${avg(load.after)} after; 1-min at the end of each run in the table`);
+  lines.push(...machineLines(machine, load));
   lines.push(`load gen  autocannon in this process, closed loop, ${opts.connections} connections split evenly across the receivers, POST ${BODY_BYTES} B JSON, ${opts.durationS} s measured after ${opts.warmupS} s warm-up`);
   lines.push('receiver  hookbucket serve --no-worker --durability full, each on its own port; bucket with a destination (request + delivery row)');
   lines.push(`shared    PostgreSQL, the receivers and the load generator on ${machine.cpuCount} cores, with whatever else runs on the machine`);
-  lines.push(`postgres  ${Object.entries(pgSettings).map(([k, v]) => `${k}=${v}`).join(', ')}`);
+  lines.push(`postgres  ${settingsText(pgSettings)}`);
   lines.push('');
   const rows = runs.map((r) => [
     String(r.round),
@@ -195,11 +172,7 @@ export function renderScaleIngestReport(
     ['2r/1r', ratio(two.reqPerSec, one.reqPerSec), ratio(two.p50Ms, one.p50Ms), ratio(two.p99Ms, one.p99Ms), ratio(two.serveCpuUsPerReq, one.serveCpuUsPerReq), ratio(two.pgCpuUsPerReq, one.pgCpuUsPerReq), ratio(two.serveCpuUsPerReq + two.pgCpuUsPerReq, one.serveCpuUsPerReq + one.pgCpuUsPerReq)],
   ];
   for (const l of table(['receivers', 'req/s', 'p50 ms', 'p99 ms', 'serve µs/req', 'pg µs/req', 'serve+pg µs/req'], mrows, 1)) lines.push(`  ${l}`);
-  if (problems.length > 0) {
-    lines.push('');
-    lines.push('ERRORS: the run had errors, so its figures are suspect:');
-    for (const x of problems) lines.push(`  - ${x}`);
-  }
+  lines.push(...problemLines(problems, 'ERRORS: the run had errors, so its figures are suspect:'));
   return lines.join('\n') + '\n';
 }
 
@@ -236,12 +209,7 @@ async function oneRun(receivers: number, round: number, opts: ScaleIngestOptions
     // Counted after a clean stop, so every request a receiver accepted has been committed.
     await Promise.all(procs.map((p) => p.term(15_000)));
     const stored = (await pgBucketTotals(cluster.db.url, BUCKET)).requests;
-    const loads = [warmup, measured].filter((s): s is LoadSummary => s !== undefined);
-    const storedCheck = checkStored(
-      stored,
-      loads.reduce((n, s) => n + s.ok2xx, 0),
-      loads.reduce((n, s) => n + s.cutOff, 0),
-    );
+    const storedCheck = checkStoredLoads(stored, [warmup, measured]);
     const reqs = Math.max(1, measured.ok2xx);
     return {
       round,
@@ -262,20 +230,9 @@ async function oneRun(receivers: number, round: number, opts: ScaleIngestOptions
 }
 
 async function main(): Promise<number> {
-  let opts: ScaleIngestOptions;
-  try {
-    opts = parseScaleIngestOptions(process.argv.slice(2));
-  } catch (e) {
-    process.stderr.write(`${e instanceof Error ? e.message : String(e)}\nusage: node dist/bench/scale-ingest.js [--duration <s>] [--warmup <s>] [--rounds <n>] [--connections 64] [--json]\n`);
-    return 2;
-  }
-  const report = opts.json ? process.stderr : process.stdout;
-  const aborter = new AbortController();
-  const onSigint = () => {
-    progress('SIGINT: stopping the current run and cleaning up');
-    aborter.abort();
-  };
-  process.once('SIGINT', onSigint);
+  const opts = optionsOrUsage(() => parseScaleIngestOptions(process.argv.slice(2)), 'node dist/bench/scale-ingest.js [--duration <s>] [--warmup <s>] [--rounds <n>] [--connections 64] [--json]');
+  if (opts === undefined) return 2;
+  const sigint = abortOnSigint();
   const server = benchPgServer(process.env);
   const body = makeBody(BODY_BYTES);
   const loadBefore = loadAvg();
@@ -283,23 +240,20 @@ async function main(): Promise<number> {
     const pgSettings = await serverSettings(server);
     const runs: ScaleIngestRun[] = [];
     for (let round = 1; round <= opts.rounds; round++) {
-      for (const receivers of receiverOrder(round)) runs.push(await oneRun(receivers, round, opts, { server, body, signal: aborter.signal }));
+      for (const receivers of receiverOrder(round)) runs.push(await oneRun(receivers, round, opts, { server, body, signal: sigint.signal }));
     }
     const summary = summarizeScaleIngest(runs);
     const machine = machineInfo();
     const load = { before: loadBefore, after: loadAvg() };
     const problems = scaleIngestProblems(runs);
-    report.write(renderScaleIngestReport(opts, machine, load, pgSettings, runs, summary, problems));
-    if (opts.json) process.stdout.write(JSON.stringify({ machine, load, pgSettings, options: { ...opts, bodyBytes: BODY_BYTES }, runs, summary, problems }, null, 2) + '\n');
-    return problems.length > 0 ? 1 : 0;
+    const text = renderScaleIngestReport(opts, machine, load, pgSettings, runs, summary, problems);
+    return writeReport(opts.json, text, { machine, load, pgSettings, options: { ...opts, bodyBytes: BODY_BYTES }, runs, summary, problems }, problems);
   } catch (e) {
     process.stderr.write(`bench failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
     return 1;
   } finally {
-    process.off('SIGINT', onSigint);
+    sigint.dispose();
   }
 }
 
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  process.exitCode = await main();
-}
+await runIfMain(import.meta.url, main);

@@ -27,13 +27,12 @@
  * claim's locks); attempt start → arrival (the claim's commit, the forward). Medians over the
  * rounds of each run's percentiles; the target is p50 <= 20 ms and p99 <= 100 ms.
  */
-import { pathToFileURL } from 'node:url';
-import { inspect, parseArgs } from 'node:util';
 import { Agent, request } from 'undici';
 import { ConsumerProcess, senderHeaders } from './drain.js';
 import { machineInfo, makeBody, type MachineInfo } from './ingest.js';
-import { benchPgServer, pgBucketTotals, serverSettings, startPgCpuSampler } from './pg-bench.js';
-import { Cluster, fixed, loadAvg, median, percentile, progress, table } from './scale-lib.js';
+import { benchPgServer, pgBucketTotals, serverSettings, settingsText, startPgCpuSampler, withBenchAdmin } from './pg-bench.js';
+import { benchFailed, fixed, machineLines, numberOption, optionsOrUsage, parseFlags, problemLines, progress, runIfMain, table, writeReport, type LoadAverages } from './report.js';
+import { Cluster, loadAvg, median, percentile } from './scale-lib.js';
 
 const BODY_BYTES = 2048;
 const BUCKET = 'wake';
@@ -57,21 +56,11 @@ export interface WakeOptions {
 }
 
 export function parseWakeOptions(argv: string[]): WakeOptions {
-  const { values } = parseArgs({
-    args: argv,
-    options: { rate: { type: 'string' }, duration: { type: 'string' }, rounds: { type: 'string' }, json: { type: 'boolean', default: false } },
-    strict: true,
-  });
-  const num = (name: string, raw: string | undefined, fallback: number, min: number, max: number, integer: boolean): number => {
-    if (raw === undefined || raw === '') return fallback;
-    const n = Number(raw);
-    if (!Number.isFinite(n) || n < min || n > max || (integer && !Number.isInteger(n))) throw new Error(`${name} must be a number from ${min} to ${max}, got ${JSON.stringify(raw)}`);
-    return n;
-  };
+  const values = parseFlags(argv, { rate: { type: 'string' }, duration: { type: 'string' }, rounds: { type: 'string' }, json: { type: 'boolean', default: false } });
   return {
-    rate: num('--rate', values.rate, DEFAULT_RATE, 1, 1000, false),
-    durationS: num('--duration', values.duration, DEFAULT_DURATION_S, 1, 600, false),
-    rounds: num('--rounds', values.rounds, DEFAULT_ROUNDS, 1, 20, true),
+    rate: numberOption('--rate', values.rate, DEFAULT_RATE, 1, 1000, false),
+    durationS: numberOption('--duration', values.duration, DEFAULT_DURATION_S, 1, 600, false),
+    rounds: numberOption('--rounds', values.rounds, DEFAULT_ROUNDS, 1, 20, true),
     json: values.json === true,
   };
 }
@@ -148,22 +137,20 @@ export function summarizeWake(runs: WakeRun[]): WakeSummary[] {
 export function renderWakeReport(
   opts: WakeOptions,
   machine: MachineInfo,
-  load: { before: number[]; after: number[] },
+  load: LoadAverages,
   pgSettings: Record<string, string>,
   runs: WakeRun[],
   summary: WakeSummary[],
   problems: string[],
 ): string {
   const lines: string[] = [];
-  const avg = (l: number[]) => l.map((x) => x.toFixed(2)).join(' ');
   const p4 = (p: Percentiles) => [fixed(p.p50, 1), fixed(p.p90, 1), fixed(p.p99, 1), fixed(p.max, 1)];
   lines.push('hookbucket wake-up latency: idle workers on PostgreSQL, ack → consumer');
-  lines.push(`machine   ${machine.cpuCount} x ${machine.cpuModel}, ${machine.totalMemGiB} GiB RAM, ${machine.platform}, node ${machine.node}`);
-  lines.push(`load      1/5/15-min load average: ${avg(load.before)} before, ${avg(load.after)} after; 1-min at the end of each run in the table`);
+  lines.push(...machineLines(machine, load));
   lines.push(`load gen  open loop, ${opts.rate}/s on a fixed schedule for ${opts.durationS} s (after ${WARMUP_S} s warm-up), POST ${BODY_BYTES} B JSON, from this process`);
   lines.push('cluster   1 `serve --no-worker --durability full` + 1 or 3 `worker` processes; bucket defaults (no rate cap, concurrency 10)');
   lines.push(`shared    PostgreSQL, the receiver, the workers, the consumer and this process on ${machine.cpuCount} cores, with whatever else runs on the machine`);
-  lines.push(`postgres  ${Object.entries(pgSettings).map(([k, v]) => `${k}=${v}`).join(', ')}`);
+  lines.push(`postgres  ${settingsText(pgSettings)}`);
   lines.push('');
   const rows = runs.map((r) => [
     String(r.round),
@@ -209,11 +196,7 @@ export function renderWakeReport(
     s.latency.p50 <= TARGET.p50Ms && s.latency.p99 <= TARGET.p99Ms ? 'met' : 'missed',
   ]);
   for (const l of table(['workers', 'p50', 'p90', 'p99', 'max', 'ack p50', 'ack p99', '→start p50', '→start p99', 'start→ p50', 'start→ p99', 'workers cpu%', 'commits/req', 'target'], mrows, 1)) lines.push(`  ${l}`);
-  if (problems.length > 0) {
-    lines.push('');
-    lines.push('ERRORS: the run broke, so its figures are suspect:');
-    for (const x of problems) lines.push(`  - ${x}`);
-  }
+  lines.push(...problemLines(problems));
   return lines.join('\n') + '\n';
 }
 
@@ -257,15 +240,10 @@ async function paced(url: string, dispatcher: Agent, body: string, n: number, ra
 
 /** attempts.started_at per request id (first attempt), from the run's database. */
 async function attemptStarts(dbUrl: string): Promise<Map<string, number>> {
-  const pg = (await import('pg')).default;
-  const c = new pg.Client({ connectionString: dbUrl, application_name: 'hookbucket-bench-admin' });
-  await c.connect();
-  try {
+  return withBenchAdmin(dbUrl, async (c) => {
     const { rows } = await c.query<{ request_id: string; started_at: string }>('select request_id, started_at from attempts where number = 1');
     return new Map(rows.map((r) => [r.request_id, Number(r.started_at)]));
-  } finally {
-    await c.end();
-  }
+  });
 }
 
 async function oneRun(workers: number, round: number, opts: WakeOptions, ctx: { server: string; consumer: ConsumerProcess; body: string; problems: string[] }): Promise<WakeRun> {
@@ -358,14 +336,8 @@ async function oneRun(workers: number, round: number, opts: WakeOptions, ctx: { 
 }
 
 async function main(): Promise<number> {
-  let opts: WakeOptions;
-  try {
-    opts = parseWakeOptions(process.argv.slice(2));
-  } catch (e) {
-    process.stderr.write(`${e instanceof Error ? e.message : String(e)}\nusage: node dist/bench/wake-latency.js [--rate 100] [--duration 20] [--rounds 3] [--json]\n`);
-    return 2;
-  }
-  const report = opts.json ? process.stderr : process.stdout;
+  const opts = optionsOrUsage(() => parseWakeOptions(process.argv.slice(2)), 'node dist/bench/wake-latency.js [--rate 100] [--duration 20] [--rounds 3] [--json]');
+  if (opts === undefined) return 2;
   const server = benchPgServer(process.env);
   const body = makeBody(BODY_BYTES);
   const problems: string[] = [];
@@ -381,22 +353,13 @@ async function main(): Promise<number> {
     const summary = summarizeWake(runs);
     const machine = machineInfo();
     const load = { before: loadBefore, after: loadAvg() };
-    report.write(renderWakeReport(opts, machine, load, pgSettings, runs, summary, problems));
-    if (opts.json) process.stdout.write(JSON.stringify({ machine, load, pgSettings, options: { ...opts, bodyBytes: BODY_BYTES }, target: TARGET, runs, summary, problems }, null, 2) + '\n');
-    return problems.length > 0 ? 1 : 0;
+    const text = renderWakeReport(opts, machine, load, pgSettings, runs, summary, problems);
+    return writeReport(opts.json, text, { machine, load, pgSettings, options: { ...opts, bodyBytes: BODY_BYTES }, target: TARGET, runs, summary, problems }, problems);
   } catch (e) {
-    process.stderr.write(`bench failed: ${e instanceof Error ? (e.stack ?? e.message) : inspect(e)}\n`);
-    for (const p of problems) process.stderr.write(`  - ${p}\n`);
-    return 1;
+    return benchFailed(e, problems);
   } finally {
     await consumer?.stop();
   }
 }
 
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  process.exitCode = await main();
-  setTimeout(() => {
-    process.stderr.write(`still running ${EXIT_GRACE_MS} ms after the report: exiting\n`);
-    process.exit();
-  }, EXIT_GRACE_MS).unref();
-}
+await runIfMain(import.meta.url, main, EXIT_GRACE_MS);
