@@ -2,24 +2,15 @@
  * Shared by the scale-out benchmarks (bench/scale-drain.ts, bench/scale-ingest.ts,
  * bench/wake-latency.ts): the real CLI binary as separate processes on one PostgreSQL database
  * (`serve --no-worker` receivers, `worker` processes; test/reliability/lib/serve-process.ts spawns
- * them), their CPU from /proc, and the small table and statistics helpers the reports use.
+ * them), their CPU from /proc, and the statistics the reports use (their formats and tables are
+ * bench/report.ts's).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import { join } from 'node:path';
 import { hookbucket, startServe, startWorkerProcess, type HookbucketProcess, type ServeHandle } from '../test/reliability/lib/serve-process.js';
 import { createBenchDatabase, procCpuUs, type BenchDatabase } from './pg-bench.js';
-
-export const progress = (msg: string) => process.stderr.write(`${msg}\n`);
-export const fixed = (n: number, digits: number) => (Number.isFinite(n) ? n.toFixed(digits) : '-');
-export const thousands = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '-');
-export const ratio = (a: number, b: number) => (b > 0 && Number.isFinite(a) ? fixed(a / b, 2) : '-');
-
-export function table(header: string[], rows: string[][], leftColumns: number): string[] {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]?.length ?? 0)));
-  const fmt = (r: string[]) => r.map((cell, i) => (i < leftColumns ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join('  ').trimEnd();
-  return [fmt(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(fmt)];
-}
+import { median as medianOfAll, progress } from './report.js';
 
 /** The system's 1/5/15-minute load averages (/proc/loadavg, what `uptime` prints). */
 export function loadAvg(): number[] {
@@ -106,9 +97,10 @@ export function percentile(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))]!;
 }
 
+/**
+ * The median of the finite values: a run whose process CPU could no longer be read (NaN) is left
+ * out rather than spoiling the sort.
+ */
 export function median(values: readonly number[]): number {
-  const s = [...values].filter(Number.isFinite).sort((a, b) => a - b);
-  if (s.length === 0) return NaN;
-  const mid = s.length >> 1;
-  return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+  return medianOfAll(values.filter(Number.isFinite));
 }
