@@ -34,7 +34,7 @@ import { dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
-import { runIfMain } from './report.js';
+import { abortOnSigint, optionsOrUsage, progress, runIfMain } from './report.js';
 
 const CONNECTIONS = [32, 256] as const;
 const BODY_BYTES = 2048; // 2 KiB, a typical webhook payload
@@ -283,11 +283,7 @@ export function machineInfo(): MachineInfo {
 export function problems(phases: Phase[]): string[] {
   const out: string[] = [];
   for (const p of phases) {
-    for (const [label, s] of [['warm-up', p.warmup], ['measured', p.measured]] as const) {
-      if (!s) continue;
-      if (s.non2xx > 0) out.push(`${p.server} ${p.connections}c ${label}: ${s.non2xx} non-2xx responses`);
-      if (s.errors > 0) out.push(`${p.server} ${p.connections}c ${label}: ${s.errors} connection errors/timeouts`);
-    }
+    out.push(...loadProblems(`${p.server} ${p.connections}c`, p.warmup, p.measured));
     const c = p.storedCheck;
     if (c?.verdict === 'mismatch') {
       out.push(`${p.server} ${p.connections}c: bucket gained ${c.stored} requests but autocannon counted ${c.acked} 2xx (cut off in flight: ${c.cutOff})`);
@@ -518,23 +514,11 @@ export async function load(url: string, connections: number, durationS: number, 
 // ---------------------------------------------------------------------------------------------
 
 async function main(): Promise<number> {
-  let opts: BenchOptions;
-  try {
-    opts = parseOptions(process.argv.slice(2), process.env);
-  } catch (e) {
-    process.stderr.write(`${e instanceof Error ? e.message : String(e)}\nusage: node dist/bench/ingest.js [--duration <s>] [--warmup <s>] [--json]\n`);
-    return 2;
-  }
+  const opts = optionsOrUsage(() => parseOptions(process.argv.slice(2), process.env), 'node dist/bench/ingest.js [--duration <s>] [--warmup <s>] [--json]');
+  if (opts === undefined) return 2;
   // With --json, stdout carries only the JSON; the human report moves to stderr.
   const report = opts.json ? process.stderr : process.stdout;
-  const progress = (msg: string) => process.stderr.write(`${msg}\n`);
-
-  const aborter = new AbortController();
-  const onSigint = () => {
-    progress('SIGINT: stopping the current run and cleaning up');
-    aborter.abort();
-  };
-  process.once('SIGINT', onSigint);
+  const sigint = abortOnSigint();
 
   const body = makeBody(BODY_BYTES);
   const tmp = await mkdtemp(join(os.tmpdir(), 'hookbucket-bench-'));
@@ -547,7 +531,7 @@ async function main(): Promise<number> {
     let storedSoFar = 0;
     for (const connections of CONNECTIONS) {
       for (const server of ['noop', 'receiver'] as const) {
-        if (aborter.signal.aborted) throw new Error('interrupted');
+        if (sigint.signal.aborted) throw new Error('interrupted');
         const port = await freePort();
         const args =
           server === 'noop'
@@ -561,12 +545,12 @@ async function main(): Promise<number> {
         let warmup: LoadSummary | undefined;
         if (opts.warmupS > 0) {
           progress(`${server} ${connections}c: warm-up ${opts.warmupS} s`);
-          warmup = summarize(server, connections, await load(url, connections, opts.warmupS, body, aborter.signal));
+          warmup = summarize(server, connections, await load(url, connections, opts.warmupS, body, sigint.signal));
         }
-        if (aborter.signal.aborted) throw new Error('interrupted');
+        if (sigint.signal.aborted) throw new Error('interrupted');
         progress(`${server} ${connections}c: measuring ${opts.durationS} s`);
-        const measured = summarize(server, connections, await load(url, connections, opts.durationS, body, aborter.signal));
-        if (aborter.signal.aborted) throw new Error('interrupted');
+        const measured = summarize(server, connections, await load(url, connections, opts.durationS, body, sigint.signal));
+        if (sigint.signal.aborted) throw new Error('interrupted');
 
         await stopChild(running);
         running = undefined;
@@ -575,10 +559,7 @@ async function main(): Promise<number> {
         if (server === 'receiver') {
           // Counted after a clean stop, so every request the receiver accepted has been committed.
           const total = await storedCount(dbPath, tmp);
-          const runs = [warmup, measured].filter((s): s is LoadSummary => s !== undefined);
-          const acked = runs.reduce((n, s) => n + s.ok2xx, 0);
-          const cutOff = runs.reduce((n, s) => n + s.cutOff, 0);
-          phase.storedCheck = checkStored(total - storedSoFar, acked, cutOff);
+          phase.storedCheck = checkStoredLoads(total - storedSoFar, [warmup, measured]);
           storedSoFar = total;
         }
         phases.push(phase);
@@ -605,7 +586,7 @@ async function main(): Promise<number> {
   } finally {
     if (running) await stopChild(running).catch((e: unknown) => process.stderr.write(`${e instanceof Error ? e.message : String(e)}\n`));
     await rm(tmp, { recursive: true, force: true });
-    process.off('SIGINT', onSigint);
+    sigint.dispose();
   }
 }
 
