@@ -30,7 +30,7 @@ export interface AttemptRow {
   started_at: number;
   outcome: string | null;
   /** Set once the multi-worker schema records which worker made the attempt. */
-  worker_id?: string | null;
+  worker_id: string | null;
 }
 
 export interface Ack {
@@ -87,17 +87,9 @@ export async function waitFor<T>(probe: () => T | undefined | Promise<T | undefi
   }
 }
 
-/**
- * A worker's own id, from its log: the `worker` field of its "drain worker active" line (the
- * multi-worker schema), else the `holder` of the line that says it became active (the
- * single-worker lease; a standing-by line names the other worker, so it does not count).
- */
+/** A worker's own id (workers.id, attempts.worker_id): the `worker` field of its "drain worker" log lines. */
 export function workerIdOf(p: HookbucketProcess): string | undefined {
-  for (const l of p.logs) {
-    const msg = String(l.msg ?? '');
-    if (typeof l.worker === 'string' && /^drain worker/.test(msg)) return l.worker;
-    if (typeof l.holder === 'string' && /^drain worker (active|took over)/.test(msg)) return l.holder;
-  }
+  for (const l of p.logs) if (typeof l.worker === 'string' && /^drain worker/.test(String(l.msg ?? ''))) return l.worker;
   return undefined;
 }
 
@@ -120,8 +112,6 @@ export interface Cluster {
   send(bucket: string, n: number, parallel?: number): Promise<Ack[]>;
   scalar(sql: string, values?: unknown[]): Promise<number>;
   attempts(bucket: string): Promise<AttemptRow[]>;
-  /** Whether a column exists (the multi-worker schema adds attempts.worker_id). */
-  hasColumn(table: string, column: string): Promise<boolean>;
   /** Deliveries of the bucket not yet settled (pending, retrying, delivering). */
   unsettled(bucket: string): Promise<number>;
   /** SIGTERM to every process still running (SIGKILL past 10 s), the consumer closed, the database dropped. */
@@ -181,13 +171,9 @@ export async function startCluster(consumerScript: Script = { status: 200, body:
     async scalar(text, values = []) {
       return Number((await client.query({ text, values, rowMode: 'array' })).rows[0]?.[0] ?? 0);
     },
-    async hasColumn(table, column) {
-      return (await cluster.scalar('select count(*) from information_schema.columns where table_schema = current_schema() and table_name = $1 and column_name = $2', [table, column])) > 0;
-    },
     async attempts(bucket) {
-      const withWorker = await cluster.hasColumn('attempts', 'worker_id');
       const { rows } = await client.query<AttemptRow>(
-        `select id, request_id, delivery_id, number, started_at::float8 as started_at, outcome${withWorker ? ', worker_id' : ''}
+        `select id, request_id, delivery_id, number, started_at::float8 as started_at, outcome, worker_id
            from attempts where bucket = $1 order by started_at, id`,
         [bucket],
       );

@@ -162,13 +162,13 @@ const WORKERS = 3;
 /** Load before the kill, and after it. */
 const LOAD_BEFORE_KILL_MS = 2_500;
 const LOAD_AFTER_KILL_MS = 2_500;
-/** From the end of the load until every acked request has reached the consumer (a single active worker: its 15 s lease, then the 2 s delivery lease). */
+/** From the end of the load until every acked request has reached the consumer (the dead worker's 2 s leases, then the rest). */
 const SETTLE_BOUND_MS = 60_000;
 
 /**
  * Several `worker`s (`--standby --lease 2s`) drain one bucket on PostgreSQL while a receiver
  * takes load; one worker that has made attempts (the one with open attempts, from
- * attempts.worker_id where the schema has it, else the active one) is killed with -9 mid-load.
+ * attempts.worker_id) is killed with -9 mid-load.
  * Every acked request must be stored intact (the invariant) and reach the consumer, and the
  * consumer sees a request twice only for the dead worker's attempts closed as lease_expired.
  */
@@ -188,22 +188,16 @@ async function workerKilledAmongMany(ctx: CaseContext): Promise<CaseResult> {
     await hookbucket(['--db', store.db, 'bucket', 'create', 'many', '--destination', `${consumer.url}/hook`, '--timeout', '1s']);
     serve = await startServe({ db: store.db, flags: [...store.serveFlags, '--no-worker'] });
     for (let i = 0; i < WORKERS; i++) workers.push(await startWorkerProcess({ db: store.db, flags: ['--lease', '2s', '--standby'] }));
-    const withWorkerId = (await store.scalar(`select count(*) from information_schema.columns where table_name = 'attempts' and column_name = 'worker_id'`)) > 0;
     const activeAtStart = workers.filter(wasActive).length;
     load = new LoadGenerator({ url: serve.url, bucket: 'many', connections: 4, random: ctx.random, ackLog: acks, maxBody: 16 * 1024 });
     load.start();
     await sleep(LOAD_BEFORE_KILL_MS);
 
-    let victim: HookbucketProcess | undefined;
-    if (withWorkerId) {
-      const rows = await store.all<{ worker_id: string; open: number; n: number }>(
-        `select worker_id, count(*) filter (where outcome is null)::int as open, count(*)::int as n from attempts where worker_id is not null group by worker_id order by 2 desc, 3 desc`,
-      );
-      const byId = new Map(workers.map((w) => [workerIdOf(w), w]));
-      victim = rows.map((x) => byId.get(x.worker_id)).find((w) => w !== undefined);
-    } else {
-      victim = workers.find(wasActive);
-    }
+    const rows = await store.all<{ worker_id: string; open: number; n: number }>(
+      `select worker_id, count(*) filter (where outcome is null)::int as open, count(*)::int as n from attempts where worker_id is not null group by worker_id order by 2 desc, 3 desc`,
+    );
+    const byId = new Map(workers.map((w) => [workerIdOf(w), w]));
+    const victim = rows.map((x) => byId.get(x.worker_id)).find((w) => w !== undefined);
     if (!victim) throw new Error('no worker has made attempts');
     const victimId = workerIdOf(victim);
     const seenAtKill = consumer.received.length;
@@ -232,10 +226,10 @@ async function workerKilledAmongMany(ctx: CaseContext): Promise<CaseResult> {
     const seen = countByRequestId(consumer.received);
     const notArrived = acks.all().filter((a) => !seen.has(a.id));
     if (notArrived.length > 0) r.fail(`${notArrived.length} acked request(s) never reached the consumer`);
-    const expired = await store.all<{ worker_id?: string | null }>(`select ${withWorkerId ? 'worker_id' : 'null as worker_id'} from attempts where outcome = 'lease_expired'`);
+    const expired = await store.all<{ worker_id: string | null }>(`select worker_id from attempts where outcome = 'lease_expired'`);
     const duplicates = duplicatesIn(consumer.received);
     if (duplicates > expired.length) r.fail(`${duplicates} duplicate deliveries, only ${expired.length} attempts closed as lease_expired`);
-    if (withWorkerId && expired.some((e) => e.worker_id !== victimId)) r.fail(`lease_expired attempts of workers other than the killed one: ${expired.map((e) => e.worker_id).join(', ')}`);
+    if (expired.some((e) => e.worker_id !== victimId)) r.fail(`lease_expired attempts of workers other than the killed one: ${expired.map((e) => e.worker_id).join(', ')}`);
     const open = await store.scalar('select count(*) from attempts where outcome is null');
     if (open > 0) r.fail(`${open} attempts still open`);
     const inv = await store.check({ acks: acks.all(), sent: load.sent, expectDeliveries: true });
@@ -248,7 +242,6 @@ async function workerKilledAmongMany(ctx: CaseContext): Promise<CaseResult> {
     r.figure('workers (active at start)', `${WORKERS} (${activeAtStart})`);
     r.figure('attempts closed as lease_expired', String(expired.length), `≥ duplicates (${duplicates})`);
     r.figure('kill → load end → all delivered', `${secs(loadEnd - killedAt)} + ${secs(settleMs)}`, `≤ ${secs(SETTLE_BOUND_MS)} after the load`);
-    r.figure('attempts.worker_id', withWorkerId ? 'recorded' : 'not in the schema');
   } catch (e) {
     r.fail(e instanceof Error ? (e.stack ?? e.message) : String(e));
   } finally {
