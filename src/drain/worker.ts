@@ -242,7 +242,7 @@ export class DrainWorker {
       // A queued attempt waits at most one attempt timeout for its slot, then runs for at most
       // another: its lease must cover both, or this very worker would expire it mid-attempt.
       const ahead =
-        this.#claimAhead && !this.#d.store.sharedClaims && b.drain.rate === null && !this.#noAhead.has(b.name) && this.#d.leaseMs > 2 * b.drain.timeoutMs + LEASE_MARGIN_MS
+        this.#claimAhead && b.drain.rate === null && !this.#noAhead.has(b.name) && this.#d.leaseMs > 2 * b.drain.timeoutMs + LEASE_MARGIN_MS
           ? b.drain.concurrency
           : 0;
       const room = slots + ahead;
@@ -416,7 +416,8 @@ export class DrainWorker {
     this.#heartbeat = setInterval(() => void this.#renew(leaseInfo, beat), Math.max(50, Math.floor(this.#d.workerLeaseTtlMs / 3)));
     this.#heartbeat.unref();
     if (options.loop !== false) {
-      this.#claimAhead = true;
+      // Claiming ahead holds slots another worker could use: on a store with shared claims it is off.
+      this.#claimAhead = !store.sharedClaims;
       this.#loop = this.#run();
     }
   }
