@@ -6,6 +6,7 @@ import { AppError } from '../../../src/shared/errors.js';
 import { silentLogger } from '../../../src/shared/logger.js';
 import { openStore } from '../../../src/store/open-store.js';
 import { storageErrorCode } from '../../../src/store/storage-error.js';
+import type { PgStore } from '../../../src/store/postgres/pg-store.js';
 import type { IngestSink, Store } from '../../../src/store/store.js';
 import { createTestDatabase, pgTestServer, PG_SKIP_REASON, sweepStaleTestDatabases, type TestDatabase } from '../../helpers/pg-database.js';
 import { Relay } from '../../helpers/tcp-relay.js';
@@ -48,6 +49,10 @@ describe('PostgreSQL behind a silent network', { skip: server === undefined ? PG
       store = await opened.store();
       await store.createBucket({ name: 'known' });
       sink = await opened.ingestSink({ logger: silentLogger });
+      assert.ok((await store.resolveBucket('known')) !== undefined);
+      // The first lookup opens the LISTEN connection, and its connect drops the cache (notices sent
+      // before LISTEN are lost): wait for it, so that the lookup below is the one left cached.
+      await until(() => (store as PgStore).listeningForBuckets, 'the bucket LISTEN connection', 15_000);
       assert.ok((await store.resolveBucket('known')) !== undefined);
       assert.deepEqual(sink.health(), { ok: true });
 
