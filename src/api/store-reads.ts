@@ -1,0 +1,31 @@
+import type { Store } from '../store/store.js';
+
+/**
+ * The Store methods the admin API only reads through. In `serve` on SQLite they run on a worker
+ * thread with a read-only connection and a time budget per call (a long `--search` must not hold
+ * ingest's event loop), so every one of them takes and returns plain, structured-clonable data;
+ * elsewhere the Store itself serves them. Writes (bucket changes, replays) go to the Store.
+ */
+export const STORE_READ_METHODS = [
+  'getBucket',
+  'listBuckets',
+  'bucketCounts',
+  'allBucketCounts',
+  'unattributedRejections',
+  'listRequests',
+  'countRequests',
+  'getRequest',
+  'statsSamples',
+  'requestHistory',
+  'getReplay',
+  'listReplays',
+  'replayProgress',
+  'activeWorker',
+  'processes',
+  'tail',
+] as const satisfies readonly (keyof Store)[];
+
+export type StoreReadMethod = (typeof STORE_READ_METHODS)[number];
+
+/** What the admin API reads through: the Store itself, or an off-thread reader with a time budget. */
+export type StoreReads = Pick<Store, StoreReadMethod>;
