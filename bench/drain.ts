@@ -51,7 +51,7 @@ import { Pool, type Dispatcher } from 'undici';
 import { loadConfig, type Config } from '../src/config/config.js';
 import { createDeliveryAgent, forwardHeaders } from '../src/drain/forward.js';
 import { forwardTarget } from '../src/policy/forward-target.js';
-import { newPacer } from '../src/policy/pacer.js';
+import { emptyVerdict } from '../src/policy/admission.js';
 import { formatRate, parseRate, perSecond, type Rate } from '../src/policy/token-bucket.js';
 import { DrainWorker } from '../src/drain/worker.js';
 import { startServer } from '../src/main.js';
@@ -673,7 +673,7 @@ function preclaimedStore(inner: DrainStore, n: number): DrainStore {
     async claim(bucket, options, policy) {
       pool ??= (await inner.claim(bucket, { nowMs: options.nowMs, limit: n, leaseUntilMs: options.leaseUntilMs }, policy)).claimed;
       if (options.complete) await store.complete(options.complete);
-      return { claimed: pool.splice(0, options.limit), verdict: { pacer: newPacer(), replayTokens: new Map(), deferred: {}, wakeAt: Infinity, skippedAhead: 0 } };
+      return { claimed: pool.splice(0, options.limit), verdict: emptyVerdict() };
     },
     async complete(results) {
       held.push(...results);

@@ -11,7 +11,7 @@
  *   walk; the ones behind it keep their place untouched (no write per waiting row). A retry held
  *   by the budget does not hold back the first attempts behind it.
  */
-import { admit, type DeferReason, type PacerConfig, type PacerState } from './pacer.js';
+import { admit, newPacer, type DeferReason, type PacerConfig, type PacerState } from './pacer.js';
 import type { RetryBudgetConfig } from './retry-budget.js';
 import { FULL_BUCKET, takeToken, type Rate, type TokenBucketState } from './token-bucket.js';
 
@@ -41,7 +41,8 @@ export interface ClaimCandidate {
 }
 
 export type ClaimDecision =
-  | { kind: 'claim' }
+  /** Claim it; the attempt goes at `atMs` (the claim's now, or a rate token's time within the horizon). */
+  | { kind: 'claim'; atMs: number }
   /** Held back (rate, budget, bucket-wide Retry-After): not an attempt, counted on the delivery with the reason. */
   | { kind: 'defer'; reason: string }
   /** Leave it for a later pass, untouched. */
@@ -66,6 +67,12 @@ export interface ClaimPolicy {
    * Default: no limit.
    */
   aheadFrom?: number;
+  /**
+   * A rate token that comes up within this many ms of `nowMs` is taken now, its attempt scheduled
+   * for the token's time (pacer.ts admit); a delivery paced by its replay's own rate takes its
+   * replay token for that time too. Default 0: only what may go now is claimed.
+   */
+  horizonMs?: number;
 }
 
 export interface ClaimVerdict {
@@ -75,15 +82,26 @@ export interface ClaimVerdict {
   replayTokens: Map<string, TokenBucketState>;
   /** Deliveries held back, by reason (each reason once per walk). */
   deferred: Partial<Record<DeferReason | 'replay_rate', number>>;
-  /** When a held-back delivery may go; Infinity when none was held back. */
+  /**
+   * When the next claim may take a held-back delivery (for the rate: its token's time less the
+   * horizon); Infinity when none was held back.
+   */
   wakeAt: number;
+  /** When the bucket's next rate token is due, for a walk the rate held back; Infinity otherwise. */
+  rateAt: number;
   /** Deliveries paced by their replay's own rate left for a free slot (past `aheadFrom`). */
   skippedAhead: number;
+}
+
+/** The verdict of a claim that walked nothing (the pacer as it was). */
+export function emptyVerdict(pacer: PacerState = newPacer()): ClaimVerdict {
+  return { pacer, replayTokens: new Map(), deferred: {}, wakeAt: Infinity, rateAt: Infinity, skippedAhead: 0 };
 }
 
 export function createClaimDecider(p: ClaimPolicy): { decide: (c: ClaimCandidate) => ClaimDecision; verdict: () => ClaimVerdict } {
   let pacer = p.pacer;
   let wakeAt = Infinity;
+  let rateAt = Infinity;
   let claims = 0;
   let skippedAhead = 0;
   const recorded = new Set<string>();
@@ -91,15 +109,20 @@ export function createClaimDecider(p: ClaimPolicy): { decide: (c: ClaimCandidate
   const replayTokens = new Map<string, TokenBucketState>();
   const decide = (c: ClaimCandidate): ClaimDecision => {
     const replayRate = c.replayId === null ? undefined : p.replayRates.get(c.replayId);
-    let replayTake: TokenBucketState | undefined;
     if (replayRate !== undefined && claims >= (p.aheadFrom ?? Infinity)) {
       skippedAhead++;
       return { kind: 'skip' };
     }
+    const horizon = p.horizonMs ?? 0;
+    const a = admit(p.config, pacer, c.attempts === 0 ? 'first' : 'retry', p.nowMs, horizon);
+    let replayTake: TokenBucketState | undefined;
     if (replayRate !== undefined) {
-      const take = takeToken({ rate: replayRate, burst: 1 }, replayTokens.get(c.replayId!) ?? p.replayPacers.get(c.replayId!) ?? FULL_BUCKET, p.nowMs);
+      // The replay's token is taken for the time the attempt goes (the bucket token's, within the
+      // horizon) and checked first: a replay held by its own rate spends none of the bucket's tokens.
+      const take = takeToken({ rate: replayRate, burst: 1 }, replayTokens.get(c.replayId!) ?? p.replayPacers.get(c.replayId!) ?? FULL_BUCKET, a.go ? a.atMs : p.nowMs);
       if (!take.taken) {
-        if (take.nextAvailableAtMs < wakeAt) wakeAt = take.nextAvailableAtMs;
+        const back = Math.max(p.nowMs, take.nextAvailableAtMs - horizon);
+        if (back < wakeAt) wakeAt = back;
         const key = `replay_rate:${c.replayId}`;
         if (recorded.has(key)) return { kind: 'skip' };
         recorded.add(key);
@@ -108,21 +131,25 @@ export function createClaimDecider(p: ClaimPolicy): { decide: (c: ClaimCandidate
       }
       replayTake = take.state;
     }
-    const a = admit(p.config, pacer, c.attempts === 0 ? 'first' : 'retry', p.nowMs);
     if (a.go) {
       pacer = a.state;
       claims++;
       if (replayTake !== undefined) replayTokens.set(c.replayId!, replayTake);
-      return { kind: 'claim' };
+      return { kind: 'claim', atMs: a.atMs };
     }
-    if (a.untilMs < wakeAt) wakeAt = a.untilMs;
+    // A rate token beyond the horizon: come back as it enters the horizon, so that a claim up to
+    // a horizon late still finds it (an earlier claim would take more tokens each time, but
+    // leave less room for lateness).
+    if (a.reason === 'rate' && a.untilMs < rateAt) rateAt = a.untilMs;
+    const comeBack = a.reason === 'rate' ? Math.max(p.nowMs, a.untilMs - horizon) : a.untilMs;
+    if (comeBack < wakeAt) wakeAt = comeBack;
     const first = !recorded.has(a.reason);
     recorded.add(a.reason);
     if (first) deferred[a.reason] = (deferred[a.reason] ?? 0) + 1;
     if (a.reason === 'retry_budget') return first ? { kind: 'defer', reason: a.reason } : { kind: 'skip' };
     return first ? { kind: 'defer', reason: a.reason } : { kind: 'stop' };
   };
-  return { decide, verdict: () => ({ pacer, replayTokens, deferred, wakeAt, skippedAhead }) };
+  return { decide, verdict: () => ({ pacer, replayTokens, deferred, wakeAt, rateAt, skippedAhead }) };
 }
 
 /** A bucket's admission settings, as the pacer takes them. */

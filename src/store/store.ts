@@ -368,6 +368,12 @@ export interface IngestSink {
 export interface ClaimPolicyState {
   /** Claims past this many are taken ahead of a free slot: none of them may be paced by a replay's own rate. */
   aheadFrom?: number;
+  /**
+   * Rate tokens coming up within this many ms are taken now (policy/admission.ts): such a claimed
+   * attempt's `startedAt` (and its attempt row's started_at, its lease) is its token's time, and
+   * the worker sends it then, not before. Default 0.
+   */
+  horizonMs?: number;
 }
 
 export interface ClaimResult {
@@ -380,6 +386,12 @@ export interface ClaimResult {
   verdict: ClaimVerdict;
   /** Another worker is claiming this bucket now (its pacer row is locked): nothing was claimed; try again shortly. */
   busy?: boolean;
+  /**
+   * Shared claims: the bucket's concurrency is taken by deliveries under a live lease, whichever
+   * worker holds them; nothing was claimed. Another worker's completions wake no one here, so a
+   * worker with none of its own in flight there comes back shortly.
+   */
+  full?: boolean;
 }
 
 export interface ClaimedAttempt {
@@ -398,6 +410,7 @@ export interface ClaimedAttempt {
   url: string;
   /** The same, as undici takes it: origin and raw path with query. */
   target: { origin: string; path: string };
+  /** When the attempt goes: the claim's time, or later for a rate token taken ahead (ClaimPolicyState.horizonMs); not sent before it. */
   startedAt: number;
   firstAttemptAt: number;
   pausedMsAtFirst: number;

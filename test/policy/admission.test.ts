@@ -146,3 +146,66 @@ describe('createClaimDecider: claiming ahead of free slots', () => {
     assert.equal(verdict.skippedAhead, 0);
   });
 });
+
+describe('createClaimDecider: rate tokens taken within a horizon', () => {
+  const rated = bucket({ rate: { count: 100, perMs: 1000 }, burst: 1 }); // a token every 10 ms
+  const atTimes = (p: ClaimPolicy, cs: ClaimCandidate[]) => {
+    const d = createClaimDecider(p);
+    const out: Array<number | string> = [];
+    for (const c of cs) {
+      const k = d.decide(c);
+      out.push(k.kind === 'claim' ? k.atMs - T0 : k.kind === 'defer' ? `defer:${k.reason}` : k.kind);
+      if (k.kind === 'stop') break;
+    }
+    return { out, verdict: d.verdict() };
+  };
+  const cases: Array<[name: string, horizonMs: number | undefined, want: Array<number | string>, wakeAfterT0: number]> = [
+    ['no horizon: one token now, then the head waits for the next (10 ms)', undefined, [0, 'defer:rate', 'stop'], 10],
+    ['horizon 0 is the same', 0, [0, 'defer:rate', 'stop'], 10],
+    ['horizon 30: tokens at 0, 10, 20 and 30 ms, each its own time; the next (40) is back at 40 − 30', 30, [0, 10, 20, 30, 'defer:rate', 'stop'], 10],
+    ['horizon 25: the 30 ms token is past it', 25, [0, 10, 20, 'defer:rate', 'stop'], 5],
+  ];
+  for (const [name, horizonMs, want, wake] of cases) {
+    it(name, () => {
+      const { out, verdict } = atTimes(policy(rated, horizonMs === undefined ? {} : { horizonMs }), [1, 2, 3, 4, 5, 6, 7].map((i) => cand(i)));
+      assert.deepEqual(out, want);
+      assert.equal(verdict.wakeAt - T0, wake);
+      assert.deepEqual(verdict.deferred, { rate: 1 });
+    });
+  }
+
+  it('the token times follow a pacer left mid-interval, rounded up to whole ms (1000/3 ms apart)', () => {
+    const third = bucket({ rate: { count: 3, perMs: 1000 }, burst: 1 });
+    const pacer = { ...newPacer(), tokens: { fullAtMs: T0 + 100 } };
+    const { out } = atTimes(policy(third, { pacer, horizonMs: 800 }), [cand(1), cand(2), cand(3), cand(4)]);
+    assert.deepEqual(out, [100, 434, 767, 'defer:rate']);
+  });
+
+  it("a delivery paced by its replay's own rate goes at the bucket token's time, its replay token taken for that time", () => {
+    const pacer = { ...newPacer(), tokens: { fullAtMs: T0 + 5 } };
+    const r = (i: number, id: string) => cand(i, { replayId: id, trigger: 'replay' });
+    const fast = new Map([['rp', { count: 100, perMs: 1000 }]]);
+    // The bucket's tokens at 5, 15, 25; the replay's at 100/s fit each of them.
+    assert.deepEqual(atTimes(policy(rated, { pacer, horizonMs: 30, replayRates: fast }), [r(1, 'rp'), r(2, 'rp'), cand(3), cand(4)]).out, [5, 15, 25, 'defer:rate']);
+    // At 1/s the replay's second token is a second after its first: held by its own rate (the
+    // bucket's 15 ms token stays for the plain delivery behind), back a horizon before it.
+    const slow = new Map([['rp', { count: 1, perMs: 1000 }]]);
+    const { out, verdict } = atTimes(policy(rated, { pacer, horizonMs: 30, replayRates: slow }), [r(1, 'rp'), r(2, 'rp'), cand(3)]);
+    assert.deepEqual(out, [5, 'defer:replay_rate', 15]);
+    assert.equal(verdict.wakeAt - T0, 1005 - 30);
+  });
+
+  it('the retry budget and a Retry-After block are still decided now, and the budget counts the attempt now', () => {
+    const blocked = block(newPacer(), T0 + 20);
+    assert.deepEqual(atTimes(policy(rated, { pacer: blocked, horizonMs: 50 }), [cand(1)]).out, ['defer:retry_after']);
+    const d = createClaimDecider(policy(rated, { horizonMs: 50, nowMs: T0 + 990 }));
+    assert.equal(d.decide(cand(1)).kind, 'claim');
+    const second = d.decide(cand(2, { attempts: 1, state: 'retrying' }));
+    assert.deepEqual(second, { kind: 'claim', atMs: T0 + 1000 });
+    // Both counted in the second of T0 + 990 (the claim's), not the second the token falls in.
+    const budget = d.verdict().pacer.budget;
+    const i = budget.seconds.indexOf(Math.floor((T0 + 990) / 1000));
+    assert.deepEqual([budget.firsts[i], budget.retries[i]], [1, 1]);
+    assert.equal(budget.seconds.includes(Math.floor((T0 + 1000) / 1000)), false);
+  });
+});

@@ -157,7 +157,7 @@ describe('scale-out on PostgreSQL (2 receivers, 3 workers, the real binary)', { 
     assert.ok(peak.count <= RATE_PER_S + BURST, `${peak.count} attempts started in the 1 s from ${new Date(peak.at).toISOString()} (bound ${RATE_PER_S + BURST})`);
   });
 
-  it(`the rate between the 100th and the 900th arrival never exceeds ${RATE_PER_S}/s + ${RATE_TOLERANCE * 100}% (the shortfall is reported)`, (t) => {
+  it(`the rate between the 100th and the 900th arrival is ${RATE_PER_S}/s ±${RATE_TOLERANCE * 100}%`, (t) => {
     const sorted = [...run.list].sort((a, b) => a.at - b.at);
     const from = sorted[99]!.at;
     const to = sorted[899]!.at;
@@ -172,13 +172,12 @@ describe('scale-out on PostgreSQL (2 receivers, 3 workers, the real binary)', { 
     t.diagnostic(
       `${rate.toFixed(2)}/s; per 100 arrivals ${segments.join(' ')}; longest pauses ${gaps.map((g) => `${g.ms} ms before #${g.arrival}`).join(', ')}`,
     );
-    // The upper bound is the safety property and holds whatever the load: tokens are taken on the
-    // database clock, one interval apart at most one late, so lateness only slows the rate. The
-    // lower bound is measured and reported, not failed: a claim that comes more than one interval
-    // (10 ms at 100/s, burst 1) after its token loses it (src/policy/token-bucket.ts), and on this
-    // shared 2-core machine, with `npm test` running other files beside it, 10 runs measured
-    // 48.9-98.1/s (README "Several receivers and workers"). Asserting ±2% would fail most runs.
-    assert.ok(rate <= RATE_PER_S * (1 + RATE_TOLERANCE), `sustained rate ${rate.toFixed(2)}/s, above ${RATE_PER_S}/s + ${RATE_TOLERANCE * 100}%`);
-    if (rate < RATE_PER_S * (1 - RATE_TOLERANCE)) t.diagnostic(`below the issue's target of ${RATE_PER_S}/s ±${RATE_TOLERANCE * 100}%: ${rate.toFixed(2)}/s`);
+    // Above: tokens are taken on the database clock, one interval apart, and each attempt waits for
+    // its token's time. Below: workers take tokens up to a horizon ahead (src/drain/worker.ts
+    // CLAIM_HORIZON_MS, 50 ms here: half the concurrency of 10), so a claim that comes up to that
+    // late loses none, and a worker that looks at a bucket full of other workers' leases comes back
+    // an interval later rather than at the next due time (the killed worker's tokens are lost, 5
+    // at most: 0.6% of the 800).
+    assert.ok(Math.abs(rate - RATE_PER_S) <= RATE_PER_S * RATE_TOLERANCE, `sustained rate ${rate.toFixed(2)}/s, outside ${RATE_PER_S}/s ±${RATE_TOLERANCE * 100}%`);
   });
 });

@@ -40,7 +40,7 @@
  */
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type pg from 'pg';
-import { afterLeaseExpiry, createClaimDecider, pacerConfigOf } from '../../policy/admission.js';
+import { afterLeaseExpiry, createClaimDecider, emptyVerdict, pacerConfigOf } from '../../policy/admission.js';
 import { forwardTarget } from '../../policy/forward-target.js';
 import type { Rate, TokenBucketState } from '../../policy/token-bucket.js';
 import { newPacer, type PacerState } from '../../policy/pacer.js';
@@ -100,7 +100,7 @@ type ClaimOptions = Parameters<DrainStore['claim']>[1];
 
 const nothingClaimed = (pacer: PacerState = newPacer()): ClaimResult => ({
   claimed: [],
-  verdict: { pacer, replayTokens: new Map(), deferred: {}, wakeAt: Infinity, skippedAhead: 0 },
+  verdict: emptyVerdict(pacer),
 });
 
 export interface PgDrainStoreOptions {
@@ -317,7 +317,7 @@ export class PgDrainStore implements DrainStore {
       const live = await this.#liveLeases(trx, bucket.name, dbNow);
       const pacer = pacerFromRow(row, bucket.createdAt);
       const limit = Math.min(o.limit, fresh.drain.concurrency - live);
-      if (limit <= 0) return nothingClaimed(shiftPacer(pacer, -offset));
+      if (limit <= 0) return { ...nothingClaimed(shiftPacer(pacer, -offset)), full: true };
 
       const replays = await this.#replayPacing(trx, bucket.name);
       // Step 5: the pure decider, on the database clock.
@@ -328,12 +328,13 @@ export class PgDrainStore implements DrainStore {
         replayRates: replays.rates,
         replayPacers: replays.pacers,
         aheadFrom: policy.aheadFrom,
+        horizonMs: policy.horizonMs,
       });
       const own = fresh.destination !== null;
       // Step 4: due deliveries, FOR UPDATE SKIP LOCKED, merged in due order; a retry held back by
       // the budget does not block first attempts behind it.
       const rows = (await this.#due(trx, bucket.name, own, dbNow, limit)).sort((a, b) => a.next_attempt_at - b.next_attempt_at || (a.id < b.id ? -1 : 1));
-      const take: DueRow[] = [];
+      const take: Array<{ row: DueRow; at: number }> = [];
       for (const r of rows) {
         if (take.length >= limit) break;
         const d = decider.decide({
@@ -351,17 +352,17 @@ export class PgDrainStore implements DrainStore {
           await sql`update deliveries set deferrals = deferrals + 1, last_deferral_reason = ${d.reason}, updated_at = ${dbNow} where id = ${r.id}`.execute(trx);
           continue;
         }
-        take.push(r);
+        take.push({ row: r, at: d.atMs });
       }
       // Step 6: the claims with their attempt rows, the bucket's next due time, the pacer state.
-      const claimed = await this.#claimRows(trx, fresh, take, dbNow, o.nowMs, dbNow + (o.leaseUntilMs - o.nowMs), o.workerId ?? null);
+      const claimed = await this.#claimRows(trx, fresh, take, dbNow, o.nowMs, o.leaseUntilMs - o.nowMs, o.workerId ?? null);
       await this.#settleDue(trx, bucket.name, own);
       const verdict = decider.verdict();
       await this.#writePacer(trx, bucket, row, verdict.pacer, dbNow);
       await this.#writeReplayPacers(trx, verdict.replayTokens);
       return {
         claimed,
-        verdict: { ...verdict, pacer: shiftPacer(verdict.pacer, -offset), wakeAt: verdict.wakeAt - offset },
+        verdict: { ...verdict, pacer: shiftPacer(verdict.pacer, -offset), wakeAt: verdict.wakeAt - offset, rateAt: verdict.rateAt - offset },
       };
     });
     if (!result.unrecorded) return result;
@@ -448,48 +449,49 @@ export class PgDrainStore implements DrainStore {
 
   /**
    * Marks the rows delivering under the lease and starts their attempt rows (times in database
-   * time): two statements for the whole batch, whatever its size.
+   * time): two statements for the whole batch, whatever its size. Each row's attempt starts at its
+   * `at` (the claim's time, or a rate token's taken ahead), and its lease runs `leaseMs` from then.
    */
   async #claimRows(
     trx: Trx,
     bucket: Bucket,
-    rows: readonly DueRow[],
+    rows: ReadonlyArray<{ row: DueRow; at: number }>,
     dbNow: number,
     workerNow: number,
-    leaseUntil: number,
+    leaseMs: number,
     workerId: string | null,
   ): Promise<ClaimedAttempt[]> {
     if (rows.length === 0) return [];
     const offset = dbNow - workerNow;
-    const reqs = await sql<RequestRow>`select id, method, path, query, headers, body from requests where id = any(${rows.map((r) => r.request_id)}::text[])`.execute(trx);
+    const reqs = await sql<RequestRow>`select id, method, path, query, headers, body from requests where id = any(${rows.map((r) => r.row.request_id)}::text[])`.execute(trx);
     const byId = new Map(reqs.rows.map((r) => [r.id, r]));
     const pausedNow = pausedMsAt(bucket, workerNow);
-    const planned: Array<{ row: DueRow; req: RequestRow; attemptId: string; url: string; target: ClaimedAttempt['target'] }> = [];
-    for (const row of rows) {
+    const planned: Array<{ row: DueRow; at: number; req: RequestRow; attemptId: string; url: string; target: ClaimedAttempt['target'] }> = [];
+    for (const { row, at } of rows) {
       const req = byId.get(row.request_id);
       if (!req) continue;
       const target = forwardTarget(row.destination ?? bucket.destination!, req.path, req.query, bucket.drain.forwardPath, bucket.drain.forwardRawPath);
-      planned.push({ row, req, attemptId: newId(), url: target.origin + target.path, target });
+      planned.push({ row, at, req, attemptId: newId(), url: target.origin + target.path, target });
     }
     if (planned.length === 0) return [];
     // The rows are locked by this transaction (FOR UPDATE in #due); the state guard keeps the
     // update correct even so, as SQLite's does.
     const updated = await sql<{ id: string }>`
-      update deliveries d set state = 'delivering', attempts = d.attempts + 1, lease_until = ${leaseUntil}::bigint, lease_attempt = v.attempt_id,
-        first_attempt_at = coalesce(d.first_attempt_at, ${dbNow}::bigint), paused_ms_at_first = coalesce(d.paused_ms_at_first, ${pausedNow}::bigint),
-        last_attempt_at = ${dbNow}::bigint, updated_at = ${dbNow}::bigint
-      from unnest(${planned.map((p) => p.row.id)}::text[], ${planned.map((p) => p.attemptId)}::text[]) as v(id, attempt_id)
+      update deliveries d set state = 'delivering', attempts = d.attempts + 1, lease_until = v.at + ${leaseMs}::bigint, lease_attempt = v.attempt_id,
+        first_attempt_at = coalesce(d.first_attempt_at, v.at), paused_ms_at_first = coalesce(d.paused_ms_at_first, ${pausedNow}::bigint),
+        last_attempt_at = v.at, updated_at = ${dbNow}::bigint
+      from unnest(${planned.map((p) => p.row.id)}::text[], ${planned.map((p) => p.attemptId)}::text[], ${planned.map((p) => p.at)}::bigint[]) as v(id, attempt_id, at)
       where d.id = v.id and d.state in ('pending', 'retrying')
       returning d.id`.execute(trx);
     const done = new Set(updated.rows.map((r) => r.id));
     const taken = planned.filter((p) => done.has(p.row.id));
     if (taken.length === 0) return [];
     await sql`insert into attempts (id, delivery_id, request_id, bucket, number, url, started_at, response_truncated, worker_id)
-      select v.id, v.delivery_id, v.request_id, ${bucket.name}, v.number, v.url, ${dbNow}::bigint, 0, ${workerId}::text
+      select v.id, v.delivery_id, v.request_id, ${bucket.name}, v.number, v.url, v.at, 0, ${workerId}::text
       from unnest(${taken.map((p) => p.attemptId)}::text[], ${taken.map((p) => p.row.id)}::text[], ${taken.map((p) => p.row.request_id)}::text[],
-                  ${taken.map((p) => Number(p.row.attempts) + 1)}::int[], ${taken.map((p) => p.url)}::text[])
-        as v(id, delivery_id, request_id, number, url)`.execute(trx);
-    return taken.map(({ row: r, req, attemptId, url, target }) => ({
+                  ${taken.map((p) => Number(p.row.attempts) + 1)}::int[], ${taken.map((p) => p.url)}::text[], ${taken.map((p) => p.at)}::bigint[])
+        as v(id, delivery_id, request_id, number, url, at)`.execute(trx);
+    return taken.map(({ row: r, at, req, attemptId, url, target }) => ({
       attemptId,
       deliveryId: r.id,
       requestId: r.request_id,
@@ -502,8 +504,8 @@ export class PgDrainStore implements DrainStore {
       url,
       target,
       // In the worker's clock (file comment): it checks its own lease arithmetic against these.
-      startedAt: workerNow,
-      firstAttemptAt: r.first_attempt_at === null ? workerNow : Number(r.first_attempt_at) - offset,
+      startedAt: at - offset,
+      firstAttemptAt: r.first_attempt_at === null ? at - offset : Number(r.first_attempt_at) - offset,
       pausedMsAtFirst: r.paused_ms_at_first === null ? pausedNow : Number(r.paused_ms_at_first),
       method: req.method,
       path: req.path,

@@ -18,7 +18,7 @@ import { newPacer } from '../../policy/pacer.js';
 import { newId } from '../../shared/ids.js';
 import type { BucketPacerTable, BucketsTable } from '../schema.js';
 import { pacerFromRow, pacerRowChanged, pacerToRow } from '../pacer-row.js';
-import { afterLeaseExpiry, createClaimDecider, pacerConfigOf } from '../../policy/admission.js';
+import { afterLeaseExpiry, createClaimDecider, emptyVerdict, pacerConfigOf } from '../../policy/admission.js';
 import { forwardTarget } from '../../policy/forward-target.js';
 import {
   pausedMsAt,
@@ -69,7 +69,7 @@ const WORKER_LEASE = 'drain';
 
 const nothingClaimed = (): ClaimResult => ({
   claimed: [],
-  verdict: { pacer: newPacer(), replayTokens: new Map(), deferred: {}, wakeAt: Infinity, skippedAhead: 0 },
+  verdict: emptyVerdict(),
 });
 
 type ClaimOptions = Parameters<DrainStore['claim']>[1];
@@ -188,6 +188,7 @@ export class SqliteDrainStore implements DrainStore {
         replayRates: replays.rates,
         replayPacers: replays.pacers,
         aheadFrom: policy.aheadFrom,
+        horizonMs: policy.horizonMs,
       });
       const own = bucket.destination !== null;
       const pending = this.#due('pending', own, o.limit).all(bucket.name, o.nowMs) as DueRow[];
@@ -219,9 +220,11 @@ export class SqliteDrainStore implements DrainStore {
         const number = Number(r.attempts) + 1;
         const target = forwardTarget(r.destination ?? bucket.destination!, req.path, req.query, bucket.drain.forwardPath, bucket.drain.forwardRawPath);
         const url = target.origin + target.path;
-        const changed = this.#s.claim!.run(o.leaseUntilMs, attemptId, o.nowMs, pausedNow, o.nowMs, o.nowMs, r.id).changes;
+        // A rate token taken ahead: the attempt starts (and its lease runs) from the token's time.
+        const at = d.atMs;
+        const changed = this.#s.claim!.run(o.leaseUntilMs + (at - o.nowMs), attemptId, at, pausedNow, at, o.nowMs, r.id).changes;
         if (changed === 0) continue;
-        this.#s.insertAttempt!.run(attemptId, r.id, r.request_id, bucket.name, number, url, o.nowMs, o.workerId ?? null);
+        this.#s.insertAttempt!.run(attemptId, r.id, r.request_id, bucket.name, number, url, at, o.workerId ?? null);
         claimed.push({
           attemptId,
           deliveryId: r.id,
@@ -234,8 +237,8 @@ export class SqliteDrainStore implements DrainStore {
           destination: r.destination,
           url,
           target,
-          startedAt: o.nowMs,
-          firstAttemptAt: r.first_attempt_at === null ? o.nowMs : Number(r.first_attempt_at),
+          startedAt: at,
+          firstAttemptAt: r.first_attempt_at === null ? at : Number(r.first_attempt_at),
           pausedMsAtFirst: r.paused_ms_at_first === null ? pausedNow : Number(r.paused_ms_at_first),
           method: req.method,
           path: req.path,

@@ -26,6 +26,30 @@ export function pacingContract(ctx: Ctx): void {
       assert.equal(later.claimed.length, 1);
     });
 
+    it('rate tokens within the horizon are claimed now, each attempt starting (and leased) at its token time', async () => {
+      const { store } = ctx.set;
+      await store.createBucket({ name: 'b', destination: DEST, drain: { rate: { count: 10, perMs: SECOND }, burst: 1 } }); // a token every 100 ms
+      await ingestN(ctx.set, 'b', 5, T0);
+      const now = T0 + SECOND;
+      const c = await claim(ctx.set, 'b', now, { policy: { horizonMs: 250 } });
+      assert.deepEqual(
+        c.claimed.map((a) => a.startedAt - now),
+        [0, 100, 200],
+      );
+      // The 300 ms token is past the horizon: held by the rate, back as it enters the horizon.
+      assert.deepEqual([c.verdict.deferred, c.verdict.rateAt - now, c.verdict.wakeAt - now], [{ rate: 1 }, 300, 50]);
+      for (const [i, a] of c.claimed.entries()) {
+        const [h] = await store.requestHistory(a.requestId);
+        assert.equal(h!.attemptLog[0]!.startedAt, now + 100 * i, 'the attempt row starts at its token time');
+      }
+      // Each lease runs from its attempt's start: 150 ms past the first lease, two have expired.
+      const expired = await ctx.set.drain.recoverExpired(now + LEASE_MS + 150, [await drainBucket(ctx.set, 'b')]);
+      assert.deepEqual(expired.map((e) => e.deliveryId).sort(), c.claimed.slice(0, 2).map((a) => a.deliveryId).sort());
+      // The next claim finds the tokens taken: the next one is at 300 ms.
+      const again = await claim(ctx.set, 'b', now + 10, { policy: { horizonMs: 250 } });
+      assert.deepEqual([again.claimed.length, again.verdict.rateAt - now], [0, 300]);
+    });
+
     it('a Retry-After block outlives the drain store that recorded it', async () => {
       const { store } = ctx.set;
       await store.createBucket({ name: 'b', destination: DEST });
