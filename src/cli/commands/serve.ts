@@ -6,8 +6,8 @@ import { configFor } from '../context.js';
 import type { CliIo } from '../io.js';
 import { durationArg, portArg, sizeArg } from '../parsers.js';
 
-function collect(value: string, previous: string[]): string[] {
-  return [...previous, value];
+function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
 }
 
 export function makeServeCommand(io: CliIo): Command {
@@ -29,7 +29,7 @@ export function makeServeCommand(io: CliIo): Command {
     .option('--shutdown-grace <duration>', 'on SIGTERM, time in-flight deliveries get before they are released (default 10s)', durationArg)
     .option('--admin-port <port>', 'admin listener port: API and metrics (default 8788, env HOOKBUCKET_ADMIN_PORT; 0 picks a free one)', portArg)
     .option('--admin-host <host>', 'admin listener address (default 127.0.0.1, env HOOKBUCKET_ADMIN_HOST); beyond loopback needs HOOKBUCKET_ADMIN_TOKEN')
-    .option('--admin-host-name <name>', 'also answer admin requests whose Host is this name (name or name:port; repeatable; env HOOKBUCKET_ADMIN_HOST_NAMES)', collect, [] as string[])
+    .option('--admin-host-name <name>', 'also answer admin requests whose Host is this name (name or name:port; repeatable; env HOOKBUCKET_ADMIN_HOST_NAMES)', collect)
     .option('--no-admin', 'do not start the admin listener')
     .addHelpText(
       'after',
