@@ -82,6 +82,11 @@ export class AdminAuth {
     this.#deps.logger.warn({ peer, method: c.req.method, path: c.req.path, reason }, `admin auth failed: ${what}`);
     if (reason === 'invalid') {
       const ms = this.#delays.fail(peer, this.#deps.clock.now());
+      // The bound on waiting answers is strict: a guess that would wait past it is refused at once
+      // (a login reads its body before it checks, so several can get here together).
+      if (ms > 0 && this.#delayed >= this.#maxDelayed) {
+        return adminError(c, 429, 'too_many_attempts', 'too many failed logins; try again later', { 'retry-after': '5' });
+      }
       if (ms > 0) {
         this.#delayed++;
         try {

@@ -108,7 +108,8 @@ const parsers: { [K in SettingKey]: (raw: string, name: string) => Config[K] } =
   shutdownGraceMs: (raw, name) => positive(parseDuration(raw), name, raw),
   admin: (raw, name) => parseBoolean(raw) ?? bad(name, raw),
   adminPort: (raw, name) => parseInteger(raw, 0, 65535) ?? bad(name, raw),
-  adminHost: (raw, name) => (raw.trim() === '' ? bad(name, raw) : raw.trim()),
+  // `[::1]` as written in a URL binds as `::1`.
+  adminHost: (raw, name) => (raw.trim() === '' ? bad(name, raw) : raw.trim().replace(/^\[(.*)\]$/, '$1')),
   adminHostNames: (raw, name) => {
     const names = raw.split(',').map((n) => n.trim().toLowerCase()).filter((n) => n !== '');
     for (const n of names) if (!isHostName(n)) bad(`${name} (a host name, IP address or [IPv6], optionally :port)`, n);
@@ -200,6 +201,11 @@ export function checkAdminListener(config: Config): void {
   if (!config.admin) return;
   if (config.adminToken !== '' && config.adminToken.length < MIN_ADMIN_TOKEN_LENGTH) {
     throw new AppError('invalid_option', `HOOKBUCKET_ADMIN_TOKEN is ${config.adminToken.length} characters; use at least ${MIN_ADMIN_TOKEN_LENGTH} (e.g. openssl rand -hex 32)`);
+  }
+  // A header value loses surrounding spaces on the way, and bytes beyond ASCII do not survive every
+  // client: such a token could never be presented.
+  if (config.adminToken !== '' && !/^[\x21-\x7e]+$/.test(config.adminToken)) {
+    throw new AppError('invalid_option', 'HOOKBUCKET_ADMIN_TOKEN must be printable ASCII without spaces (e.g. openssl rand -hex 32)');
   }
   if (config.adminToken === '' && !isLoopbackAddress(config.adminHost)) {
     throw new AppError(

@@ -262,6 +262,20 @@ describe('admin auth', () => {
     assert.equal((await delayed).status, 401);
     assert.equal((await b.req('/api/things', { headers: bearer(), peer: '10.0.0.1' })).status, 200, 'once nothing waits, the peer is checked again');
   });
+
+  it('keeps the bound on waiting answers for login guesses that arrive together, too', async () => {
+    const wakes: Array<() => void> = [];
+    const b = build({ token: TOKEN, maxDelayed: 1, sleep: () => new Promise<void>((r) => wakes.push(r)) });
+    const guess = { method: 'POST', headers: json, body: JSON.stringify({ token: 'w'.repeat(40) }), peer: '10.0.0.1' };
+    assert.equal((await b.req('/login', guess)).status, 401);
+    // Both read their bodies before checking: whichever is second finds the one wait taken.
+    const [x, y] = [b.req('/login', guess), b.req('/login', guess)];
+    const second = await Promise.race([x, y]);
+    assert.equal(second.status, 429);
+    assert.equal(wakes.length, 1, 'one answer waits, not two');
+    wakes[0]!();
+    assert.deepEqual([(await x).status, (await y).status].sort(), [401, 429]);
+  });
 });
 
 describe('admin Host allow-list', () => {

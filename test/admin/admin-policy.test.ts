@@ -134,6 +134,16 @@ describe('admin listener settings', () => {
     assert.doesNotThrow(() => checkAdminListener(loadConfig({}, {}, { adminHost: '::1' })));
   });
 
+  it('checkAdminListener refuses a token with spaces or beyond printable ASCII, which no client could present', () => {
+    for (const token of [` ${'t'.repeat(40)}`, `${'t'.repeat(40)}\n`, `${'t'.repeat(20)} ${'t'.repeat(20)}`, `${'t'.repeat(40)}é`]) {
+      assert.throws(() => checkAdminListener(loadConfig({ HOOKBUCKET_ADMIN_TOKEN: token }, {})), /printable ASCII without spaces/, JSON.stringify(token));
+    }
+  });
+
+  it('takes an --admin-host in brackets as the bare IPv6 address', () => {
+    assert.equal(loadConfig({}, {}, { adminHost: '[::1]' }).adminHost, '::1');
+  });
+
   it('checkAdminListener refuses a token shorter than 32 characters (exit 2) without printing it', () => {
     const short = 's3cr3t-'.repeat(5).slice(0, 31);
     assert.throws(
