@@ -118,7 +118,11 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
     if (config.admin) admin = await startAdmin(config, { logger, clock, health: () => sink.health() });
     await listen(server, config.port, config.host, 'port %s is already in use (another hookbucket serve?); choose another with --port');
   } catch (e) {
-    if (admin) await new Promise<void>((r) => admin!.server.close(() => r()));
+    if (admin) {
+      const closed = new Promise<void>((r) => admin!.server.close(() => r()));
+      admin.server.closeAllConnections();
+      await closed;
+    }
     await sink.close();
     await worker?.close(0);
     await store.close();
