@@ -275,7 +275,7 @@ export async function makeDb(path: string, idle: number, consumerUrl: string): P
 async function startServe(db: string, cwd: string, name: string): Promise<{ m: Managed; url: string; readyMs: number }> {
   const port = await freePort();
   const t0 = epochMs();
-  const m = startChild(name, [join(cliDir(), 'bin.js'), '--db', db, 'serve', '--port', String(port), '--host', '127.0.0.1', '--log-level', 'warn'], cwd);
+  const m = startChild(name, [join(cliDir(), 'bin.js'), '--db', db, 'serve', '--port', String(port), '--host', '127.0.0.1', '--no-admin', '--log-level', 'warn'], cwd);
   const url = `http://127.0.0.1:${port}`;
   await waitReady(m, url);
   return { m, url, readyMs: epochMs() - t0 };

@@ -184,7 +184,7 @@ export function drainFigures(arrivals: readonly number[], n: number, workerCpuUs
 
 /** The config of a bench's own store connections (also bench/scale-drain.ts's): durability full, no worker. */
 export function benchConfig(db: string, spoolDir: string): Config {
-  return loadConfig({}, {}, { db, spoolDir, durability: 'full', host: '127.0.0.1', port: 0, minFreeDisk: '0', logLevel: 'warn', worker: false });
+  return loadConfig({}, {}, { db, spoolDir, durability: 'full', host: '127.0.0.1', port: 0, minFreeDisk: '0', logLevel: 'warn', worker: false, admin: false });
 }
 
 /**

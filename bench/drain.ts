@@ -566,7 +566,7 @@ export function senderHeaders(seq: number, bodyBytes: number): string[] {
 }
 
 function benchConfig(db: string, extra: { port?: number; worker?: boolean } = {}): Config {
-  return loadConfig({}, {}, { db, host: '127.0.0.1', port: extra.port ?? 0, minFreeDisk: '0', logLevel: 'warn', worker: extra.worker ?? false });
+  return loadConfig({}, {}, { db, host: '127.0.0.1', port: extra.port ?? 0, minFreeDisk: '0', logLevel: 'warn', worker: extra.worker ?? false, admin: false });
 }
 
 /** Stores n requests through the real ingest path, each with its delivery row (the bucket has a destination). */

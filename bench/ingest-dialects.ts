@@ -242,7 +242,7 @@ async function main(): Promise<number> {
           if (sigint.signal.aborted) throw new Error('interrupted');
           const port = await freePort();
           const baseUrl = `http://127.0.0.1:${port}`;
-          const args = [CLI_BIN, '--db', dbs[dialect], '--spool-dir', spool(dialect), 'serve', '--port', String(port), '--host', '127.0.0.1', '--log-level', 'warn', '--durability', 'full', '--no-worker'];
+          const args = [CLI_BIN, '--db', dbs[dialect], '--spool-dir', spool(dialect), 'serve', '--port', String(port), '--host', '127.0.0.1', '--log-level', 'warn', '--durability', 'full', '--no-worker', '--no-admin'];
           running = startChild(`serve-${dialect}`, args, tmp);
           await waitReady(running, baseUrl);
           const url = `${baseUrl}/b/${BUCKET}`;

@@ -536,7 +536,7 @@ async function main(): Promise<number> {
         const args =
           server === 'noop'
             ? [NOOP_SERVER, '--port', String(port)]
-            : [CLI_BIN, '--db', dbPath, 'serve', '--no-worker', '--port', String(port), '--host', '127.0.0.1', '--log-level', 'warn'];
+            : [CLI_BIN, '--db', dbPath, 'serve', '--no-worker', '--no-admin', '--port', String(port), '--host', '127.0.0.1', '--log-level', 'warn'];
         const baseUrl = `http://127.0.0.1:${port}`;
         running = startChild(server, args, tmp);
         await waitReady(running, baseUrl);

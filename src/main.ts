@@ -1,8 +1,11 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createApp } from './app.js';
-import type { Config } from './config/config.js';
-import { createHttpServer } from './server.js';
+import { createAdminApp, createApp } from './app.js';
+import { AdminAuth } from './admin/auth.js';
+import { AdminLimits } from './admin/limits.js';
+import { checkAdminListener, type Config } from './config/config.js';
+import { hostAllowList, type HostAllowList } from './policy/admin-host.js';
+import { createAdminHttpServer, createHttpServer } from './server.js';
 import type { Clock } from './shared/clock.js';
 import type { Logger } from './shared/logger.js';
 import { createDeliveryAgent } from './drain/forward.js';
@@ -13,7 +16,7 @@ import { openStore } from './store/open-store.js';
 import type { IngestSink, ProcessBeat, ProcessRegistry } from './store/store.js';
 import { PROCESS_TTL_MS } from './store/process-row.js';
 import { newId } from './shared/ids.js';
-import { hostname } from 'node:os';
+import { hostname, networkInterfaces } from 'node:os';
 
 /** How often a stopping server closes connections that became idle. */
 const IDLE_SWEEP_MS = 50;
@@ -22,6 +25,8 @@ export interface RunningServer {
   readonly url: string;
   readonly port: number;
   readonly server: Server;
+  /** The admin listener (API, metrics), unless `--no-admin`. */
+  readonly admin: RunningAdmin | undefined;
   /** The drain worker, unless `--no-worker`. */
   readonly worker: RunningWorker | undefined;
   /** Per-bucket `--retain`, applied periodically (runOnce() for tests). */
@@ -30,12 +35,48 @@ export interface RunningServer {
   close(graceMs?: number): Promise<void>;
 }
 
+export interface RunningAdmin {
+  readonly url: string;
+  readonly port: number;
+  readonly server: Server;
+  readonly auth: AdminAuth;
+  readonly limits: AdminLimits;
+}
+
+/**
+ * Listens, and turns "address in use" into `port_in_use` (exit 1) with what to do about it;
+ * Node's own EADDRINUSE error would surface as `internal`.
+ */
+async function listen(server: Server, port: number, host: string, inUse: string): Promise<number> {
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'EADDRINUSE') throw new AppError('port_in_use', inUse.replace('%s', `${host}:${port}`), { cause: e });
+    throw e;
+  }
+  return (server.address() as AddressInfo).port;
+}
+
+/** The URL to reach a listener on `host`:`port` (a wildcard bind is reached on 127.0.0.1). */
+function urlOf(host: string, port: number): string {
+  const h = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+  return `http://${h.includes(':') ? `[${h}]` : h}:${port}`;
+}
+
 /**
  * Composition root for `serve`: open store → migrate → start the writer → listen.
  * Signals and exit codes stay in the CLI entry; this only assembles and returns a handle.
  */
 export async function startServer(config: Config, deps: { clock: Clock; logger: Logger }): Promise<RunningServer> {
   const { clock, logger } = deps;
+  // Before anything is opened: a refused admin setup is a usage error (exit 2).
+  checkAdminListener(config);
   const opened = openStore(config, { clock });
   const store = await opened.store();
   let sink: IngestSink;
@@ -70,25 +111,27 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
     unanswered.add(res);
     res.once('close', () => unanswered.delete(res));
   });
+  // The admin listener binds first: when its port is taken, serve stops before ingest has
+  // acknowledged anything.
+  let admin: RunningAdmin | undefined;
   try {
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(config.port, config.host, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
+    if (config.admin) admin = await startAdmin(config, { logger, clock, health: () => sink.health() });
+    await listen(server, config.port, config.host, 'port %s is already in use (another hookbucket serve?); choose another with --port');
   } catch (e) {
+    if (admin) {
+      const closed = new Promise<void>((r) => admin!.server.close(() => r()));
+      admin.server.closeAllConnections();
+      await closed;
+    }
     await sink.close();
     await worker?.close(0);
     await store.close();
     throw e;
   }
   const port = (server.address() as AddressInfo).port;
-  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
-  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const url = urlOf(config.host, port);
   // Never config.db as is: a PostgreSQL URL may carry a password.
-  logger.info({ url, db: opened.location, durability: config.durability }, 'hookbucket listening');
+  logger.info({ url, ...(admin ? { admin: admin.url } : {}), db: opened.location, durability: config.durability }, 'hookbucket listening');
   // On the store's connection (main thread): each prune batch is a short transaction, and the
   // event loop runs between batches, so requests keep being answered.
   const retention = new RetentionLoop({ store, clock, logger });
@@ -103,6 +146,7 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
       stopping = true;
       for (const res of unanswered) if (!res.headersSent) res.shouldKeepAlive = false;
       const closed = new Promise<void>((r) => server.close(() => r()));
+      const adminClosed = admin ? closeAdmin(admin, graceMs) : undefined;
       // Keep-alive connections become idle as their in-flight request is answered; close each
       // then, rather than waiting out keepAliveTimeout. Past the grace period, close the rest.
       const idle = setInterval(() => server.closeIdleConnections(), IDLE_SWEEP_MS);
@@ -112,6 +156,8 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
       await closed;
       clearInterval(idle);
       clearTimeout(timer);
+      // Admin routes read the store: they finish (or are cut at the grace period) before it closes.
+      await adminClosed;
       await sink.close();
       await retention.stop();
       await beat?.stop();
@@ -120,7 +166,49 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
       await store.close();
       logger.info('hookbucket stopped');
     })());
-  return { url, port, server, worker, retention, close };
+  return { url, port, server, admin, worker, retention, close };
+}
+
+/**
+ * The admin listener on `--admin-host`:`--admin-port`. The JSON API (`api`) and the metrics
+ * handler (`metrics`) are passed to createAdminApp here once they exist.
+ */
+async function startAdmin(
+  config: Config,
+  deps: { logger: Logger; clock: Clock; health: () => { ok: true } | { ok: false; reason: string; code: string } },
+): Promise<RunningAdmin> {
+  const auth = new AdminAuth({ token: config.adminToken, clock: deps.clock, logger: deps.logger });
+  const limits = new AdminLimits();
+  let hosts: HostAllowList = hostAllowList({ bindHost: config.adminHost, port: undefined, extraNames: config.adminHostNames });
+  const app = createAdminApp({ logger: deps.logger, auth, limits, hosts: () => hosts, health: deps.health });
+  const server = createAdminHttpServer(app, { headersTimeoutMs: config.headersTimeoutMs, requestTimeoutMs: config.requestTimeoutMs });
+  const port = await listen(
+    server,
+    config.adminPort,
+    config.adminHost,
+    'admin port %s is already in use; each receiver on a host needs its own --admin-port (0 picks a free one), or pass --no-admin',
+  );
+  const wildcard = config.adminHost === '0.0.0.0' || config.adminHost === '::';
+  const interfaceAddresses = wildcard ? Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((i) => i.address)) : [];
+  hosts = hostAllowList({ bindHost: config.adminHost, port, extraNames: config.adminHostNames, interfaceAddresses });
+  return { url: urlOf(config.adminHost, port), port, server, auth, limits };
+}
+
+/** Stops the admin listener: no new connections, open event streams told to end, the rest cut after the grace period. */
+async function closeAdmin(admin: RunningAdmin, graceMs: number): Promise<void> {
+  const closed = new Promise<void>((r) => admin.server.close(() => r()));
+  // A keep-alive connection's next request is answered with `Connection: close`.
+  admin.server.on('request', (_req: IncomingMessage, res: ServerResponse) => {
+    res.shouldKeepAlive = false;
+  });
+  admin.limits.closeStreams();
+  const idle = setInterval(() => admin.server.closeIdleConnections(), IDLE_SWEEP_MS);
+  admin.server.closeIdleConnections();
+  const timer = setTimeout(() => admin.server.closeAllConnections(), graceMs);
+  timer.unref();
+  await closed;
+  clearInterval(idle);
+  clearTimeout(timer);
 }
 
 /** Registers a receiver in the workers table and renews its heartbeat every third of the TTL until stopped. */

@@ -230,3 +230,28 @@ export function createHttpServer(app: Hono<Env>, opts: HttpServerOptions): Serve
   });
   return server;
 }
+
+/**
+ * The admin listener's Node server: a plain one. The ingest server's raw-request handling (parser
+ * error answers, pipelining order, upgrade draining) exists to store what webhook senders send;
+ * the admin side answers people and scrapers, so Node's own parser rules (Host required, its 400s)
+ * are enough, with the same slowloris timeouts as ingest.
+ */
+export function createAdminHttpServer(app: Hono<Env>, opts: { headersTimeoutMs: number; requestTimeoutMs: number }): Server {
+  const listener = getRequestListener(app.fetch, {
+    errorHandler: () =>
+      new Response(JSON.stringify({ error: 'malformed request', code: 'bad_request' }), {
+        status: 400,
+        headers: { 'content-type': 'application/json', 'x-content-type-options': 'nosniff' },
+      }),
+  });
+  return createServer(
+    {
+      headersTimeout: opts.headersTimeoutMs,
+      requestTimeout: opts.requestTimeoutMs,
+      connectionsCheckingInterval: 1000,
+      keepAliveTimeout: 5000,
+    },
+    listener,
+  );
+}

@@ -39,6 +39,16 @@ export interface Config {
   readonly leaseMs: number;
   /** On SIGTERM, how long in-flight deliveries may take to finish before they are released. */
   readonly shutdownGraceMs: number;
+  /** Run the admin listener inside `serve` (`--no-admin` turns it off). */
+  readonly admin: boolean;
+  /** Port of the admin listener (0: any free port; serve logs the one it bound). */
+  readonly adminPort: number;
+  /** Address the admin listener binds; beyond loopback only with an admin token (checkAdminListener). */
+  readonly adminHost: string;
+  /** Extra names the admin listener answers to in `Host` (DNS rebinding guard), each `name` or `name:port`. */
+  readonly adminHostNames: readonly string[];
+  /** HOOKBUCKET_ADMIN_TOKEN; empty means none (the admin listener is then open, and loopback only). */
+  readonly adminToken: string;
 }
 
 /** Every setting, its environment variable, default and meaning: the source of `.env.example`. */
@@ -64,6 +74,11 @@ export const settings = [
   { key: 'worker', env: 'HOOKBUCKET_WORKER', default: 'true', meaning: 'run the drain worker inside serve (false: serve only stores; run hookbucket worker elsewhere)' },
   { key: 'leaseMs', env: 'HOOKBUCKET_LEASE', default: '60s', meaning: 'lease on a claimed delivery; must be longer than every bucket attempt timeout' },
   { key: 'shutdownGraceMs', env: 'HOOKBUCKET_SHUTDOWN_GRACE', default: '10s', meaning: 'on SIGTERM, time in-flight deliveries get to finish before they are released' },
+  { key: 'admin', env: 'HOOKBUCKET_ADMIN', default: 'true', meaning: 'run the admin listener (API, metrics) inside serve (false: none)' },
+  { key: 'adminPort', env: 'HOOKBUCKET_ADMIN_PORT', default: '8788', meaning: 'port of the admin listener (0: any free port, logged at start)' },
+  { key: 'adminHost', env: 'HOOKBUCKET_ADMIN_HOST', default: '127.0.0.1', meaning: 'address the admin listener binds to; a non-loopback address needs HOOKBUCKET_ADMIN_TOKEN' },
+  { key: 'adminHostNames', env: 'HOOKBUCKET_ADMIN_HOST_NAMES', default: '', meaning: 'comma-separated extra names accepted in the admin Host header (name or name:port), besides the bound address and localhost' },
+  { key: 'adminToken', env: 'HOOKBUCKET_ADMIN_TOKEN', default: '', meaning: 'admin token, at least 32 characters (empty: no auth, loopback only); clients send Authorization: Bearer <token>' },
 ] as const;
 
 export type SettingKey = (typeof settings)[number]['key'];
@@ -91,6 +106,17 @@ const parsers: { [K in SettingKey]: (raw: string, name: string) => Config[K] } =
   worker: (raw, name) => parseBoolean(raw) ?? bad(name, raw),
   leaseMs: (raw, name) => positive(parseDuration(raw), name, raw),
   shutdownGraceMs: (raw, name) => positive(parseDuration(raw), name, raw),
+  admin: (raw, name) => parseBoolean(raw) ?? bad(name, raw),
+  adminPort: (raw, name) => parseInteger(raw, 0, 65535) ?? bad(name, raw),
+  // `[::1]` as written in a URL binds as `::1`.
+  adminHost: (raw, name) => (raw.trim() === '' ? bad(name, raw) : raw.trim().replace(/^\[(.*)\]$/, '$1')),
+  adminHostNames: (raw, name) => {
+    const names = raw.split(',').map((n) => n.trim().toLowerCase()).filter((n) => n !== '');
+    for (const n of names) if (!isHostName(n)) bad(`${name} (a host name, IP address or [IPv6], optionally :port)`, n);
+    return Object.freeze(names);
+  },
+  // Never echoed: a refused token would print it.
+  adminToken: (raw) => raw,
   logLevel: (raw, name) =>
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(raw) ? raw : bad(name, raw),
 };
@@ -148,6 +174,45 @@ export function loadConfig(env: Source, dotenv: Source, flags: Flags = {}): Conf
   }
   out.spoolDir = spoolDirOf(out.spoolDir as string, out.db as string);
   return Object.freeze(out) as unknown as Config;
+}
+
+/** A `Host` value as `--admin-host-name` takes it: a DNS name, IPv4 or [IPv6], optionally with :port. */
+function isHostName(n: string): boolean {
+  return /^(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*|\[[0-9a-f:.]+\])(?::\d{1,5})?$/.test(n);
+}
+
+/** Admin tokens shorter than this are refused: the token is the only secret between a browser and the admin API. */
+export const MIN_ADMIN_TOKEN_LENGTH = 32;
+
+/** Whether an address to bind is loopback: 127.0.0.0/8, ::1 (also IPv4-mapped) or `localhost`. */
+export function isLoopbackAddress(host: string): boolean {
+  const h = host.toLowerCase().replace(/^\[(.*)\]$/, '$1');
+  if (h === 'localhost' || h === '::1' || h === '0:0:0:0:0:0:0:1') return true;
+  const v4 = h.startsWith('::ffff:') ? h.slice(7) : h;
+  return /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(v4);
+}
+
+/**
+ * The rules `serve` checks before it opens anything, as usage errors (exit 2): a token shorter than
+ * 32 characters, and an admin listener beyond loopback without a token (anyone who can reach the
+ * port could read every stored request and replay it). Other commands never read these settings.
+ */
+export function checkAdminListener(config: Config): void {
+  if (!config.admin) return;
+  if (config.adminToken !== '' && config.adminToken.length < MIN_ADMIN_TOKEN_LENGTH) {
+    throw new AppError('invalid_option', `HOOKBUCKET_ADMIN_TOKEN is ${config.adminToken.length} characters; use at least ${MIN_ADMIN_TOKEN_LENGTH} (e.g. openssl rand -hex 32)`);
+  }
+  // A header value loses surrounding spaces on the way, and bytes beyond ASCII do not survive every
+  // client: such a token could never be presented.
+  if (config.adminToken !== '' && !/^[\x21-\x7e]+$/.test(config.adminToken)) {
+    throw new AppError('invalid_option', 'HOOKBUCKET_ADMIN_TOKEN must be printable ASCII without spaces (e.g. openssl rand -hex 32)');
+  }
+  if (config.adminToken === '' && !isLoopbackAddress(config.adminHost)) {
+    throw new AppError(
+      'usage',
+      `refusing to start the admin listener on ${config.adminHost} without HOOKBUCKET_ADMIN_TOKEN: beyond loopback anyone who reaches the port could read and replay every stored request. Set HOOKBUCKET_ADMIN_TOKEN (at least ${MIN_ADMIN_TOKEN_LENGTH} characters, and put TLS in front), bind --admin-host 127.0.0.1, or pass --no-admin`,
+    );
+  }
 }
 
 function kebab(key: string): string {

@@ -101,7 +101,7 @@ async function runScenario(db: string, consumer: Consumer): Promise<Scenario> {
   const states = async (bucket: string) => JSON.parse((await runInProcess([...g, 'bucket', 'show', bucket, '--json'])).stdout).states as Record<string, number>;
 
   try {
-    const config = loadConfig({}, {}, { db, port: 0, host: '127.0.0.1', minFreeDisk: '0', logLevel: 'silent', worker: true, spoolDir: join(dir.dir, 'spool') });
+    const config = loadConfig({}, {}, { db, port: 0, host: '127.0.0.1', minFreeDisk: '0', logLevel: 'silent', worker: true, adminPort: 0, spoolDir: join(dir.dir, 'spool') });
     server = await startServer(config, { clock: systemClock, logger: silentLogger });
 
     // Buckets.

@@ -16,11 +16,11 @@ export interface TestServer extends RunningServer {
 /**
  * A real server on 127.0.0.1 port 0 with a real SQLite file in a temp folder. The disk floor is 0
  * so tests never depend on the free space of the machine that runs them. The drain worker is off
- * unless a test asks for it (`{ worker: true }`), so ingest tests see deliveries as stored.
+ * unless a test asks for it (`{ worker: true }`), so ingest tests see deliveries as stored. The admin listener takes a free port (admin port 0).
  */
 export async function startTestServer(flags: Flags = {}): Promise<TestServer> {
   const t = tempDir();
-  const config = loadConfig({}, {}, { db: t.db, port: 0, host: '127.0.0.1', minFreeDisk: '0', logLevel: 'silent', worker: false, ...flags });
+  const config = loadConfig({}, {}, { db: t.db, port: 0, host: '127.0.0.1', minFreeDisk: '0', logLevel: 'silent', worker: false, adminPort: 0, ...flags });
   const running = await startServer(config, { clock: systemClock, logger: silentLogger });
   const store = await SqliteStore.open({ path: t.db, durability: 'full', busyTimeoutMs: 5000, clock: systemClock });
   return {

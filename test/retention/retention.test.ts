@@ -51,7 +51,7 @@ describe('per-bucket --retain, applied by the server', () => {
     id.recent = one('r');
     await w.runOnce();
 
-    const config = loadConfig({}, {}, { db: b.db, port: 0, host: '127.0.0.1', minFreeDisk: '0', logLevel: 'silent', worker: false });
+    const config = loadConfig({}, {}, { db: b.db, port: 0, host: '127.0.0.1', minFreeDisk: '0', logLevel: 'silent', worker: false, adminPort: 0 });
     b.clock.set(T - 15 * DAY);
     server = await startServer(config, { clock: b.clock, logger: silentLogger });
   });

@@ -6,6 +6,10 @@ import { configFor } from '../context.js';
 import type { CliIo } from '../io.js';
 import { durationArg, portArg, sizeArg } from '../parsers.js';
 
+function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
+}
+
 export function makeServeCommand(io: CliIo): Command {
   return new Command('serve')
     .description('receive webhooks on /b/<bucket> and store them (creates and migrates the database)')
@@ -23,6 +27,10 @@ export function makeServeCommand(io: CliIo): Command {
     .option('--no-worker', 'do not run the drain worker here (store only; run hookbucket worker elsewhere)')
     .option('--lease <duration>', 'lease on a claimed delivery, longer than every bucket timeout (default 60s)', durationArg)
     .option('--shutdown-grace <duration>', 'on SIGTERM, time in-flight deliveries get before they are released (default 10s)', durationArg)
+    .option('--admin-port <port>', 'admin listener port: API and metrics (default 8788, env HOOKBUCKET_ADMIN_PORT; 0 picks a free one)', portArg)
+    .option('--admin-host <host>', 'admin listener address (default 127.0.0.1, env HOOKBUCKET_ADMIN_HOST); beyond loopback needs HOOKBUCKET_ADMIN_TOKEN')
+    .option('--admin-host-name <name>', 'also answer admin requests whose Host is this name (name or name:port; repeatable; env HOOKBUCKET_ADMIN_HOST_NAMES)', collect)
+    .option('--no-admin', 'do not start the admin listener')
     .addHelpText(
       'after',
       `
@@ -30,7 +38,14 @@ Examples:
   $ hookbucket serve
   $ hookbucket serve --port 9000 --host 127.0.0.1 --durability normal
   $ hookbucket serve --no-worker          # store only; deliver with: hookbucket worker
-  $ HOOKBUCKET_DB=/var/lib/hookbucket/hb.db hookbucket serve --trust-proxy`,
+  $ HOOKBUCKET_DB=/var/lib/hookbucket/hb.db hookbucket serve --trust-proxy
+  $ hookbucket serve --admin-port 0       # admin API on a free loopback port (logged as "admin")
+  $ HOOKBUCKET_ADMIN_TOKEN=$(openssl rand -hex 32) hookbucket serve --admin-host 0.0.0.0 --admin-host-name hooks.example.com
+  $ hookbucket serve --no-admin
+
+The admin listener (API, metrics) binds 127.0.0.1:8788 by default, without auth. Beyond loopback it
+needs HOOKBUCKET_ADMIN_TOKEN (32+ characters; clients send Authorization: Bearer <token>, browsers
+log in at /login), and TLS in front. See docs/admin.md.`,
     )
     .action(async (opts: Record<string, string | boolean | undefined>, cmd: Command) => {
       const config = configFor(cmd, io, {
@@ -48,6 +63,10 @@ Examples:
         worker: cmd.getOptionValueSource('worker') === 'cli' ? (opts.worker as boolean) : undefined,
         leaseMs: opts.lease as string | undefined,
         shutdownGraceMs: opts.shutdownGrace as string | undefined,
+        admin: cmd.getOptionValueSource('admin') === 'cli' ? (opts.admin as boolean) : undefined,
+        adminPort: opts.adminPort as string | undefined,
+        adminHost: opts.adminHost as string | undefined,
+        adminHostNames: cmd.getOptionValueSource('adminHostName') === 'cli' ? (opts.adminHostName as unknown as string[]).join(',') : undefined,
       });
       const logger = createLogger(config.logLevel, io.stderr);
       // Trap signals before starting: a SIGTERM that arrives while the server and its worker

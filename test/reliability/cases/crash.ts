@@ -127,7 +127,7 @@ export async function killUnderLoad(ctx: CaseContext, rounds = KILL_ROUNDS): Pro
     // Two kills during start-up (opening, migrating, spawning the writer thread).
     for (const delay of [randomInt(ctx.random, 5, 60), randomInt(ctx.random, 60, 200)]) {
       await serve.proc.kill9();
-      const p = new HookbucketProcess(['--db', db, 'serve', '--host', '127.0.0.1', '--port', String(port), '--min-free-disk', '0', ...serveFlags]);
+      const p = new HookbucketProcess(['--db', db, 'serve', '--host', '127.0.0.1', '--port', String(port), '--admin-port', '0', '--min-free-disk', '0', ...serveFlags]);
       await sleep(delay);
       await p.kill9();
       serve = await startServe({ db, port, flags: serveFlags });
@@ -478,7 +478,7 @@ async function leaseShorterThanTimeout(ctx: CaseContext): Promise<CaseResult> {
   const refused: Array<[string, string[]]> = [
     ['worker --lease 5s', ['worker', '--lease', '5s']],
     ['worker --lease 10s (equal)', ['worker', '--lease', '10s']],
-    ['serve --lease 5s', ['serve', '--host', '127.0.0.1', '--port', '0', '--lease', '5s', '--min-free-disk', '0']],
+    ['serve --lease 5s', ['serve', '--host', '127.0.0.1', '--port', '0', '--admin-port', '0', '--lease', '5s', '--min-free-disk', '0']],
   ];
   for (const [name, args] of refused) {
     const run = await runHookbucket(['--db', db, ...args], { timeoutMs: 20_000 });

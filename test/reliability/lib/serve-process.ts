@@ -192,6 +192,8 @@ export interface ServeHandle {
 export async function startServe(o: ServeOptions): Promise<ServeHandle> {
   const flags = o.flags ?? [];
   const args = ['--db', o.db, 'serve', '--host', '127.0.0.1', '--port', String(o.port ?? 0)];
+  // Several receivers run on one host: each takes a free admin port unless the flags say otherwise.
+  if (!flags.includes('--admin-port') && !flags.includes('--no-admin')) args.push('--admin-port', '0');
   if (!flags.includes('--min-free-disk')) args.push('--min-free-disk', '0');
   const proc = new HookbucketProcess([...args, ...flags], o.env);
   try {
