@@ -20,6 +20,10 @@ export type ErrorCode =
   | 'id_collision'
   | 'schema_mismatch'
   | 'raw_to_terminal'
+  /** An admin read ran past its time budget (the admin API answers 503). */
+  | 'query_timeout'
+  /** Too many admin reads already waiting; try again shortly (the admin API answers 503). */
+  | 'admin_busy'
   | 'internal';
 
 /** CLI exit codes, the same for every command (README "Exit codes"). */
