@@ -4,10 +4,10 @@
  * read never holds the event loop; what the budget bounds here is the database's work and the
  * caller's wait:
  * - every statement on this pool has `statement_timeout` = the budget, so the server cancels it
- *   there (SQLSTATE 57014, reported as `query_timeout`);
- * - a call (possibly several statements) is also answered `query_timeout` once its budget has
- *   passed; its connection comes back when the server has cancelled the statement, and until then
- *   it counts against the pool.
+ *   there (SQLSTATE 57014, reported as `query_timeout`) and its connection is free again;
+ * - as a backstop (a call of several statements each within the budget, a server that stopped
+ *   answering), a call is answered `query_timeout` BACKSTOP_MS after its budget; its connection
+ *   then counts against the pool until the driver gives it back.
  * At most `poolMax` calls run at once and `maxQueued` wait; past that, `admin_busy`.
  */
 import { AppError } from '../../shared/errors.js';
@@ -36,6 +36,13 @@ export interface PgReaderOptions<M extends ReadableMethod> extends StoreReaderOp
 const QUERY_CANCELED = '57014';
 /** SQLSTATE read_only_sql_transaction: a write on this pool (default_transaction_read_only). */
 const READ_ONLY_SQL_TRANSACTION = '25006';
+
+/**
+ * How long after its budget a call is answered when the server has not cancelled it: later than
+ * statement_timeout, so that a statement past the budget is normally reported as the server
+ * cancelled it, with its connection already free.
+ */
+const BACKSTOP_MS = 250;
 
 interface Waiter {
   start: () => void;
@@ -77,7 +84,7 @@ export async function openPgReader<M extends ReadableMethod>(options: PgReaderOp
     if (running >= poolMax && queue.length >= maxQueued) return Promise.reject(adminBusyError(maxQueued));
     return new Promise<unknown>((resolve, reject) => {
       const start = () => {
-        const timer = setTimeout(() => reject(queryTimeoutError(method, budgetMs)), budgetMs);
+        const timer = setTimeout(() => reject(queryTimeoutError(method, budgetMs)), budgetMs + BACKSTOP_MS);
         const fn = store[method] as (...a: unknown[]) => Promise<unknown>;
         fn.apply(store, args)
           .then(resolve, (e: unknown) => reject(readError(e, method, budgetMs)))
