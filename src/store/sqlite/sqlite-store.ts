@@ -440,7 +440,7 @@ async function requireLatestSchema(raw: SqliteDb, path: string): Promise<void> {
   const hasTable = raw.prepare(`select count(*) from sqlite_master where type = 'table' and name = 'hookbucket_migration'`).pluck().get() as number;
   const applied = hasTable === 0 ? null : ((raw.prepare('select max(name) from hookbucket_migration').pluck().get() as string | null) ?? null);
   if (applied !== latest) {
-    throw new AppError('schema_mismatch', `database ${path} is at schema ${applied ?? '(none)'}, this program's is ${latest}: open it read-write (serve, migrate) first`);
+    throw new AppError('schema_mismatch', `database ${path} is at schema ${applied ?? '(none)'}, this program's is ${latest}: start serve (or any command that opens it read-write) with this program first`);
   }
 }
 
