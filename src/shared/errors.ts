@@ -21,6 +21,10 @@ export type ErrorCode =
   | 'schema_mismatch'
   | 'raw_to_terminal'
   | 'port_in_use'
+  /** An admin read ran past its time budget (the admin API answers 503). */
+  | 'query_timeout'
+  /** Too many admin reads already waiting; try again shortly (the admin API answers 503). */
+  | 'admin_busy'
   | 'internal';
 
 /** CLI exit codes, the same for every command (README "Exit codes"). */

@@ -13,6 +13,7 @@ import { AppError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import type { DataEnd } from './migrate-data/data-end.js';
 import type { DrainStore, IngestSink, Store } from './store.js';
+import type { ReadableMethod, StoreReader, StoreReaderOptions } from './store-reader.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -120,6 +121,26 @@ export function openStore(config: Config, deps: OpenStoreDeps): StoreOpeners {
     },
   };
 }
+
+/**
+ * A reader for `serve`'s admin API: the Store's read methods named, each call with a time budget,
+ * on a connection of its own (src/store/store-reader.ts). SQLite: a thread with a read-only
+ * connection (sqlite/sqlite-reader.ts); the database must exist and be migrated (serve's store()
+ * opened it first). PostgreSQL: a small read-only pool whose statement_timeout is the budget
+ * (postgres/pg-reader.ts). Close it before the store.
+ */
+export async function openStoreReader<M extends ReadableMethod>(config: Config, deps: OpenStoreDeps, options: StoreReaderOptions<M>): Promise<StoreReader<M>> {
+  const readerDeps = { clock: deps.clock, ...(deps.useCallerClock === undefined ? {} : { useCallerClock: deps.useCallerClock }) };
+  if (dialectOf(config.db) === 'postgres') {
+    const { openPgReader } = await import('./postgres/pg-reader.js');
+    return openPgReader({ ...options, url: config.db, poolMax: Math.min(PG_READER_POOL_MAX, config.dbPool), connectTimeoutMs: PG_CONNECT_TIMEOUT_MS }, readerDeps);
+  }
+  const { openSqliteReader } = await import('./sqlite/sqlite-reader.js');
+  return openSqliteReader({ ...options, path: config.db }, readerDeps);
+}
+
+/** Connections of the admin reader's pool on PostgreSQL: admin reads are few, and must not take ingest's. */
+const PG_READER_POOL_MAX = 2;
 
 /**
  * One side of `migrate-data` (src/store/migrate-data/): `db` as --db reads it. A SQLite source is

@@ -39,6 +39,8 @@ export interface PgPoolOptions {
   synchronousCommit: 'on' | 'off';
   /** Shown in pg_stat_activity. */
   applicationName: string;
+  /** Every transaction read-only (default_transaction_read_only): the admin reader's pool. */
+  readOnly?: boolean;
 }
 
 /** A bounded pool whose every connection has the project's session settings. */
@@ -51,7 +53,7 @@ export function createPgPool(o: PgPoolOptions): pg.Pool {
     idle_in_transaction_session_timeout: o.idleInTransactionTimeoutMs,
     connectionTimeoutMillis: o.connectTimeoutMs,
     application_name: o.applicationName,
-    options: `-c synchronous_commit=${o.synchronousCommit}`,
+    options: `-c synchronous_commit=${o.synchronousCommit}${o.readOnly ? ' -c default_transaction_read_only=on' : ''}`,
   });
   // An idle connection the server closed (restart, pg_terminate_backend) emits 'error' on the pool;
   // unhandled, that would crash the process. The next checkout opens a new connection.

@@ -69,6 +69,8 @@ export interface PgStoreOptions extends PgPoolOptions {
    * the worker lease's expiry are compared on the store's clock, as on SQLite, not the database's.
    */
   useCallerClock?: boolean;
+  /** false: do not migrate (the admin reader, whose pool is read-only; serve's store migrated already). Default true. */
+  migrate?: boolean;
 }
 
 /** The fallback re-read of meta.bucket_epoch: as often as the worker's fallback poll (issue 12). */
@@ -99,7 +101,7 @@ export class PgStore implements Store {
     });
   }
 
-  /** Creates the pool, migrates (safe from several processes at once) and returns the store. */
+  /** Creates the pool, migrates unless told not to (safe from several processes at once) and returns the store. */
   static async open(options: PgStoreOptions): Promise<PgStore> {
     const lockWaitMs = options.lockWaitMs;
     const db = new Kysely<Database>({
@@ -118,7 +120,7 @@ export class PgStore implements Store {
       }),
     });
     try {
-      await migratePostgres(db);
+      if (options.migrate !== false) await migratePostgres(db);
     } catch (e) {
       await db.destroy().catch(() => undefined);
       throw e;

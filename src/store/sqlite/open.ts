@@ -33,3 +33,14 @@ export function openSqlite(path: string, options: OpenOptions): SqliteDb {
   db.pragma('temp_store = MEMORY');
   return db;
 }
+
+/**
+ * Opens an existing database read-only, with no pragma that writes: journal_mode WAL is a property
+ * of the file (set by the read-write opener), and in WAL mode a reader neither waits for the
+ * writer nor holds it up, apart from keeping the frames it reads from being checkpointed over.
+ */
+export function openSqliteReadOnly(path: string, busyTimeoutMs: number): SqliteDb {
+  const db = new BetterSqlite3(path, { readonly: true, fileMustExist: true, timeout: busyTimeoutMs });
+  db.pragma('temp_store = MEMORY');
+  return db;
+}

@@ -45,7 +45,7 @@ import { pause, PURGE_GAP_MS, purgeEachDeleting, purgeToEnd } from '../purge.js'
 import { latestStateSql, selectStoredRequest } from '../kysely/request-queries.js';
 import { lowerDue } from './bucket-due.js';
 import { ImmediateSqliteDialect } from './immediate-dialect.js';
-import { openSqlite, type SqliteDb } from './open.js';
+import { openSqlite, openSqliteReadOnly, type SqliteDb } from './open.js';
 import { sqliteStorageErrorCode } from './sqlite-error.js';
 import { createPurger, deletingError, type Purger } from './sqlite-delete.js';
 import { countMatching, iterateMatching, queryPage } from './request-query.js';
@@ -104,6 +104,23 @@ export class SqliteStore implements Store {
       throw e;
     }
     return new SqliteStore(raw, options);
+  }
+
+  /**
+   * Opens an existing, migrated database read-only (the admin reader's thread, reader-thread.ts):
+   * never created, never migrated, and refused with `schema_mismatch` unless its schema is this
+   * program's. Only reads work on it; a write fails with SQLITE_READONLY (storage_error).
+   */
+  static async openReadOnly(options: Pick<SqliteStoreOptions, 'path' | 'busyTimeoutMs' | 'clock'>): Promise<SqliteStore> {
+    const raw = openSqliteReadOnly(options.path, options.busyTimeoutMs);
+    try {
+      await requireLatestSchema(raw, options.path);
+    } catch (e) {
+      raw.close();
+      throw e;
+    }
+    // durability is the importer's only, which a read-only store never opens.
+    return new SqliteStore(raw, { ...options, durability: 'normal' });
   }
 
   async openImporter(): Promise<RequestImporter> {
@@ -415,6 +432,16 @@ const pausedLit = (paused: boolean) => sql.lit(paused ? 1 : 0);
 
 async function bumpEpoch(trx: Kysely<Database>): Promise<void> {
   await trx.updateTable('meta').set((eb) => ({ value: eb('value', '+', 1) })).where('key', '=', 'bucket_epoch').execute();
+}
+
+/** Refuses a database whose last applied migration is not this program's last (not migrated yet, or by a newer program). */
+async function requireLatestSchema(raw: SqliteDb, path: string): Promise<void> {
+  const latest = Object.keys(await migrationProvider.getMigrations()).sort().at(-1)!;
+  const hasTable = raw.prepare(`select count(*) from sqlite_master where type = 'table' and name = 'hookbucket_migration'`).pluck().get() as number;
+  const applied = hasTable === 0 ? null : ((raw.prepare('select max(name) from hookbucket_migration').pluck().get() as string | null) ?? null);
+  if (applied !== latest) {
+    throw new AppError('schema_mismatch', `database ${path} is at schema ${applied ?? '(none)'}, this program's is ${latest}: start serve (or any command that opens it read-write) with this program first`);
+  }
 }
 
 /** Runs pending migrations; safe to run again and from several processes (each migration is one transaction). */
