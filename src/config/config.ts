@@ -39,6 +39,12 @@ export interface Config {
   readonly leaseMs: number;
   /** On SIGTERM, how long in-flight deliveries may take to finish before they are released. */
   readonly shutdownGraceMs: number;
+  /** `/metrics`: one attempt-duration histogram per bucket instead of one for all (10,000 buckets: over 100k series). */
+  readonly metricsBucketHistograms: boolean;
+  /** `worker --metrics-port`: a standalone worker's own /metrics listener; null: none. */
+  readonly metricsPort: number | null;
+  /** Its address; beyond loopback only with HOOKBUCKET_ADMIN_TOKEN. */
+  readonly metricsHost: string;
 }
 
 /** Every setting, its environment variable, default and meaning: the source of `.env.example`. */
@@ -64,6 +70,14 @@ export const settings = [
   { key: 'worker', env: 'HOOKBUCKET_WORKER', default: 'true', meaning: 'run the drain worker inside serve (false: serve only stores; run hookbucket worker elsewhere)' },
   { key: 'leaseMs', env: 'HOOKBUCKET_LEASE', default: '60s', meaning: 'lease on a claimed delivery; must be longer than every bucket attempt timeout' },
   { key: 'shutdownGraceMs', env: 'HOOKBUCKET_SHUTDOWN_GRACE', default: '10s', meaning: 'on SIGTERM, time in-flight deliveries get to finish before they are released' },
+  {
+    key: 'metricsBucketHistograms',
+    env: 'HOOKBUCKET_METRICS_BUCKET_HISTOGRAMS',
+    default: 'false',
+    meaning: '/metrics: an attempt-duration histogram per bucket (true) instead of one for all buckets (false)',
+  },
+  { key: 'metricsPort', env: 'HOOKBUCKET_METRICS_PORT', default: '', meaning: 'worker: port of its own /metrics listener (empty: none; 0: any free port)' },
+  { key: 'metricsHost', env: 'HOOKBUCKET_METRICS_HOST', default: '127.0.0.1', meaning: 'worker: address of its /metrics listener (beyond loopback only with HOOKBUCKET_ADMIN_TOKEN)' },
 ] as const;
 
 export type SettingKey = (typeof settings)[number]['key'];
@@ -91,6 +105,9 @@ const parsers: { [K in SettingKey]: (raw: string, name: string) => Config[K] } =
   worker: (raw, name) => parseBoolean(raw) ?? bad(name, raw),
   leaseMs: (raw, name) => positive(parseDuration(raw), name, raw),
   shutdownGraceMs: (raw, name) => positive(parseDuration(raw), name, raw),
+  metricsBucketHistograms: (raw, name) => parseBoolean(raw) ?? bad(name, raw),
+  metricsPort: (raw, name) => (raw.trim() === '' ? null : (parseInteger(raw, 0, 65535) ?? bad(name, raw))),
+  metricsHost: (raw, name) => (raw.trim() === '' ? bad(name, raw) : raw.trim()),
   logLevel: (raw, name) =>
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(raw) ? raw : bad(name, raw),
 };

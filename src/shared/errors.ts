@@ -20,6 +20,7 @@ export type ErrorCode =
   | 'id_collision'
   | 'schema_mismatch'
   | 'raw_to_terminal'
+  | 'port_in_use'
   | 'internal';
 
 /** CLI exit codes, the same for every command (README "Exit codes"). */

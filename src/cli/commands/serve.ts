@@ -23,6 +23,7 @@ export function makeServeCommand(io: CliIo): Command {
     .option('--no-worker', 'do not run the drain worker here (store only; run hookbucket worker elsewhere)')
     .option('--lease <duration>', 'lease on a claimed delivery, longer than every bucket timeout (default 60s)', durationArg)
     .option('--shutdown-grace <duration>', 'on SIGTERM, time in-flight deliveries get before they are released (default 10s)', durationArg)
+    .option('--metrics-bucket-histograms', '/metrics: an attempt-duration histogram per bucket (default: one for all; env HOOKBUCKET_METRICS_BUCKET_HISTOGRAMS)')
     .addHelpText(
       'after',
       `
@@ -48,6 +49,7 @@ Examples:
         worker: cmd.getOptionValueSource('worker') === 'cli' ? (opts.worker as boolean) : undefined,
         leaseMs: opts.lease as string | undefined,
         shutdownGraceMs: opts.shutdownGrace as string | undefined,
+        metricsBucketHistograms: opts.metricsBucketHistograms as boolean | undefined,
       });
       const logger = createLogger(config.logLevel, io.stderr);
       // Trap signals before starting: a SIGTERM that arrives while the server and its worker
