@@ -172,9 +172,10 @@ export class Metrics implements DrainObserver {
         help: 'Database size: the SQLite file, or pg_database_size(current_database()) on PostgreSQL.',
         registers,
         async collect() {
-          this.reset();
+          // An unlabelled gauge reads 0 after reset(); remove() leaves no sample at all, rather than a false 0.
           const size = (await snapshot()).size;
           if (size) this.set(size.databaseBytes);
+          else this.remove();
         },
       });
       new Gauge({
@@ -182,9 +183,9 @@ export class Metrics implements DrainObserver {
         help: "SQLite's -wal file size; not exported on PostgreSQL (its WAL is the whole server's).",
         registers,
         async collect() {
-          this.reset();
           const size = (await snapshot()).size;
           if (size && size.walBytes !== null) this.set(size.walBytes);
+          else this.remove();
         },
       });
     }
