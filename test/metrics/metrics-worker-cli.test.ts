@@ -78,5 +78,14 @@ describe('hookbucket worker --metrics-port', () => {
     assert.match(r.text, /--metrics-host <host>/);
     assert.match(r.text, /--metrics-bucket-histograms/);
     assert.match(r.text, /hookbucket worker --metrics-port 9464/);
+    const serve = await runCli(['serve', '--help']);
+    assert.equal(serve.code, 0);
+    assert.match(serve.text, /--metrics-bucket-histograms/);
+  });
+
+  it('takes HOOKBUCKET_METRICS_PORT from the environment, and refuses a bad one as usage', async () => {
+    const r = await runCli(['--db', b.db, 'worker', '--once'], { HOOKBUCKET_METRICS_PORT: 'nine' });
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, /error \[invalid_option\]: invalid HOOKBUCKET_METRICS_PORT: "nine"/);
   });
 });
