@@ -17,6 +17,9 @@ import type { IngestSink, ProcessBeat, ProcessRegistry } from './store/store.js'
 import { PROCESS_TTL_MS } from './store/process-row.js';
 import { newId } from './shared/ids.js';
 import { hostname, networkInterfaces } from 'node:os';
+import type { DrainObserver } from './drain/drain-observer.js';
+import { createMetrics, instrumentSink, type Metrics } from './metrics/metrics.js';
+import { startMetricsListener, type RunningMetricsListener } from './metrics/metrics-listener.js';
 
 /** How often a stopping server closes connections that became idle. */
 const IDLE_SWEEP_MS = 50;
@@ -31,6 +34,8 @@ export interface RunningServer {
   readonly worker: RunningWorker | undefined;
   /** Per-bucket `--retain`, applied periodically (runOnce() for tests). */
   readonly retention: RetentionLoop;
+  /** This process's Prometheus metrics: mount createMetricsRoute(metrics) at /metrics on the admin listener. */
+  readonly metrics: Metrics;
   /** Two-phase stop: stop accepting, let in-flight requests commit (within graceMs), flush, close. */
   close(graceMs?: number): Promise<void>;
 }
@@ -81,10 +86,13 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
   const store = await opened.store();
   let sink: IngestSink;
   let worker: RunningWorker | undefined;
+  // The database gauges read through the Store; the coordinator of the admin listener may hand
+  // them an off-thread reader instead (src/api/store-reads.ts).
+  const metrics = createMetrics({ source: store, clock, logger, bucketHistograms: config.metricsBucketHistograms });
   try {
     // Inside serve, the ingest side's checkpoint thread keeps the WAL bounded for both.
-    if (config.worker) worker = await startWorker(config, { clock, logger }, 'standby', { checkpoints: false, roles: ['receiver', 'worker'] });
-    sink = await opened.ingestSink({ logger, onCommitted: () => worker?.worker.wake() });
+    if (config.worker) worker = await startWorker(config, { clock, logger }, 'standby', { checkpoints: false, roles: ['receiver', 'worker'], observer: metrics });
+    sink = instrumentSink(await opened.ingestSink({ logger, onCommitted: () => worker?.worker.wake() }), metrics);
   } catch (e) {
     await worker?.close(0);
     await store.close();
@@ -166,7 +174,7 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
       await store.close();
       logger.info('hookbucket stopped');
     })());
-  return { url, port, server, admin, worker, retention, close };
+  return { url, port, server, admin, worker, retention, metrics, close };
 }
 
 /**
@@ -248,6 +256,10 @@ function startReceiverBeat(store: ProcessRegistry, deps: { clock: Clock; logger:
 
 export interface RunningWorker {
   readonly worker: DrainWorker;
+  /** A standalone worker's own metrics (none when `observer` was given: serve's metrics count for it). */
+  readonly metrics: Metrics | undefined;
+  /** `--metrics-port`: its /metrics listener. */
+  readonly metricsListener: RunningMetricsListener | undefined;
   /** Stops claiming, lets in-flight attempts finish within graceMs, releases the rest, closes. */
   close(graceMs?: number): Promise<void>;
 }
@@ -262,11 +274,35 @@ export async function startWorker(
   config: Config,
   deps: { clock: Clock; logger: Logger },
   mode: StartMode,
-  options: { loop?: boolean; checkpoints?: boolean; roles?: ReadonlyArray<'receiver' | 'worker'> } = {},
+  options: {
+    loop?: boolean;
+    checkpoints?: boolean;
+    roles?: ReadonlyArray<'receiver' | 'worker'>;
+    /** Told about attempts and deferrals (serve's metrics); omitted: the worker makes metrics of its own. */
+    observer?: DrainObserver;
+    /** HOOKBUCKET_ADMIN_TOKEN, for a --metrics-host beyond loopback. */
+    adminToken?: string;
+  } = {},
 ): Promise<RunningWorker> {
   const store = await openStore(config, { clock: deps.clock }).drainStore({ checkpoints: options.checkpoints ?? true, logger: deps.logger });
+  // Alone, the worker counts its own attempts and deferrals; the database gauges are the
+  // receivers' (docs/metrics.md), and the bucket list only removes deleted buckets' series.
+  const metrics =
+    options.observer === undefined
+      ? createMetrics({ source: { listBuckets: () => store.listBuckets() }, clock: deps.clock, logger: deps.logger, bucketHistograms: config.metricsBucketHistograms })
+      : undefined;
+  let metricsListener: RunningMetricsListener | undefined;
+  if (metrics && config.metricsPort !== null && options.loop !== false) {
+    try {
+      metricsListener = await startMetricsListener(metrics, { host: config.metricsHost, port: config.metricsPort, token: options.adminToken, logger: deps.logger });
+    } catch (e) {
+      await store.close();
+      throw e;
+    }
+  }
   const dispatcher = createDeliveryAgent();
   const close = async (graceMs = config.shutdownGraceMs) => {
+    await metricsListener?.close();
     await worker.stop(graceMs);
     await dispatcher.close();
     await store.close();
@@ -281,6 +317,7 @@ export async function startWorker(
     logger: deps.logger,
     leaseMs: config.leaseMs,
     ...(options.roles ? { roles: options.roles } : {}),
+    observer: options.observer ?? metrics!,
     ...(crashAfterResponse ? { afterResponse: () => process.kill(process.pid, 'SIGKILL') } : {}),
   });
   try {
@@ -293,9 +330,10 @@ export async function startWorker(
     }
     await worker.start(mode, { loop: options.loop ?? true });
   } catch (e) {
+    await metricsListener?.close();
     await dispatcher.close();
     await store.close();
     throw e;
   }
-  return { worker, close };
+  return { worker, metrics, metricsListener, close };
 }

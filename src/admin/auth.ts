@@ -5,7 +5,8 @@ import { PeerDelays, type PeerDelayOptions } from '../policy/peer-delay.js';
 import type { Clock } from '../shared/clock.js';
 import type { Logger } from '../shared/logger.js';
 import { adminError } from './guards.js';
-import { SESSION_COOKIE, SESSION_TTL_MS, issueSession, tokensEqual, verifySession } from './token.js';
+import { bearerToken, tokensEqual } from '../shared/bearer.js';
+import { SESSION_COOKIE, SESSION_TTL_MS, issueSession, verifySession } from './token.js';
 
 /** Why a request was refused: no credentials at all, or credentials that are wrong or expired. */
 export type AuthFailure = 'missing' | 'invalid';
@@ -64,8 +65,8 @@ export class AdminAuth {
     const token = this.#token!;
     const authorization = c.req.header('authorization');
     if (authorization !== undefined) {
-      const m = /^Bearer[ \t]+(.*?)[ \t]*$/i.exec(authorization);
-      return m !== null && tokensEqual(m[1]!, token);
+      const given = bearerToken(authorization);
+      return given !== undefined && tokensEqual(given, token);
     }
     const session = getCookie(c, SESSION_COOKIE);
     if (session !== undefined) return verifySession(token, session, this.#deps.clock.now());

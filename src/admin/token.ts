@@ -1,15 +1,7 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 
-/**
- * Whether `given` is the admin token, in time that depends on neither. Both sides are hashed first
- * (SHA-256, 32 bytes each), so timingSafeEqual compares equal lengths and neither the length of
- * the token nor where a guess first differs shows in the time taken.
- */
-export function tokensEqual(given: string, token: string): boolean {
-  const a = createHash('sha256').update(given, 'utf8').digest();
-  const b = createHash('sha256').update(token, 'utf8').digest();
-  return timingSafeEqual(a, b);
-}
+// Both sides hashed first, then compared in constant time (shared/bearer.ts).
+export { tokensEqual } from '../shared/bearer.js';
 
 /** The session cookie's name. */
 export const SESSION_COOKIE = 'hookbucket_session';

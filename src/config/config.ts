@@ -49,6 +49,12 @@ export interface Config {
   readonly adminHostNames: readonly string[];
   /** HOOKBUCKET_ADMIN_TOKEN; empty means none (the admin listener is then open, and loopback only). */
   readonly adminToken: string;
+  /** `/metrics`: one attempt-duration histogram per bucket instead of one for all (10,000 buckets: over 100k series). */
+  readonly metricsBucketHistograms: boolean;
+  /** `worker --metrics-port`: a standalone worker's own /metrics listener; null: none. */
+  readonly metricsPort: number | null;
+  /** Its address; beyond loopback only with HOOKBUCKET_ADMIN_TOKEN. */
+  readonly metricsHost: string;
 }
 
 /** Every setting, its environment variable, default and meaning: the source of `.env.example`. */
@@ -79,6 +85,14 @@ export const settings = [
   { key: 'adminHost', env: 'HOOKBUCKET_ADMIN_HOST', default: '127.0.0.1', meaning: 'address the admin listener binds to; a non-loopback address needs HOOKBUCKET_ADMIN_TOKEN' },
   { key: 'adminHostNames', env: 'HOOKBUCKET_ADMIN_HOST_NAMES', default: '', meaning: 'comma-separated extra names accepted in the admin Host header (name or name:port), besides the bound address and localhost' },
   { key: 'adminToken', env: 'HOOKBUCKET_ADMIN_TOKEN', default: '', meaning: 'admin token, at least 32 characters (empty: no auth, loopback only); clients send Authorization: Bearer <token>' },
+  {
+    key: 'metricsBucketHistograms',
+    env: 'HOOKBUCKET_METRICS_BUCKET_HISTOGRAMS',
+    default: 'false',
+    meaning: '/metrics: an attempt-duration histogram per bucket (true) instead of one for all buckets (false)',
+  },
+  { key: 'metricsPort', env: 'HOOKBUCKET_METRICS_PORT', default: '', meaning: 'worker: port of its own /metrics listener (empty: none; 0: any free port)' },
+  { key: 'metricsHost', env: 'HOOKBUCKET_METRICS_HOST', default: '127.0.0.1', meaning: 'worker: address of its /metrics listener (beyond loopback only with HOOKBUCKET_ADMIN_TOKEN)' },
 ] as const;
 
 export type SettingKey = (typeof settings)[number]['key'];
@@ -117,6 +131,9 @@ const parsers: { [K in SettingKey]: (raw: string, name: string) => Config[K] } =
   },
   // Never echoed: a refused token would print it.
   adminToken: (raw) => raw,
+  metricsBucketHistograms: (raw, name) => parseBoolean(raw) ?? bad(name, raw),
+  metricsPort: (raw, name) => (raw.trim() === '' ? null : (parseInteger(raw, 0, 65535) ?? bad(name, raw))),
+  metricsHost: (raw, name) => (raw.trim() === '' ? bad(name, raw) : raw.trim()),
   logLevel: (raw, name) =>
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(raw) ? raw : bad(name, raw),
 };

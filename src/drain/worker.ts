@@ -39,6 +39,7 @@ import { pacerConfigOf, type ClaimVerdict } from '../policy/admission.js';
 import { block, newPacer, type DeferReason, type PacerState } from '../policy/pacer.js';
 import { intervalMs, takeToken } from '../policy/token-bucket.js';
 import { MAX_BUCKETS_PER_PASS, passOrder } from '../policy/pass-order.js';
+import type { DrainObserver } from './drain-observer.js';
 
 export const DEFAULT_LEASE_MS = 60_000; // 60s: longer than any bucket's attempt timeout (default 10s)
 /** The single-worker lease: renewed every third of this; a dead worker's lease is taken after it. */
@@ -98,6 +99,8 @@ export interface DrainWorkerDeps {
    * outcome is recorded (a crash here must cost at most a duplicate, never a loss).
    */
   afterResponse?: (a: ClaimedAttempt) => void;
+  /** Told about attempts and deferrals once the store has recorded them (metrics); default: nobody. */
+  observer?: DrainObserver;
 }
 
 export interface PassResult {
@@ -111,7 +114,7 @@ export interface PassResult {
 
 export type StartMode = 'standby' | 'refuse';
 
-type ResolvedDeps = Required<Omit<DrainWorkerDeps, 'afterResponse'>> & Pick<DrainWorkerDeps, 'afterResponse'>;
+type ResolvedDeps = Required<Omit<DrainWorkerDeps, 'afterResponse' | 'observer'>> & Pick<DrainWorkerDeps, 'afterResponse' | 'observer'>;
 
 interface Inflight {
   bucket: string;
@@ -162,6 +165,8 @@ export class DrainWorker {
   /** Per bucket, the Retry-After block whose deferral has been recorded. */
   readonly #blockRecorded = new Map<string, number>();
   #results: AttemptResult[] = [];
+  /** What the observer is told about each result once the store has recorded it, by attempt id (sent attempts only). */
+  readonly #observed = new Map<string, { bucket: string; durationMs: number }>();
   #flushing: Promise<void> | undefined;
   #lastRecoverAt = -Infinity;
   #warnedTimeout = new Map<string, number>();
@@ -312,6 +317,8 @@ export class DrainWorker {
         this.#results = complete.concat(this.#results);
         throw e;
       }
+      // Every claim that returns has recorded its completions (a busy one on their own).
+      this.#recorded(complete);
       if (busy) {
         // Another worker is claiming this bucket right now: look again shortly (its claim decides
         // what is left, and the next one here finds the pacer as it left it).
@@ -337,6 +344,7 @@ export class DrainWorker {
       for (const [reason, n] of Object.entries(verdict.deferred)) {
         const k = reason as keyof PassResult['deferred'];
         result.deferred[k] = (result.deferred[k] ?? 0) + n;
+        if (n > 0) this.#d.observer?.deferred(b.name, k, n);
       }
       // A delivery paced by its replay's own rate was left for a free slot: claim only for free
       // slots next time, or a busy bucket would leave it waiting for ever.
@@ -359,6 +367,7 @@ export class DrainWorker {
         this.#results = finished.concat(this.#results);
         throw e;
       }
+      this.#recorded(finished);
     }
     const due = await this.#nextDue(now, movedDue || changes.changed);
     if (due !== null && due < wakeAt) wakeAt = due;
@@ -610,6 +619,7 @@ export class DrainWorker {
 
   async #recover(now: number): Promise<number> {
     const expired = await this.#d.store.recoverExpired(now, this.#bucketList);
+    for (const e of expired) this.#d.observer?.attemptRecorded(e.bucket, 'lease_expired', null);
     if (expired.length > 0) this.#d.logger.warn({ count: expired.length }, 'closed attempts whose lease expired (lease_expired); their deliveries are due again');
     return expired.length;
   }
@@ -742,7 +752,9 @@ export class DrainWorker {
     });
     this.#d.afterResponse?.(a);
     // Recorded by the next pass, in its claim transaction (or by settle()).
-    this.#results.push(this.#record(a, res));
+    const result = this.#record(a, res);
+    if (this.#d.observer) this.#observed.set(result.attemptId, { bucket: a.bucket, durationMs: result.durationMs });
+    this.#results.push(result);
   }
 
   /** Waits `ms`; false when the worker aborted its attempts meanwhile (a stop past its grace). */
@@ -813,6 +825,18 @@ export class DrainWorker {
     return row(decision.state, decision.reason, null, null);
   }
 
+  /** Tells the observer about results the store has just recorded (those claimed ahead and given back unsent are not in #observed). */
+  #recorded(batch: readonly AttemptResult[]): void {
+    const observer = this.#d.observer;
+    if (!observer) return;
+    for (const r of batch) {
+      const o = this.#observed.get(r.attemptId);
+      if (o === undefined) continue;
+      this.#observed.delete(r.attemptId);
+      observer.attemptRecorded(o.bucket, r.outcome, o.durationMs);
+    }
+  }
+
   /** Writes the completed attempts in one transaction; on a storage error keeps them and tries again. */
   #flush(): Promise<void> {
     if (this.#flushing) return this.#flushing;
@@ -826,6 +850,7 @@ export class DrainWorker {
           this.#results = [];
           try {
             await this.#d.store.complete(batch);
+            this.#recorded(batch);
           } catch (e) {
             this.#results = batch.concat(this.#results);
             this.#d.logger.error({ err: e, count: batch.length }, 'writing attempt results failed; retrying');

@@ -200,6 +200,8 @@ export interface Store extends ProcessRegistry {
   iterateRequests(bucket: string, filter: RequestFilter): AsyncIterable<StoredRequest>;
   countRequests(bucket: string, filter: RequestFilter): Promise<number>;
   getRequest(id: string): Promise<StoredRequest | undefined>;
+  /** The database's size on disk (`/metrics`): cheap enough to read on every scrape. */
+  storageSize(): Promise<StorageSize>;
   /** Raw per-bucket figures for `stats` and `health` (src/stats/stats.ts derives the fields). */
   statsSamples(query: StatsQuery): Promise<{ buckets: StatsSample[]; unattributedRejections: Record<string, number> }>;
   /**
@@ -257,6 +259,13 @@ export interface RequestImporter {
    */
   write(bucket: ImportTarget, items: readonly ImportItem[], options: { createDelivery: boolean }): Promise<string[]>;
   close(): Promise<void>;
+}
+
+export interface StorageSize {
+  /** SQLite: the database file's size; PostgreSQL: pg_database_size(current_database()). */
+  databaseBytes: number;
+  /** SQLite: the -wal file's size (0 when there is none); PostgreSQL: null (the server's WAL is shared by every database on it). */
+  walBytes: number | null;
 }
 
 export interface StatsQuery {

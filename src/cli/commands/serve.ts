@@ -31,6 +31,7 @@ export function makeServeCommand(io: CliIo): Command {
     .option('--admin-host <host>', 'admin listener address (default 127.0.0.1, env HOOKBUCKET_ADMIN_HOST); beyond loopback needs HOOKBUCKET_ADMIN_TOKEN')
     .option('--admin-host-name <name>', 'also answer admin requests whose Host is this name (name or name:port; repeatable; env HOOKBUCKET_ADMIN_HOST_NAMES)', collect)
     .option('--no-admin', 'do not start the admin listener')
+    .option('--metrics-bucket-histograms', '/metrics: an attempt-duration histogram per bucket (default: one for all; env HOOKBUCKET_METRICS_BUCKET_HISTOGRAMS)')
     .addHelpText(
       'after',
       `
@@ -67,6 +68,7 @@ log in at /login), and TLS in front. See docs/admin.md.`,
         adminPort: opts.adminPort as string | undefined,
         adminHost: opts.adminHost as string | undefined,
         adminHostNames: cmd.getOptionValueSource('adminHostName') === 'cli' ? (opts.adminHostName as unknown as string[]).join(',') : undefined,
+        metricsBucketHistograms: opts.metricsBucketHistograms as boolean | undefined,
       });
       const logger = createLogger(config.logLevel, io.stderr);
       // Trap signals before starting: a SIGTERM that arrives while the server and its worker

@@ -4,7 +4,7 @@ import { systemClock } from '../../shared/clock.js';
 import { createLogger } from '../../shared/logger.js';
 import { configFor } from '../context.js';
 import { printJson, print, type CliIo } from '../io.js';
-import { durationArg } from '../parsers.js';
+import { durationArg, portArg } from '../parsers.js';
 
 interface WorkerOpts {
   lease?: string;
@@ -13,6 +13,9 @@ interface WorkerOpts {
   standby?: boolean;
   once?: boolean;
   json?: boolean;
+  metricsPort?: string;
+  metricsHost?: string;
+  metricsBucketHistograms?: boolean;
 }
 
 export function makeWorkerCommand(io: CliIo): Command {
@@ -23,6 +26,9 @@ export function makeWorkerCommand(io: CliIo): Command {
     .option('--standby', 'SQLite: if another worker is active, wait and take over when its lease lapses (default: refuse)')
     .option('--once', 'one pass: start what is due now, wait for those attempts, print a summary, exit')
     .option('--json', 'with --once, print the summary as JSON')
+    .option('--metrics-port <port>', 'serve this worker\'s Prometheus /metrics on this port (0: any free port; env HOOKBUCKET_METRICS_PORT)', portArg)
+    .option('--metrics-host <host>', 'address of the /metrics listener (default 127.0.0.1; beyond loopback needs HOOKBUCKET_ADMIN_TOKEN)')
+    .option('--metrics-bucket-histograms', 'a bucket label on the attempt-duration histogram (one histogram per bucket)')
     .option('--log-level <level>', 'fatal|error|warn|info|debug|trace|silent (default info)')
     .addHelpText(
       'after',
@@ -33,23 +39,38 @@ PostgreSQL any number of workers run at once and share each bucket's rate, concu
 budget and Retry-After block (rows their claims lock); a short --lease brings a dead worker's
 deliveries back sooner.
 
+With --metrics-port, the worker serves its own Prometheus metrics (attempts, durations, deferrals,
+process figures) at /metrics, and nothing else; the database gauges come from serve's admin
+listener (docs/metrics.md). On an address beyond loopback, every scrape needs
+Authorization: Bearer $HOOKBUCKET_ADMIN_TOKEN.
+
 Examples:
   $ hookbucket serve --no-worker & hookbucket worker
   $ hookbucket worker --standby --lease 2m
   $ hookbucket worker --db postgres://hookbucket@db/hookbucket --lease 15s
-  $ hookbucket worker --once --json`,
+  $ hookbucket worker --once --json
+  $ hookbucket worker --metrics-port 9464
+  $ HOOKBUCKET_ADMIN_TOKEN=... hookbucket worker --metrics-host 0.0.0.0 --metrics-port 9464`,
     )
     .action(async (opts: WorkerOpts, cmd: Command) => {
       const config = configFor(cmd, io, {
         leaseMs: opts.lease,
         shutdownGraceMs: opts.shutdownGrace,
         logLevel: opts.logLevel ?? (opts.once ? 'warn' : undefined),
+        metricsPort: opts.metricsPort,
+        metricsHost: opts.metricsHost,
+        metricsBucketHistograms: opts.metricsBucketHistograms,
       });
       const logger = createLogger(config.logLevel, io.stderr);
+      // A secret, kept out of Config (settings only); used just to guard a non-loopback --metrics-host.
+      const adminToken = io.env.HOOKBUCKET_ADMIN_TOKEN ?? io.dotenv.HOOKBUCKET_ADMIN_TOKEN;
       // Trapped before starting (as serve does), so a SIGTERM during start-up stops the worker
       // gracefully and releases its lease; --once stays interruptible by Ctrl-C.
       const signalled = opts.once ? undefined : io.waitForSignal();
-      const running = await startWorker(config, { clock: systemClock, logger }, opts.standby && !opts.once ? 'standby' : 'refuse', { loop: !opts.once });
+      const running = await startWorker(config, { clock: systemClock, logger }, opts.standby && !opts.once ? 'standby' : 'refuse', {
+        loop: !opts.once,
+        ...(adminToken ? { adminToken } : {}),
+      });
       if (opts.once) {
         const pass = await running.worker.runOnce();
         await running.close(config.shutdownGraceMs);

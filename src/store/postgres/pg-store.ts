@@ -23,6 +23,7 @@ import {
   type RequestPage,
   type StatsQuery,
   type StatsSample,
+  type StorageSize,
   type Store,
   type StoredRequest,
   type TailCursor,
@@ -333,6 +334,11 @@ export class PgStore implements Store {
 
   async statsSamples(query: StatsQuery): Promise<{ buckets: StatsSample[]; unattributedRejections: Record<string, number> }> {
     return pgStatsSamples(this.#db, query);
+  }
+
+  async storageSize(): Promise<StorageSize> {
+    const r = await sql<{ bytes: number }>`select pg_database_size(current_database()) as bytes`.execute(this.#db);
+    return { databaseBytes: Number(r.rows[0]!.bytes), walBytes: null };
   }
 
   async prune(options: PruneOptions, hooks: PruneHooks = {}): Promise<PruneResult> {

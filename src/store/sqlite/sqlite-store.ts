@@ -1,3 +1,4 @@
+import { stat } from 'node:fs/promises';
 import { Kysely, Migrator, SqliteDialect, sql, type Selectable } from 'kysely';
 import type { Durability } from '../../config/config.js';
 import { AppError } from '../../shared/errors.js';
@@ -33,6 +34,7 @@ import type {
   PurgeResult,
   StatsQuery,
   StatsSample,
+  StorageSize,
   RequestSummary,
   RequestImporter,
   Store,
@@ -417,6 +419,12 @@ export class SqliteStore implements Store {
     return statsSamples(this.#raw, buckets as Array<Pick<Bucket, 'name' | 'paused'>>, query);
   }
 
+  async storageSize(): Promise<StorageSize> {
+    // File sizes, not page_count * page_size: what the disk holds (freed pages included) is what
+    // an operator watching the volume needs; the -wal file grows between checkpoints.
+    return { databaseBytes: await fileSize(this.#options.path), walBytes: await fileSize(`${this.#options.path}-wal`) };
+  }
+
   async prune(options: PruneOptions, hooks: PruneHooks = {}): Promise<PruneResult> {
     const buckets = options.bucket === undefined ? await this.listBuckets() : [await this.getBucket(options.bucket)];
     if (buckets[0] === undefined && options.bucket !== undefined) throw new AppError('not_found', `bucket ${options.bucket} not found`);
@@ -425,6 +433,16 @@ export class SqliteStore implements Store {
 
   async close(): Promise<void> {
     await this.#db.destroy();
+  }
+}
+
+/** A file's size in bytes; 0 when it does not exist (no -wal yet, or `:memory:`). */
+async function fileSize(path: string): Promise<number> {
+  try {
+    return (await stat(path)).size;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return 0;
+    throw e;
   }
 }
 
