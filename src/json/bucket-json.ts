@@ -35,7 +35,7 @@ export function bucketJson(b: Bucket, counts?: BucketCounts) {
     retry_floor: d.retryBudget.floorPerSecond,
     forward_path: d.forwardPath,
     forward_raw_path: d.forwardRawPath,
-    forward_headers: d.forwardHeaders.map(([name, value]) => [name, value]),
+    forward_headers: d.forwardHeaders.map(([name, value]): [string, string] => [name, value]),
     paused: b.paused,
     paused_at: iso(b.pausedAt),
     retain_ms: b.retainMs,

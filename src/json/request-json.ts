@@ -35,7 +35,7 @@ export function requestJson(r: StoredRequest) {
     query: r.query,
     headers: headerPairs(r.rawHeaders),
     body: utf8 ? r.body.toString('utf8') : r.body.toString('base64'),
-    body_encoding: utf8 ? 'utf8' : 'base64',
+    body_encoding: (utf8 ? 'utf8' : 'base64') as 'utf8' | 'base64',
     // Chunked trailers as received (same form as headers); stored as evidence, never forwarded.
     trailers: headerPairs(r.rawTrailers ?? []),
     size: r.size,
@@ -109,7 +109,7 @@ function attemptJson(a: AttemptRecord, prevStartedAt: number | undefined) {
     worker: a.workerId,
     response_headers: a.responseHeaders === null ? null : headerPairs(a.responseHeaders),
     response_body: body === null ? null : utf8 ? body.toString('utf8') : body.toString('base64'),
-    response_body_encoding: body === null ? null : utf8 ? 'utf8' : 'base64',
+    response_body_encoding: body === null ? null : ((utf8 ? 'utf8' : 'base64') as 'utf8' | 'base64'),
     response_truncated: a.responseTruncated,
   };
 }

@@ -65,7 +65,7 @@ export async function selectReplay(store: Pick<Store, 'getBucket' | 'iterateRequ
 /** Stable JSON of a dry run (`replay --dry-run --json`). */
 export function dryRunJson(s: ReplaySelection) {
   return {
-    dry_run: true,
+    dry_run: true as const,
     bucket: s.bucket,
     destination: s.destination,
     count: s.ids.length,
