@@ -9,6 +9,7 @@
  * is not a structured-clonable call (src/api/store-reads.ts).
  */
 import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
+import type { Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { bucketJson } from '../json/bucket-json.js';
 import { historyJson, requestJson, requestPageJson } from '../json/request-json.js';
@@ -145,7 +146,6 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
     },
   });
   app.onError(apiErrorHandler(logger));
-  app.notFound((c) => c.json(errorBody({ status: 404, code: 'not_found', message: `no route ${c.req.method} ${c.req.path}` }), 404));
   app.use(
     '*',
     bodyLimit({
@@ -599,6 +599,12 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
 
   /* ---- E. the OpenAPI document ---- */
 
+  // Mounted with app.route('/api', …), a sub-app's notFound is not consulted: this route answers
+  // the unknown paths under the mount point in the API's error shape (registered last, so it only
+  // catches what no route above matched; it is not in the OpenAPI document).
+  const unknownRoute = (c: Context) => c.json(errorBody({ status: 404, code: 'not_found', message: `no route ${c.req.method} ${c.req.path}` }), 404);
+  app.notFound(unknownRoute);
+
   app.doc31('/openapi.json', () => ({
     openapi: '3.1.0',
     info: { title: 'hookbucket admin API', version: '1', description: 'The CLI\'s read and operate commands over HTTP (docs/api.md).' },
@@ -606,5 +612,6 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
     security: [{ Bearer: [] }],
   }));
 
+  app.all('*', unknownRoute);
   return app;
 }

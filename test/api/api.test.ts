@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
+import { Hono } from 'hono';
 import { createApiApp } from '../../src/api/api-app.js';
 import type { StoreReads } from '../../src/api/store-reads.js';
 import { AppError } from '../../src/shared/errors.js';
@@ -390,6 +391,30 @@ for (const dialect of DIALECTS) {
     });
   });
 }
+
+describe('admin api: mounted, errors', () => {
+  const ctx = useStoreSet(DIALECTS[0]!);
+
+  it('answers in the error shape when mounted at /api: unknown routes, wrong methods, oversized bodies', async () => {
+    const parent = new Hono();
+    parent.route('/api', createApiApp({ store: ctx.set.store, reads: ctx.set.store, clock: ctx.clock, logger: silentLogger, config: { maxBodyBytes: 1024 } }));
+    const req = async (method: string, path: string, body?: string) => {
+      const res = await parent.request(path, { method, ...(body === undefined ? {} : { body, headers: { 'Content-Type': 'application/json' } }) });
+      return { status: res.status, json: (await res.json()) as Json };
+    };
+    const created = await req('POST', '/api/buckets', JSON.stringify({ name: 'm' }));
+    assert.equal(created.status, 201);
+    assert.equal((await req('GET', '/api/buckets/m')).json.name, 'm');
+    assertError(await req('GET', '/api/buckets/nope'), 404, 'not_found', /bucket nope not found/);
+    assertError(await req('GET', '/api/no-such-route'), 404, 'not_found', /no route GET \/api\/no-such-route/);
+    assertError(await req('PUT', '/api/buckets'), 404, 'not_found');
+    assertError(await req('POST', '/api/buckets', JSON.stringify({ name: 'big', ack_body: 'x'.repeat(2000) })), 413, 'body_too_large');
+    assert.equal(await ctx.set.store.getBucket('big'), undefined);
+    assertError(await req('GET', '/api/buckets/m/requests?limit=nope'), 400, 'invalid_input');
+    const doc = await parent.request('/api/openapi.json');
+    assert.equal(doc.status, 200);
+  });
+});
 
 for (const s of SKIPPED_DIALECTS) {
   describe(`admin api: ${s.name}`, () => {
