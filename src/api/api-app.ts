@@ -63,12 +63,18 @@ import {
 } from './api-schemas.js';
 import { BucketCreateBody, BucketPatchBody, settingsOpts } from './bucket-body.js';
 import type { StoreReads } from './store-reads.js';
+import { EventHub, type HubEvent } from './event-hub.js';
+import { streamSSE } from 'hono/streaming';
+import { bucketNameArg } from '../options/parsers.js';
 
 export interface ApiConfig {
   /** Where the app is mounted, for the OpenAPI document's `servers` (default `/api`). */
   basePath?: string;
   /** Largest JSON body taken (default 1 MiB); larger ones get 413 body_too_large. */
   maxBodyBytes?: number;
+  /** GET /events: the poller's tick (default 250 ms) and the heartbeat (default 15 s). */
+  eventsPollMs?: number;
+  heartbeatMs?: number;
   /** The ingest URL shown in exports' HAR and curl targets (default http://localhost:8787). */
   ingestBaseUrl?: string;
 }
@@ -82,11 +88,16 @@ export interface ApiDeps {
   clock: Clock;
   logger: Logger;
   config?: ApiConfig;
+  /** The GET /events poller; default: one made for this app (one per process is the point). */
+  events?: EventHub;
 }
 
 export const DEFAULT_API_BODY_BYTES = 1024 * 1024; // 1 MiB: a bucket's settings or a replay's selectors
 const DEFAULT_LIST_LIMIT = 50;
 const DEFAULT_REPLAYS_LIMIT = 20;
+export const HEARTBEAT_MS = 15_000; // 15 s: below the usual 30-60 s idle timeouts of proxies
+/** Events queued for one slow client before its stream is closed (it resumes with Last-Event-ID). */
+const CLIENT_QUEUE_MAX = 10_000;
 
 const EMPTY_COUNTS: BucketCounts = { requests: 0, bytes: 0, states: {}, rejections: {} };
 
@@ -594,6 +605,72 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
         if (apiErr.status !== 503) throw e;
         return c.json({ healthy: false as const, ...errorBody(apiErr) }, 503);
       }
+    },
+  );
+
+  /* ---- F. live events ---- */
+
+  const hub = deps.events ?? new EventHub({ reads, clock, logger, pollMs: config.eventsPollMs ?? undefined });
+  const heartbeatMs = config.heartbeatMs ?? HEARTBEAT_MS;
+
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/events',
+      summary: 'Server-Sent Events: new requests and finished attempts, as requests tail --json (with bucket added)',
+      description:
+        'event: request | attempt | reset; id: resumable with Last-Event-ID (or ?last_event_id) while the server still buffers it, else a reset event and the stream goes on from now; a ": heartbeat" comment every 15 s.',
+      tags: ['requests'],
+      request: {
+        query: z.object({
+          bucket: cliList((v) => v.split(',').map((b) => bucketNameArg(b.trim())), 'buckets to follow (comma list or repeated); omitted: every bucket', 'stripe,github').optional(),
+          last_event_id: z.string().max(100).optional().openapi({ description: 'as the Last-Event-ID header, for clients that cannot send headers' }),
+        }),
+      },
+      responses: { 200: { description: 'the event stream', content: { 'text/event-stream': { schema: z.string() } } }, 400: E400, 404: E404, 503: E503 },
+    }),
+    async (c) => {
+      const { bucket, last_event_id } = c.req.valid('query');
+      const buckets = bucket === undefined ? null : new Set(bucket);
+      if (buckets) for (const b of buckets) await bucketOrThrow(b);
+      const lastEventId = c.req.header('last-event-id') ?? last_event_id;
+      return streamSSE(c, async (stream) => {
+        const queue: HubEvent[] = [];
+        let closed = false;
+        let wake: (() => void) | undefined;
+        const sub = {
+          buckets,
+          send: (e: HubEvent) => {
+            if (queue.length >= CLIENT_QUEUE_MAX) closed = true;
+            else queue.push(e);
+            wake?.();
+          },
+        };
+        stream.onAbort(() => {
+          closed = true;
+          wake?.();
+        });
+        const { unsubscribe, resumed } = await hub.subscribe(sub, lastEventId);
+        const heartbeat = setInterval(() => void stream.write(': heartbeat\n\n').catch(() => undefined), heartbeatMs);
+        try {
+          if (resumed === 'reset') {
+            await stream.writeSSE({ event: 'reset', data: JSON.stringify({ reason: 'events after that id are no longer buffered (or came from another server start): the stream goes on from now' }) });
+          }
+          await stream.write(': connected\n\n');
+          while (!closed) {
+            while (queue.length > 0 && !closed) {
+              const e = queue.shift()!;
+              await stream.writeSSE({ id: e.id, event: e.event, data: JSON.stringify(e.data) });
+            }
+            if (closed) break;
+            await new Promise<void>((resolve) => (wake = resolve));
+            wake = undefined;
+          }
+        } finally {
+          clearInterval(heartbeat);
+          unsubscribe();
+        }
+      });
     },
   );
 
