@@ -5,16 +5,18 @@
  * mounts this app at `/api` behind its token check, Host check, caps and security headers.
  *
  * Every read goes through `reads` (in `serve` an off-thread reader with a time budget), every
- * write through `store`. Replay selection and export read through `store.iterateRequests`, which
- * is not a structured-clonable call (src/api/store-reads.ts).
+ * write through `store`. Three reads go to `store`: replay selection and export stream through
+ * `store.iterateRequests` (an async iterable, not a structured-clonable call: src/api/store-reads.ts),
+ * and PATCH reads the bucket it merges onto from the store it writes to.
  */
 import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
+import { streamSSE } from 'hono/streaming';
 import { bucketJson } from '../json/bucket-json.js';
 import { historyJson, requestJson, requestPageJson } from '../json/request-json.js';
 import { bucketPatchFrom } from '../options/bucket-settings.js';
-import { urlArg, limitArg } from '../options/parsers.js';
+import { bucketNameArg, limitArg, urlArg } from '../options/parsers.js';
 import { rateArg, positiveDurationMsArg } from '../options/drain-settings.js';
 import {
   filterFromOptions,
@@ -62,10 +64,8 @@ import {
   StoredRequestSchema,
 } from './api-schemas.js';
 import { BucketCreateBody, BucketPatchBody, settingsOpts } from './bucket-body.js';
-import type { StoreReads } from './store-reads.js';
 import { EventHub, type HubEvent } from './event-hub.js';
-import { streamSSE } from 'hono/streaming';
-import { bucketNameArg } from '../options/parsers.js';
+import type { StoreReads } from './store-reads.js';
 
 export interface ApiConfig {
   /** Where the app is mounted, for the OpenAPI document's `servers` (default `/api`). */
@@ -506,7 +506,7 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
       tags: ['replays'],
       request: {
         query: z.object({
-          bucket: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/, 'invalid bucket name').optional().openapi({ description: 'only this bucket' }),
+          bucket: cliValue(bucketNameArg, 'only this bucket', 'stripe').optional(),
           limit: cliValue(limitArg, `how many, 1 to 10000 (default ${DEFAULT_REPLAYS_LIMIT})`, '20').optional(),
         }),
       },
@@ -542,7 +542,7 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
   /* ---- D. stats and health ---- */
 
   const statsQuery = {
-    bucket: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/, 'invalid bucket name').optional().openapi({ description: 'one bucket (default: every bucket together, and each one)' }),
+    bucket: cliValue(bucketNameArg, 'one bucket (default: every bucket together, and each one)', 'stripe').optional(),
     window: cliValue(positiveDurationMsArg, 'the window for rates and latency (default 1h)', '15m').optional(),
   };
 
@@ -610,7 +610,7 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
 
   /* ---- F. live events ---- */
 
-  const hub = deps.events ?? new EventHub({ reads, clock, logger, pollMs: config.eventsPollMs ?? undefined });
+  const hub = deps.events ?? new EventHub({ reads, clock, logger, ...(config.eventsPollMs !== undefined ? { pollMs: config.eventsPollMs } : {}) });
   const heartbeatMs = config.heartbeatMs ?? HEARTBEAT_MS;
 
   app.openapi(
