@@ -142,7 +142,7 @@ const booleanQuery = z
   .transform((v) => v === 'true' || v === '1')
   .optional();
 
-/** Disposition filenames are ours (an id, a bucket name): no quoting trouble, but keep them plain anyway. */
+/** The stored Content-Type goes into X-Hookbucket-Content-Type only when it is printable ASCII (stored values are latin1 byte strings). */
 const PLAIN_HEADER_VALUE = /^[\t\x20-\x7e]*$/;
 
 export function createApiApp(deps: ApiDeps): OpenAPIHono {
@@ -643,6 +643,10 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
           send: (e: HubEvent) => {
             if (queue.length >= CLIENT_QUEUE_MAX) closed = true;
             else queue.push(e);
+            wake?.();
+          },
+          end: () => {
+            closed = true;
             wake?.();
           },
         };

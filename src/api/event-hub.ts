@@ -39,6 +39,8 @@ export type Subscriber = {
   /** null: every bucket. */
   buckets: ReadonlySet<string> | null;
   send: (e: HubEvent) => void;
+  /** Called by close(): the hub is going away, end the stream. */
+  end?: () => void;
 };
 
 export interface EventHubOptions {
@@ -117,10 +119,12 @@ export class EventHub {
     return this.#polling;
   }
 
-  /** Stops the timer and drops every subscriber (the listener closing). */
+  /** Stops the timer and ends every subscriber's stream (the listener shutting down). */
   close(): void {
     this.#stopTimer();
+    const subs = [...this.#subscribers];
     this.#subscribers.clear();
+    for (const s of subs) s.end?.();
   }
 
   async #poll(): Promise<void> {

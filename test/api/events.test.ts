@@ -173,6 +173,18 @@ describe('admin api: GET /events', () => {
     await readUntil(r3, s3, (t) => t.includes('event: reset'));
     await r3.cancel();
 
+    // Shutting the hub down ends the open streams (a listener's close would wait for them otherwise).
+    const open = await app.request('/events?bucket=ev');
+    const r4 = open.body!.getReader();
+    await readUntil(r4, { text: '' }, (t) => t.includes(': connected'));
+    hub.close();
+    const drained = (async () => {
+      while (!(await r4.read()).done);
+      return 'ended';
+    })();
+    const end = await Promise.race([drained, new Promise((resolve) => setTimeout(() => resolve('still open after 5 s'), 5000).unref())]);
+    assert.equal(end, 'ended');
+
     const missing = await app.request('/events?bucket=ev,nope');
     assert.equal(missing.status, 404);
     assert.equal(((await missing.json()) as { code: string }).code, 'not_found');
