@@ -13,12 +13,17 @@ import { DrainWorker, type StartMode } from './drain/worker.js';
 import { RetentionLoop } from './retention/retention-loop.js';
 import { AppError } from './shared/errors.js';
 import { openStore } from './store/open-store.js';
-import type { IngestSink, ProcessBeat, ProcessRegistry } from './store/store.js';
+import type { IngestSink, ProcessBeat, ProcessRegistry, StatsQuery, Store } from './store/store.js';
 import { PROCESS_TTL_MS } from './store/process-row.js';
 import { newId } from './shared/ids.js';
 import { hostname, networkInterfaces } from 'node:os';
 import type { DrainObserver } from './drain/drain-observer.js';
 import { createMetrics, instrumentSink, type Metrics } from './metrics/metrics.js';
+import { metricsHandler } from './metrics/metrics-route.js';
+import { createApiApp } from './api/api-app.js';
+import { EventHub } from './api/event-hub.js';
+import { openStoreReads, type OpenedStoreReads } from './api/open-store-reads.js';
+import type { StoreReads } from './api/store-reads.js';
 import { startMetricsListener, type RunningMetricsListener } from './metrics/metrics-listener.js';
 
 /** How often a stopping server closes connections that became idle. */
@@ -46,6 +51,8 @@ export interface RunningAdmin {
   readonly server: Server;
   readonly auth: AdminAuth;
   readonly limits: AdminLimits;
+  /** The one poller behind GET /api/events. */
+  readonly events: EventHub;
 }
 
 /**
@@ -86,15 +93,26 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
   const store = await opened.store();
   let sink: IngestSink;
   let worker: RunningWorker | undefined;
-  // The database gauges read through the Store; the coordinator of the admin listener may hand
-  // them an off-thread reader instead (src/api/store-reads.ts).
-  const metrics = createMetrics({ source: store, clock, logger, bucketHistograms: config.metricsBucketHistograms });
+  // Admin reads (the API's, the metrics' database gauges) go through a reader of their own: on
+  // SQLite a worker thread with a read-only connection, so a slow one never holds ingest's event
+  // loop; each read has the --admin-query-budget (src/api/store-reads.ts).
+  let reads: OpenedStoreReads | undefined;
+  try {
+    if (config.admin) reads = await openStoreReads(config, { budgetMs: config.adminQueryBudgetMs, clock, logger });
+  } catch (e) {
+    await store.close();
+    throw e;
+  }
+  // The bucket gauges through the admin reader; the database size from the store (a stat of the files).
+  const metricsSource = reads ? { statsSamples: (q: StatsQuery) => reads!.statsSamples(q), storageSize: () => store.storageSize() } : store;
+  const metrics = createMetrics({ source: metricsSource, clock, logger, bucketHistograms: config.metricsBucketHistograms });
   try {
     // Inside serve, the ingest side's checkpoint thread keeps the WAL bounded for both.
     if (config.worker) worker = await startWorker(config, { clock, logger }, 'standby', { checkpoints: false, roles: ['receiver', 'worker'], observer: metrics });
     sink = instrumentSink(await opened.ingestSink({ logger, onCommitted: () => worker?.worker.wake() }), metrics);
   } catch (e) {
     await worker?.close(0);
+    await reads?.close();
     await store.close();
     throw e;
   }
@@ -122,22 +140,26 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
   // The admin listener binds first: when its port is taken, serve stops before ingest has
   // acknowledged anything.
   let admin: RunningAdmin | undefined;
+  // Exports name the ingest URL; its port is known once ingest has bound, after the admin listener.
+  let url = urlOf(config.host, config.port);
   try {
-    if (config.admin) admin = await startAdmin(config, { logger, clock, health: () => sink.health() });
+    if (config.admin) admin = await startAdmin(config, { logger, clock, health: () => sink.health(), store, reads: reads!, metrics, ingestUrl: () => url });
     await listen(server, config.port, config.host, 'port %s is already in use (another hookbucket serve?); choose another with --port');
   } catch (e) {
     if (admin) {
+      admin.events.close();
       const closed = new Promise<void>((r) => admin!.server.close(() => r()));
       admin.server.closeAllConnections();
       await closed;
     }
     await sink.close();
     await worker?.close(0);
+    await reads?.close();
     await store.close();
     throw e;
   }
   const port = (server.address() as AddressInfo).port;
-  const url = urlOf(config.host, port);
+  url = urlOf(config.host, port);
   // Never config.db as is: a PostgreSQL URL may carry a password.
   logger.info({ url, ...(admin ? { admin: admin.url } : {}), db: opened.location, durability: config.durability }, 'hookbucket listening');
   // On the store's connection (main thread): each prune batch is a short transaction, and the
@@ -171,6 +193,7 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
       await beat?.stop();
       // Stop claiming, let in-flight deliveries finish within the grace period, then close.
       await worker?.close(Math.min(graceMs, config.shutdownGraceMs));
+      await reads?.close();
       await store.close();
       logger.info('hookbucket stopped');
     })());
@@ -178,17 +201,28 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
 }
 
 /**
- * The admin listener on `--admin-host`:`--admin-port`. The JSON API (`api`) and the metrics
- * handler (`metrics`) are passed to createAdminApp here once they exist.
+ * The admin listener on `--admin-host`:`--admin-port`: the JSON API at /api (writes through the
+ * Store, reads through `reads`), /metrics, behind the listener's auth and guards.
  */
 async function startAdmin(
   config: Config,
-  deps: { logger: Logger; clock: Clock; health: () => { ok: true } | { ok: false; reason: string; code: string } },
+  deps: {
+    logger: Logger;
+    clock: Clock;
+    health: () => { ok: true } | { ok: false; reason: string; code: string };
+    store: Store;
+    reads: StoreReads;
+    metrics: Metrics;
+    ingestUrl: () => string;
+  },
 ): Promise<RunningAdmin> {
-  const auth = new AdminAuth({ token: config.adminToken, clock: deps.clock, logger: deps.logger });
+  const { logger, clock, store, reads } = deps;
+  const auth = new AdminAuth({ token: config.adminToken, clock, logger });
   const limits = new AdminLimits();
   let hosts: HostAllowList = hostAllowList({ bindHost: config.adminHost, port: undefined, extraNames: config.adminHostNames });
-  const app = createAdminApp({ logger: deps.logger, auth, limits, hosts: () => hosts, health: deps.health });
+  const events = new EventHub({ reads, clock, logger });
+  const api = createApiApp({ store, reads, clock, logger, events, config: { basePath: '/api', ingestBaseUrl: deps.ingestUrl } });
+  const app = createAdminApp({ logger, auth, limits, hosts: () => hosts, health: deps.health, api, metrics: metricsHandler(deps.metrics) });
   const server = createAdminHttpServer(app, { headersTimeoutMs: config.headersTimeoutMs, requestTimeoutMs: config.requestTimeoutMs });
   const port = await listen(
     server,
@@ -199,7 +233,7 @@ async function startAdmin(
   const wildcard = config.adminHost === '0.0.0.0' || config.adminHost === '::';
   const interfaceAddresses = wildcard ? Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((i) => i.address)) : [];
   hosts = hostAllowList({ bindHost: config.adminHost, port, extraNames: config.adminHostNames, interfaceAddresses });
-  return { url: urlOf(config.adminHost, port), port, server, auth, limits };
+  return { url: urlOf(config.adminHost, port), port, server, auth, limits, events };
 }
 
 /** Stops the admin listener: no new connections, open event streams told to end, the rest cut after the grace period. */
@@ -209,6 +243,7 @@ async function closeAdmin(admin: RunningAdmin, graceMs: number): Promise<void> {
   admin.server.on('request', (_req: IncomingMessage, res: ServerResponse) => {
     res.shouldKeepAlive = false;
   });
+  admin.events.close();
   admin.limits.closeStreams();
   const idle = setInterval(() => admin.server.closeIdleConnections(), IDLE_SWEEP_MS);
   admin.server.closeIdleConnections();

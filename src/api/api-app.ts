@@ -64,6 +64,7 @@ import {
   StoredRequestSchema,
 } from './api-schemas.js';
 import { BucketCreateBody, BucketPatchBody, settingsOpts } from './bucket-body.js';
+import { takeStreamSlot } from '../admin/limits.js';
 import { EventHub, type HubEvent } from './event-hub.js';
 import type { StoreReads } from './store-reads.js';
 
@@ -75,8 +76,8 @@ export interface ApiConfig {
   /** GET /events: the poller's tick (default 250 ms) and the heartbeat (default 15 s). */
   eventsPollMs?: number;
   heartbeatMs?: number;
-  /** The ingest URL shown in exports' HAR and curl targets (default http://localhost:8787). */
-  ingestBaseUrl?: string;
+  /** The ingest URL shown in exports' HAR and curl targets (default http://localhost:8787); read per request, since serve binds ingest after the admin listener. */
+  ingestBaseUrl?: () => string;
 }
 
 export interface ApiDeps {
@@ -407,7 +408,7 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
       const format = f ?? 'ndjson';
       const filter = filterFromOptions(filterOptions(q), clock.now());
       await bucketOrThrow(name);
-      const baseUrl = `${config.ingestBaseUrl ?? 'http://localhost:8787'}/b/${name}`;
+      const baseUrl = `${config.ingestBaseUrl?.() ?? 'http://localhost:8787'}/b/${name}`;
       const encoder = new TextEncoder();
       const iterator = store.iterateRequests(name, filter)[Symbol.asyncIterator]();
       let n = 0;
@@ -634,6 +635,9 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
       const buckets = bucket === undefined ? null : new Set(bucket);
       if (buckets) for (const b of buckets) await bucketOrThrow(b);
       const lastEventId = c.req.header('last-event-id') ?? last_event_id;
+      // Long-lived: it holds a stream slot of the admin listener's own cap, not a request slot.
+      const slot = takeStreamSlot(c);
+      if (!slot) throw new AppError('admin_busy', 'too many event streams are open; try again later');
       return streamSSE(c, async (stream) => {
         const queue: HubEvent[] = [];
         let closed = false;
@@ -650,10 +654,14 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
             wake?.();
           },
         };
-        stream.onAbort(() => {
+        const stop = () => {
           closed = true;
           wake?.();
-        });
+        };
+        stream.onAbort(stop);
+        // The server is stopping: end the stream.
+        if (slot.signal.aborted) stop();
+        else slot.signal.addEventListener('abort', stop, { once: true });
         const { unsubscribe, resumed } = await hub.subscribe(sub, lastEventId);
         const heartbeat = setInterval(() => void stream.write(': heartbeat\n\n').catch(() => undefined), heartbeatMs);
         try {
@@ -673,6 +681,8 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
         } finally {
           clearInterval(heartbeat);
           unsubscribe();
+          slot.signal.removeEventListener('abort', stop);
+          slot.release();
         }
       });
     },

@@ -5,12 +5,12 @@
 import type { Context } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import { AppError } from '../shared/errors.js';
+import { AppError, type ErrorCode } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import { storageErrorCode } from '../store/storage-error.js';
 
-/** Status by code; a code not listed is a 500. Strings, not ErrorCode: an off-thread reader adds `query_timeout`. */
-const STATUS_BY_CODE: Readonly<Record<string, ContentfulStatusCode>> = {
+/** Status by code; a code not listed is a 500. */
+const STATUS_BY_CODE: Readonly<Partial<Record<ErrorCode | 'body_too_large' | 'unsupported_media_type', ContentfulStatusCode>>> = {
   invalid_input: 400,
   usage: 400,
   invalid_name: 400,
@@ -31,12 +31,13 @@ const STATUS_BY_CODE: Readonly<Record<string, ContentfulStatusCode>> = {
   storage_full: 503,
   storage_error: 503,
   query_timeout: 503,
+  admin_busy: 503,
   database_in_use: 503,
   schema_mismatch: 503,
 };
 
 export function statusOf(code: string): ContentfulStatusCode {
-  return STATUS_BY_CODE[code] ?? 500;
+  return STATUS_BY_CODE[code as ErrorCode] ?? 500;
 }
 
 export interface ApiError {

@@ -49,6 +49,8 @@ export interface Config {
   readonly adminHostNames: readonly string[];
   /** HOOKBUCKET_ADMIN_TOKEN; empty means none (the admin listener is then open, and loopback only). */
   readonly adminToken: string;
+  /** Longest an admin read may take (its own thread on SQLite, statement_timeout on PostgreSQL); past it the API answers 503 query_timeout. */
+  readonly adminQueryBudgetMs: number;
   /** `/metrics`: one attempt-duration histogram per bucket instead of one for all (10,000 buckets: over 100k series). */
   readonly metricsBucketHistograms: boolean;
   /** `worker --metrics-port`: a standalone worker's own /metrics listener; null: none. */
@@ -85,6 +87,7 @@ export const settings = [
   { key: 'adminHost', env: 'HOOKBUCKET_ADMIN_HOST', default: '127.0.0.1', meaning: 'address the admin listener binds to; a non-loopback address needs HOOKBUCKET_ADMIN_TOKEN' },
   { key: 'adminHostNames', env: 'HOOKBUCKET_ADMIN_HOST_NAMES', default: '', meaning: 'comma-separated extra names accepted in the admin Host header (name or name:port), besides the bound address and localhost' },
   { key: 'adminToken', env: 'HOOKBUCKET_ADMIN_TOKEN', default: '', meaning: 'admin token, at least 32 characters (empty: no auth, loopback only); clients send Authorization: Bearer <token>' },
+  { key: 'adminQueryBudgetMs', env: 'HOOKBUCKET_ADMIN_QUERY_BUDGET', default: '10s', meaning: 'longest an admin API read may take before it answers 503 query_timeout' },
   {
     key: 'metricsBucketHistograms',
     env: 'HOOKBUCKET_METRICS_BUCKET_HISTOGRAMS',
@@ -131,6 +134,7 @@ const parsers: { [K in SettingKey]: (raw: string, name: string) => Config[K] } =
   },
   // Never echoed: a refused token would print it.
   adminToken: (raw) => raw,
+  adminQueryBudgetMs: (raw, name) => positive(parseDuration(raw), name, raw),
   metricsBucketHistograms: (raw, name) => parseBoolean(raw) ?? bad(name, raw),
   metricsPort: (raw, name) => (raw.trim() === '' ? null : (parseInteger(raw, 0, 65535) ?? bad(name, raw))),
   metricsHost: (raw, name) => (raw.trim() === '' ? bad(name, raw) : raw.trim()),

@@ -1,4 +1,4 @@
-import { Hono } from 'hono';
+import { Hono, type Handler } from 'hono';
 import type { Metrics } from './metrics.js';
 
 /**
@@ -8,9 +8,14 @@ import type { Metrics } from './metrics.js';
  */
 export function createMetricsRoute(metrics: Pick<Metrics, 'render'>): Hono {
   const app = new Hono();
-  app.get('/', async (c) => {
+  app.get('/', metricsHandler(metrics));
+  return app;
+}
+
+/** The GET handler itself, for an app that mounts it at a path of its own (the admin listener's /metrics). */
+export function metricsHandler(metrics: Pick<Metrics, 'render'>): Handler {
+  return async (c) => {
     const { contentType, body } = await metrics.render();
     return c.body(body, 200, { 'content-type': contentType, 'cache-control': 'no-store' });
-  });
-  return app;
+  };
 }

@@ -88,6 +88,28 @@ describe('serve with the admin listener (real sockets)', () => {
     assert.equal((await get(`${base}/healthz`, { host: `localhost:${s.port}` })).status, 421, 'the ingest port is not the admin port');
     assert.equal((await get(`${base}/b/anything`)).status, 404, 'no ingest on the admin port');
   });
+
+  it('mounts the JSON API and /metrics: a bucket made through the API takes a webhook on the ingest port, which both report', async () => {
+    const base = s.admin!.url;
+    const made = await fetch(`${base}/api/buckets`, { method: 'POST', headers: { 'content-type': 'application/json', origin: base }, body: JSON.stringify({ name: 'mounted' }) });
+    assert.equal(made.status, 201, await made.clone().text());
+    const stored = await fetch(`${s.url}/b/mounted/hook`, { method: 'POST', body: 'hello' });
+    assert.equal(stored.status, 200);
+    const { id } = (await stored.json()) as { id: string };
+    const page = JSON.parse((await get(`${base}/api/buckets/mounted/requests`)).body) as { requests: Array<{ id: string }> };
+    assert.deepEqual(
+      page.requests.map((r) => r.id),
+      [id],
+    );
+    const body = await fetch(`${base}/api/requests/${id}/body`);
+    assert.equal(Buffer.from(await body.arrayBuffer()).toString(), 'hello');
+    const metrics = await get(`${base}/metrics`);
+    assert.equal(metrics.status, 200);
+    assert.match(metrics.body, /^hookbucket_requests_received_total\{bucket="mounted"\} 1$/m);
+    // No destination: nothing to deliver, but the bucket's gauges are there (read through the admin reader).
+    assert.match(metrics.body, /^hookbucket_deliveries\{bucket="mounted",state="pending"\} 0$/m);
+    assert.match(metrics.body, /^hookbucket_database_bytes \d+$/m);
+  });
 });
 
 describe('serve with an admin token (real sockets)', () => {
@@ -122,6 +144,10 @@ describe('serve with an admin token (real sockets)', () => {
     const cookie = login.headers.get('set-cookie')!.split(';')[0]!;
     assert.equal((await get(`${base}/`, { cookie })).status, 200);
     assert.deepEqual(running.admin!.auth.failures(), { missing: 1, invalid: 0 });
+    for (const path of ['/api/buckets', '/api/openapi.json', '/metrics']) {
+      assert.equal((await get(`${base}${path}`)).status, 401, path);
+      assert.equal((await get(`${base}${path}`, { authorization: `Bearer ${TOKEN}` })).status, 200, path);
+    }
   });
 });
 

@@ -31,6 +31,7 @@ export function makeServeCommand(io: CliIo): Command {
     .option('--admin-host <host>', 'admin listener address (default 127.0.0.1, env HOOKBUCKET_ADMIN_HOST); beyond loopback needs HOOKBUCKET_ADMIN_TOKEN')
     .option('--admin-host-name <name>', 'also answer admin requests whose Host is this name (name or name:port; repeatable; env HOOKBUCKET_ADMIN_HOST_NAMES)', collect)
     .option('--no-admin', 'do not start the admin listener')
+    .option('--admin-query-budget <duration>', 'longest an admin API read may take; past it 503 query_timeout (default 10s, env HOOKBUCKET_ADMIN_QUERY_BUDGET)')
     .option('--metrics-bucket-histograms', '/metrics: an attempt-duration histogram per bucket (default: one for all; env HOOKBUCKET_METRICS_BUCKET_HISTOGRAMS)')
     .addHelpText(
       'after',
@@ -57,6 +58,7 @@ log in at /login), and TLS in front. See docs/admin.md.`,
         maxInflightBytes: opts.maxInflightBytes as string | undefined,
         minFreeDisk: opts.minFreeDisk as string | undefined,
         lockTimeoutMs: opts.lockTimeout as string | undefined,
+        adminQueryBudgetMs: opts.adminQueryBudget as string | undefined,
         headersTimeoutMs: opts.headersTimeout as string | undefined,
         requestTimeoutMs: opts.requestTimeout as string | undefined,
         logLevel: opts.logLevel as string | undefined,
