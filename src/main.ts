@@ -111,9 +111,9 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
     if (config.worker) worker = await startWorker(config, { clock, logger }, 'standby', { checkpoints: false, roles: ['receiver', 'worker'], observer: metrics });
     sink = instrumentSink(await opened.ingestSink({ logger, onCommitted: () => worker?.worker.wake() }), metrics);
   } catch (e) {
-    await worker?.close(0);
-    await reads?.close();
-    await store.close();
+    await worker?.close(0).catch(() => undefined);
+    await reads?.close().catch(() => undefined);
+    await store.close().catch(() => undefined);
     throw e;
   }
   const app = createApp({ store, sink, clock, logger, config });
@@ -152,10 +152,10 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
       admin.server.closeAllConnections();
       await closed;
     }
-    await sink.close();
-    await worker?.close(0);
-    await reads?.close();
-    await store.close();
+    await sink.close().catch(() => undefined);
+    await worker?.close(0).catch(() => undefined);
+    await reads?.close().catch(() => undefined);
+    await store.close().catch(() => undefined);
     throw e;
   }
   const port = (server.address() as AddressInfo).port;
@@ -186,15 +186,20 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
       await closed;
       clearInterval(idle);
       clearTimeout(timer);
-      // Admin routes read the store: they finish (or are cut at the grace period) before it closes.
-      await adminClosed;
-      await sink.close();
-      await retention.stop();
-      await beat?.stop();
-      // Stop claiming, let in-flight deliveries finish within the grace period, then close.
-      await worker?.close(Math.min(graceMs, config.shutdownGraceMs));
-      await reads?.close();
-      await store.close();
+      try {
+        // Admin routes read the store: they finish (or are cut at the grace period) before it closes.
+        await adminClosed;
+        await sink.close();
+        await retention.stop();
+        await beat?.stop();
+        // Stop claiming, let in-flight deliveries finish within the grace period, then close.
+        await worker?.close(Math.min(graceMs, config.shutdownGraceMs));
+      } finally {
+        // Whatever failed above, the reader's thread (or pool) and the store still close, or they
+        // would keep the process from exiting.
+        await reads?.close().catch((e: unknown) => logger.error({ err: e }, 'closing the admin reader failed'));
+        await store.close();
+      }
       logger.info('hookbucket stopped');
     })());
   return { url, port, server, admin, worker, retention, metrics, close };

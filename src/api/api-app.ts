@@ -662,10 +662,13 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
         // The server is stopping: end the stream.
         if (slot.signal.aborted) stop();
         else slot.signal.addEventListener('abort', stop, { once: true });
-        const { unsubscribe, resumed } = await hub.subscribe(sub, lastEventId);
-        const heartbeat = setInterval(() => void stream.write(': heartbeat\n\n').catch(() => undefined), heartbeatMs);
+        let unsubscribe: (() => void) | undefined;
+        let heartbeat: NodeJS.Timeout | undefined;
         try {
-          if (resumed === 'reset') {
+          const subscribed = await hub.subscribe(sub, lastEventId);
+          unsubscribe = subscribed.unsubscribe;
+          heartbeat = setInterval(() => void stream.write(': heartbeat\n\n').catch(() => undefined), heartbeatMs);
+          if (subscribed.resumed === 'reset') {
             await stream.writeSSE({ event: 'reset', data: JSON.stringify({ reason: 'events after that id are no longer buffered (or came from another server start): the stream goes on from now' }) });
           }
           await stream.write(': connected\n\n');
@@ -680,7 +683,7 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
           }
         } finally {
           clearInterval(heartbeat);
-          unsubscribe();
+          unsubscribe?.();
           slot.signal.removeEventListener('abort', stop);
           slot.release();
         }

@@ -71,6 +71,7 @@ export class EventHub {
   #running = false;
   #polling: Promise<void> | undefined;
   #allBuckets: { names: string[]; readAt: number } | undefined;
+  #closed = false;
 
   constructor(o: EventHubOptions) {
     this.#reads = o.reads;
@@ -92,6 +93,11 @@ export class EventHub {
     // Cursors for newly watched buckets start from now, before the subscriber can miss anything.
     const wanted = sub.buckets === null ? await this.#allBucketNames(true) : [...sub.buckets];
     for (const b of wanted) await this.#ensureCursor(b);
+    // Closed meanwhile (or before): the stream ends at once, and no poller starts again.
+    if (this.#closed) {
+      sub.end?.();
+      return { resumed: 'none', unsubscribe: () => undefined };
+    }
     let resumed: 'none' | 'resumed' | 'reset' = 'none';
     if (lastEventId !== undefined && lastEventId !== '') {
       const missed = this.#after(lastEventId, wanted);
@@ -121,6 +127,7 @@ export class EventHub {
 
   /** Stops the timer and ends every subscriber's stream (the listener shutting down). */
   close(): void {
+    this.#closed = true;
     this.#stopTimer();
     const subs = [...this.#subscribers];
     this.#subscribers.clear();

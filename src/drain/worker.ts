@@ -60,13 +60,6 @@ const LEASE_MARGIN_MS = 1_000;
 const COMPLETE_RETRY_MS = 200;
 /** When another worker holds a bucket's pacer row (sharedClaims), the next look at that bucket comes this much later. */
 const BUSY_RETRY_MS = 5;
-/** A bucket at its concurrency with other workers' leases is looked at again after this much, or its rate's interval if shorter (at least BUSY_RETRY_MS). */
-const FULL_RETRY_MS = 50;
-
-function fullRetryMs(b: Bucket): number {
-  return b.drain.rate === null ? FULL_RETRY_MS : Math.max(BUSY_RETRY_MS, Math.min(FULL_RETRY_MS, intervalMs(b.drain.rate)));
-}
-
 /**
  * With shared claims, rate tokens coming up within this many ms are claimed now and their attempts
  * sent at the tokens' times (ClaimPolicyState.horizonMs). Several workers take turns on a bucket's
@@ -144,6 +137,12 @@ export class DrainWorker {
   #horizonMs = 0;
   /** Buckets whose last claim here took rate tokens ahead: this worker leads their pacing (#leadFor). */
   readonly #leading = new Set<string>();
+  /** When each attempt taken ahead of its rate token may go, in this worker's clock (the claim's return + its sendAfterMs). */
+  readonly #sendAt = new Map<string, number>();
+  /** Per bucket, this worker's attempts waiting for their rate token. */
+  readonly #waiting = new Map<string, number>();
+  /** Ends every wait for a rate token when the worker stops: those attempts go back unsent. */
+  readonly #stopWaits = new AbortController();
   /** When the results now held back for the next claim (see drainOnce) were first held. */
   #heldSince: number | undefined;
   readonly #abort = new Aborter();
@@ -271,9 +270,8 @@ export class DrainWorker {
         this.#claimAhead && b.drain.rate === null && !this.#noAhead.has(b.name) && this.#d.leaseMs > 2 * b.drain.timeoutMs + LEASE_MARGIN_MS
           ? b.drain.concurrency
           : 0;
-      // Taking tokens ahead, one worker holds at most half the concurrency (#horizonFor).
-      const room = this.#horizonFor(b) > 0 ? Math.min(slots, Math.ceil(b.drain.concurrency / 2) - (this.#inflightByBucket.get(b.name) ?? 0)) : slots + ahead;
-      // At its concurrency limit (or this worker's half of it) a bucket waits for a completion, which wakes the worker.
+      const room = slots + ahead;
+      // At its concurrency limit a bucket waits for a completion, which wakes the worker.
       if (room <= 0) continue;
       // While at least half a concurrency's worth waits claimed ahead, the slots stay fed: claim
       // later, in a bigger batch (fewer commits), and keep this pass's results for that claim.
@@ -311,7 +309,7 @@ export class DrainWorker {
         ({ claimed, verdict, busy, full } = await store.claim(
           b,
           { complete, nowMs: now, limit: room, leaseUntilMs: now + this.#d.leaseMs, workerId: this.#d.holder },
-          { aheadFrom: Math.max(0, slots), horizonMs: this.#horizonFor(b) },
+          { aheadFrom: Math.max(0, slots), ...this.#aheadPolicy(b) },
         ));
       } catch (e) {
         this.#results = complete.concat(this.#results);
@@ -327,14 +325,23 @@ export class DrainWorker {
         continue;
       }
       // The bucket's concurrency is other workers' now: their completions do not wake this one, and
-      // if they died, their leases would hold it until they expire; look again shortly.
-      if (full && (this.#inflightByBucket.get(b.name) ?? 0) === 0) {
-        const again = now + fullRetryMs(b);
+      // if they died, their leases would hold it until they expire. A bucket paced ahead looks
+      // again shortly (its rate is what the other workers must keep); others wait as before.
+      if (full && this.#horizonFor(b) > 0 && (this.#inflightByBucket.get(b.name) ?? 0) === 0) {
+        const again = now + Math.max(BUSY_RETRY_MS, intervalMs(b.drain.rate!)); // an interval: the next token
         if (again < wakeAt) wakeAt = again;
       }
       // A Retry-After block heard while the claim was under way is kept (the store has it too).
       this.#pacers.set(b.name, block(verdict.pacer, this.#pacers.get(b.name)?.blockedUntilMs ?? 0));
       const horizon = this.#horizonFor(b);
+      // An attempt taken ahead goes sendAfterMs after the claim returned, on this worker's clock:
+      // never before its token, whatever this pass's clock reading or the database's clock said.
+      const returnedAt = this.#d.clock.now();
+      for (const a of claimed) {
+        if (a.sendAfterMs <= 0) continue;
+        this.#sendAt.set(a.attemptId, returnedAt + a.sendAfterMs);
+        this.#waiting.set(b.name, (this.#waiting.get(b.name) ?? 0) + 1);
+      }
       if (horizon > 0 && claimed.length > 0) this.#leading.add(b.name);
       else this.#leading.delete(b.name);
       // Held by the rate only: back when the next token is this worker's lead away (#leadFor).
@@ -563,6 +570,7 @@ export class DrainWorker {
    */
   async stop(graceMs = 10_000): Promise<void> {
     this.#stopping = true;
+    this.#stopWaits.abort();
     clearInterval(this.#heartbeat);
     this.#wakeUp?.();
     await this.#loop;
@@ -584,13 +592,20 @@ export class DrainWorker {
   /**
    * How far ahead the bucket's rate tokens are taken: CLAIM_HORIZON_MS, but no more tokens than the
    * concurrency less one (attempts waiting for their tokens hold leases, which the concurrency
-   * counts, whichever worker holds them). Each worker also holds at most half the concurrency
-   * (the claim's room in drainOnce): if it died, its leases would hold its share until they
+   * counts, whichever worker holds them). Each worker also holds at most half the concurrency in
+   * tokens taken ahead (#aheadPolicy): if it died, their leases would hold them until they
    * expired, and the other workers must still have room to go on at the bucket's rate.
    */
   #horizonFor(b: Bucket): number {
     if (this.#horizonMs === 0 || b.drain.rate === null) return 0;
     return Math.min(this.#horizonMs, intervalMs(b.drain.rate) * (b.drain.concurrency - 1));
+  }
+
+  /** The claim's horizon and this worker's room for more tokens taken ahead. */
+  #aheadPolicy(b: Bucket): { horizonMs?: number; aheadLimit?: number } {
+    const horizonMs = this.#horizonFor(b);
+    if (horizonMs === 0) return {};
+    return { horizonMs, aheadLimit: Math.max(0, Math.ceil(b.drain.concurrency / 2) - (this.#waiting.get(b.name) ?? 0)) };
   }
 
   /**
@@ -731,12 +746,24 @@ export class DrainWorker {
   }
 
   async #attempt(b: Bucket, a: ClaimedAttempt): Promise<void> {
-    // A rate token taken ahead: the attempt goes at its token's time, not before. A shutdown past
-    // its grace, or a Retry-After block this worker heard meanwhile, sends it back unsent.
-    const wait = a.startedAt - this.#d.clock.now();
-    if (wait > 0 && !(await this.#waitToSend(wait))) {
-      this.#releaseUnsent([a], 'released_on_shutdown');
-      return;
+    // A rate token taken ahead: the attempt goes at its token's time, not before. A stop, or a
+    // pause or delete this worker heard meanwhile, sends it back unsent; so does a Retry-After
+    // block this worker heard (one only another worker heard is in the store, not here: what this
+    // worker took ahead, a horizon at most, still goes).
+    const sendAt = this.#sendAt.get(a.attemptId);
+    if (sendAt !== undefined) {
+      this.#sendAt.delete(a.attemptId);
+      const go = await this.#waitToSend(sendAt - this.#d.clock.now());
+      this.#waiting.set(a.bucket, (this.#waiting.get(a.bucket) ?? 1) - 1);
+      if (!go) {
+        this.#releaseUnsent([a], 'released_on_shutdown');
+        return;
+      }
+      const current = this.#buckets.get(a.bucket);
+      if (current === undefined || current.createdAt !== b.createdAt || current.paused) {
+        this.#releaseUnsent([a], 'released_on_pause');
+        return;
+      }
     }
     if ((this.#pacers.get(a.bucket)?.blockedUntilMs ?? 0) > this.#d.clock.now()) {
       this.#releaseUnsent([a], 'released_on_retry_after');
@@ -757,19 +784,22 @@ export class DrainWorker {
     this.#results.push(result);
   }
 
-  /** Waits `ms`; false when the worker aborted its attempts meanwhile (a stop past its grace). */
+  /** Waits `ms` (a real timer: the token's time is real time); false when the worker stops meanwhile. */
   #waitToSend(ms: number): Promise<boolean> {
-    if (this.#abort.aborted) return Promise.resolve(false);
+    const stopped = this.#stopWaits.signal;
+    if (this.#abort.aborted || stopped.aborted) return Promise.resolve(false);
+    if (ms <= 0) return Promise.resolve(true);
     return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        remove();
-        resolve(true);
-      }, ms);
-      const remove = this.#abort.add(() => {
+      const end = (go: boolean) => {
         clearTimeout(timer);
         remove();
-        resolve(false);
-      });
+        stopped.removeEventListener('abort', onStop);
+        resolve(go);
+      };
+      const onStop = () => end(false);
+      const timer = setTimeout(() => end(true), ms);
+      const remove = this.#abort.add(onStop);
+      stopped.addEventListener('abort', onStop, { once: true });
     });
   }
 

@@ -73,6 +73,11 @@ export interface ClaimPolicy {
    * replay token for that time too. Default 0: only what may go now is claimed.
    */
   horizonMs?: number;
+  /**
+   * At most this many tokens taken ahead (claims whose attempt goes after `nowMs`); past it a
+   * delivery is held by the rate as if its token were beyond the horizon. Default: no limit.
+   */
+  aheadLimit?: number;
 }
 
 export interface ClaimVerdict {
@@ -102,6 +107,7 @@ export function createClaimDecider(p: ClaimPolicy): { decide: (c: ClaimCandidate
   let pacer = p.pacer;
   let wakeAt = Infinity;
   let rateAt = Infinity;
+  let takenAhead = 0;
   let claims = 0;
   let skippedAhead = 0;
   const recorded = new Set<string>();
@@ -114,7 +120,8 @@ export function createClaimDecider(p: ClaimPolicy): { decide: (c: ClaimCandidate
       return { kind: 'skip' };
     }
     const horizon = p.horizonMs ?? 0;
-    const a = admit(p.config, pacer, c.attempts === 0 ? 'first' : 'retry', p.nowMs, horizon);
+    let a = admit(p.config, pacer, c.attempts === 0 ? 'first' : 'retry', p.nowMs, horizon);
+    if (a.go && a.atMs > p.nowMs && takenAhead >= (p.aheadLimit ?? Infinity)) a = { go: false, state: pacer, reason: 'rate', untilMs: a.atMs };
     let replayTake: TokenBucketState | undefined;
     if (replayRate !== undefined) {
       // The replay's token is taken for the time the attempt goes (the bucket token's, within the
@@ -134,6 +141,7 @@ export function createClaimDecider(p: ClaimPolicy): { decide: (c: ClaimCandidate
     if (a.go) {
       pacer = a.state;
       claims++;
+      if (a.atMs > p.nowMs) takenAhead++;
       if (replayTake !== undefined) replayTokens.set(c.replayId!, replayTake);
       return { kind: 'claim', atMs: a.atMs };
     }

@@ -383,6 +383,8 @@ export interface ClaimPolicyState {
    * the worker sends it then, not before. Default 0.
    */
   horizonMs?: number;
+  /** At most this many tokens taken ahead (attempts that go after the claim), e.g. a worker's share of the concurrency. */
+  aheadLimit?: number;
 }
 
 export interface ClaimResult {
@@ -419,8 +421,14 @@ export interface ClaimedAttempt {
   url: string;
   /** The same, as undici takes it: origin and raw path with query. */
   target: { origin: string; path: string };
-  /** When the attempt goes: the claim's time, or later for a rate token taken ahead (ClaimPolicyState.horizonMs); not sent before it. */
+  /** When the attempt starts, as its attempt row and lease count it: the claim's time, or a rate token's taken ahead (ClaimPolicyState.horizonMs). */
   startedAt: number;
+  /**
+   * How long after the claim the attempt may go, ms: 0, or the wait for its rate token (on the
+   * store's clock, so that a worker whose clock or pass time differs never sends it early). The
+   * worker adds it to its own clock once the claim has returned.
+   */
+  sendAfterMs: number;
   firstAttemptAt: number;
   pausedMsAtFirst: number;
   method: string;

@@ -169,15 +169,21 @@ describe('scale-out on PostgreSQL (2 receivers, 3 workers, the real binary)', { 
       .map((a, i) => ({ ms: a.at - sorted[i]!.at, arrival: i + 2 }))
       .sort((a, b) => b.ms - a.ms)
       .slice(0, 5);
+    const arrivalPeak = maxInWindow(
+      sorted.map((a) => a.at),
+      1000,
+    );
     t.diagnostic(
-      `${rate.toFixed(2)}/s; per 100 arrivals ${segments.join(' ')}; longest pauses ${gaps.map((g) => `${g.ms} ms before #${g.arrival}`).join(', ')}`,
+      `${rate.toFixed(2)}/s; at most ${arrivalPeak.count} arrivals in any 1 s; per 100 arrivals ${segments.join(' ')}; longest pauses ${gaps.map((g) => `${g.ms} ms before #${g.arrival}`).join(', ')}`,
     );
     // Above: tokens are taken on the database clock, one interval apart, and each attempt waits for
     // its token's time. Below: workers take tokens up to a horizon ahead (src/drain/worker.ts
-    // CLAIM_HORIZON_MS, 50 ms here: half the concurrency of 10), so a claim that comes up to that
-    // late loses none, and a worker that looks at a bucket full of other workers' leases comes back
-    // an interval later rather than at the next due time (the killed worker's tokens are lost, 5
-    // at most: 0.6% of the 800).
+    // CLAIM_HORIZON_MS; 90 ms here, concurrency 10 less one token), so a claim that comes late by
+    // less than that loses none, and a worker that finds the bucket full of other workers' leases
+    // comes back an interval later rather than at the next due time. The killed worker's tokens
+    // are lost: it holds 5 ahead at most (half the concurrency), 0.6% of the 800. The test runs on
+    // its own (npm run test:scale): with other test files on the same two cores, claims come later
+    // than the horizon and the rate sags.
     assert.ok(Math.abs(rate - RATE_PER_S) <= RATE_PER_S * RATE_TOLERANCE, `sustained rate ${rate.toFixed(2)}/s, outside ${RATE_PER_S}/s ±${RATE_TOLERANCE * 100}%`);
   });
 });

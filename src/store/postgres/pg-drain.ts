@@ -329,6 +329,7 @@ export class PgDrainStore implements DrainStore {
         replayPacers: replays.pacers,
         aheadFrom: policy.aheadFrom,
         horizonMs: policy.horizonMs,
+        aheadLimit: policy.aheadLimit,
       });
       const own = fresh.destination !== null;
       // Step 4: due deliveries, FOR UPDATE SKIP LOCKED, merged in due order; a retry held back by
@@ -505,6 +506,7 @@ export class PgDrainStore implements DrainStore {
       target,
       // In the worker's clock (file comment): it checks its own lease arithmetic against these.
       startedAt: at - offset,
+      sendAfterMs: Math.max(0, at - dbNow),
       firstAttemptAt: r.first_attempt_at === null ? at - offset : Number(r.first_attempt_at) - offset,
       pausedMsAtFirst: r.paused_ms_at_first === null ? pausedNow : Number(r.paused_ms_at_first),
       method: req.method,

@@ -189,6 +189,7 @@ export class SqliteDrainStore implements DrainStore {
         replayPacers: replays.pacers,
         aheadFrom: policy.aheadFrom,
         horizonMs: policy.horizonMs,
+        aheadLimit: policy.aheadLimit,
       });
       const own = bucket.destination !== null;
       const pending = this.#due('pending', own, o.limit).all(bucket.name, o.nowMs) as DueRow[];
@@ -238,6 +239,7 @@ export class SqliteDrainStore implements DrainStore {
           url,
           target,
           startedAt: at,
+          sendAfterMs: Math.max(0, at - o.nowMs),
           firstAttemptAt: r.first_attempt_at === null ? at : Number(r.first_attempt_at),
           pausedMsAtFirst: r.paused_ms_at_first === null ? pausedNow : Number(r.paused_ms_at_first),
           method: req.method,

@@ -35,6 +35,7 @@ export function drainContract(ctx: Ctx): void {
           url: 'http://127.0.0.1:9/in/x/y?a=1&b=%20',
           target: { origin: 'http://127.0.0.1:9', path: '/in/x/y?a=1&b=%20' },
           startedAt: now,
+          sendAfterMs: 0,
           firstAttemptAt: now,
           pausedMsAtFirst: 0,
           method: 'PUT',

@@ -33,8 +33,12 @@ export function pacingContract(ctx: Ctx): void {
       const now = T0 + SECOND;
       const c = await claim(ctx.set, 'b', now, { policy: { horizonMs: 250 } });
       assert.deepEqual(
-        c.claimed.map((a) => a.startedAt - now),
-        [0, 100, 200],
+        c.claimed.map((a) => [a.startedAt - now, a.sendAfterMs]),
+        [
+          [0, 0],
+          [100, 100],
+          [200, 200],
+        ],
       );
       // The 300 ms token is past the horizon: held by the rate, back as it enters the horizon.
       assert.deepEqual([c.verdict.deferred, c.verdict.rateAt - now, c.verdict.wakeAt - now], [{ rate: 1 }, 300, 50]);
