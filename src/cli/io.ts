@@ -50,9 +50,7 @@ export function printJsonLine(io: CliIo, value: unknown): void {
   io.stdout.write(`${jsonText(value)}\n`);
 }
 
-export function iso(ms: number | null): string | null {
-  return ms === null ? null : new Date(ms).toISOString();
-}
+export { iso } from '../json/iso.js';
 
 /** Left-aligned columns for people; `--json` is for machines. */
 export function table(headers: string[], rows: Array<Array<string | number | null>>): string {

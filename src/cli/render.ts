@@ -5,6 +5,7 @@
  */
 import { REDACTED, redactHeaders, redactJson, redactQuery } from '../policy/redact.js';
 import { escapeJsonText, escapeTerminal } from '../policy/terminal-text.js';
+import { isUtf8 } from '../json/request-json.js';
 
 export { REDACTED };
 
@@ -25,19 +26,7 @@ export function targetText(path: string, query: string | null, reveal: boolean):
   return `${path || '/'}${query === null ? '' : `?${reveal ? query : redactQuery(query)}`}`;
 }
 
-export function headerPairs(rawHeaders: readonly string[]): Array<[string, string]> {
-  return displayHeaders(rawHeaders, true);
-}
-
-export function isUtf8(body: Buffer): boolean {
-  // TextDecoder with fatal: true rejects invalid sequences (Buffer.toString would replace them).
-  try {
-    new TextDecoder('utf-8', { fatal: true }).decode(body);
-    return true;
-  } catch {
-    return false;
-  }
-}
+export { headerPairs, isUtf8 } from '../json/request-json.js';
 
 /** Hex dump lines: offset, 16 bytes in hex, printable ASCII. */
 export function hexDump(buf: Buffer, max = 512): string[] {

@@ -6,7 +6,7 @@ import { formatDuration } from '../config/units.js';
 import type { AttemptRecord, DeliveryHistory } from '../store/store.js';
 import { redactUrl } from '../policy/redact.js';
 import { escapeBytes, escapeJsonText, escapeTerminal } from '../policy/terminal-text.js';
-import { displayHeaders, isUtf8 } from './render.js';
+import { isUtf8 } from './render.js';
 
 function ago(ms: number): string {
   return ms <= 0 ? '0s' : ms < 1000 ? `${ms}ms` : formatDuration(Math.round(ms / 1000) * 1000);
@@ -81,55 +81,4 @@ export function timelineLines(history: readonly DeliveryHistory[], bucketDestina
   return lines;
 }
 
-function attemptJson(a: AttemptRecord, prevStartedAt: number | undefined, reveal: boolean) {
-  const body = a.responseBody;
-  const utf8 = body === null ? true : isUtf8(body);
-  return {
-    id: a.id,
-    number: a.number,
-    url: a.url,
-    started_at: new Date(a.startedAt).toISOString(),
-    gap_ms: prevStartedAt === undefined ? null : a.startedAt - prevStartedAt,
-    duration_ms: a.durationMs,
-    status: a.status,
-    error_class: a.errorClass,
-    error_message: a.errorMessage,
-    outcome: a.outcome,
-    reason: a.reason,
-    next_attempt_at: a.nextAttemptAt === null ? null : new Date(a.nextAttemptAt).toISOString(),
-    next_why: a.nextWhy,
-    worker: a.workerId,
-    response_headers: a.responseHeaders === null ? null : displayHeaders(a.responseHeaders, reveal),
-    response_body: body === null ? null : utf8 ? body.toString('utf8') : body.toString('base64'),
-    response_body_encoding: body === null ? null : utf8 ? 'utf8' : 'base64',
-    response_truncated: a.responseTruncated,
-  };
-}
-
-/** Stable JSON of a request's deliveries (README "JSON fields"). */
-export function historyJson(history: readonly DeliveryHistory[]) {
-  return history.map((d) => {
-    let prev: number | undefined;
-    return {
-      id: d.id,
-      generation: d.generation,
-      destination: d.destination,
-      state: d.state,
-      trigger: d.trigger,
-      replay_id: d.replayId,
-      latest: d.latest,
-      attempts: d.attempts,
-      deferrals: d.deferrals,
-      last_deferral_reason: d.lastDeferralReason,
-      next_attempt_at: d.state === 'pending' || d.state === 'retrying' ? new Date(d.nextAttemptAt).toISOString() : null,
-      created_at: new Date(d.createdAt).toISOString(),
-      settled_at: d.settledAt === null ? null : new Date(d.settledAt).toISOString(),
-      supersede_requested: d.supersedeRequested,
-      attempt_log: d.attemptLog.map((a) => {
-        const j = attemptJson(a, prev, true);
-        prev = a.startedAt;
-        return j;
-      }),
-    };
-  });
-}
+export { historyJson } from '../json/request-json.js';

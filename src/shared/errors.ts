@@ -4,6 +4,8 @@
  */
 export type ErrorCode =
   | 'usage'
+  | 'invalid_input'
+  | 'confirmation_required'
   | 'invalid_name'
   | 'invalid_option'
   | 'not_found'
@@ -38,6 +40,8 @@ export const ExitCode = {
 
 const exitByCode: Partial<Record<ErrorCode, number>> = {
   usage: ExitCode.usage,
+  invalid_input: ExitCode.usage,
+  confirmation_required: ExitCode.usage,
   invalid_name: ExitCode.usage,
   invalid_option: ExitCode.usage,
   raw_to_terminal: ExitCode.usage,

@@ -6,90 +6,23 @@ import { formatRate } from '../../policy/token-bucket.js';
 import { AppError } from '../../shared/errors.js';
 import { DEFAULT_DRAIN } from '../../store/bucket-defaults.js';
 import { RETENTION_INTERVAL_MS } from '../../retention/retention-loop.js';
-import { DEFAULT_PRUNE_STATES, formatAge } from '../../retention/rules.js';
-import type { Bucket, BucketCounts, BucketPatch, DrainSettings, PrunableState } from '../../store/store.js';
+import { formatAge } from '../../retention/rules.js';
+import type { Bucket, BucketCounts, DrainSettings } from '../../store/store.js';
 import { withStore } from '../context.js';
-import { addDeliveryOptions, describeSchedule, drainPatchFrom, positiveDurationMsArg, type DeliveryOpts } from '../drain-options.js';
+import { addDeliveryOptions, describeSchedule, positiveDurationMsArg } from '../drain-options.js';
 import { iso, print, printJson, table, type CliIo } from '../io.js';
 import { ackStatusArg, bucketNameArg, contentTypeArg, maxBodyArg, urlArg } from '../parsers.js';
 import { isSecretKey, REDACTED, redactUrl } from '../../policy/redact.js';
 import { escapeJsonText, escapeTerminal } from '../../policy/terminal-text.js';
-import { pruneStatesArg } from './prune.js';
+import { bucketPatchFrom as patchFrom, pruneStatesArg, type BucketSettingsOpts } from '../../options/bucket-settings.js';
+import { bucketJson } from '../../json/bucket-json.js';
 
-/** Stable JSON shape of a bucket (README "JSON fields"). Durations in ms; forwarded header values unredacted. */
-export function bucketJson(b: Bucket, counts?: BucketCounts) {
-  const d = b.drain;
-  const s = d.schedule;
-  return {
-    name: b.name,
-    destination: b.destination,
-    max_body: b.maxBody,
-    ack_status: b.ackStatus,
-    ack_body: b.ackBody,
-    ack_content_type: b.ackContentType,
-    rate: d.rate === null ? null : formatRate(d.rate),
-    burst: d.burst,
-    concurrency: d.concurrency,
-    timeout_ms: d.timeoutMs,
-    schedule: {
-      base_ms: s.baseMs,
-      multiplier: s.multiplier,
-      cap_ms: Number.isFinite(s.capMs) ? s.capMs : null,
-      max_attempts: s.maxAttempts ?? null,
-      give_up_ms: s.giveUpMs ?? null,
-      jitter: s.jitter,
-    },
-    retry_on: formatRetryOn(d.retryOn ?? DEFAULT_RETRY_ON),
-    retry_budget: d.retryBudget.fraction,
-    retry_floor: d.retryBudget.floorPerSecond,
-    forward_path: d.forwardPath,
-    forward_raw_path: d.forwardRawPath,
-    forward_headers: d.forwardHeaders.map(([name, value]) => [name, value]),
-    paused: b.paused,
-    paused_at: iso(b.pausedAt),
-    retain_ms: b.retainMs,
-    retain_states: b.retainStates,
-    deleting: b.deletingAt !== null,
-    deleting_at: iso(b.deletingAt),
-    created_at: iso(b.createdAt),
-    updated_at: iso(b.updatedAt),
-    ...(counts
-      ? { requests: counts.requests, bytes: counts.bytes, states: counts.states, rejections: counts.rejections }
-      : {}),
-  };
-}
+export { bucketJson };
 
-interface BucketOpts extends DeliveryOpts {
-  destination?: string | false;
-  maxBody?: number;
-  ackStatus?: number;
-  ackBody?: string | false;
-  ackContentType?: string | false;
+interface BucketOpts extends BucketSettingsOpts {
   json?: boolean;
   reveal?: boolean;
   force?: boolean;
-  retain?: number | false;
-  retainState?: PrunableState[];
-}
-
-/** The patch the options describe; drain settings merge onto `current` (DEFAULT_DRAIN for a new bucket). */
-function patchFrom(o: BucketOpts, current: DrainSettings): BucketPatch {
-  if ((o.ackStatus === 204 || o.ackStatus === 205) && typeof o.ackBody === 'string') {
-    throw new AppError('invalid_option', `--ack-status ${o.ackStatus} answers without a body; drop --ack-body`);
-  }
-  const p: BucketPatch = {};
-  const drain = drainPatchFrom(o, current);
-  if (Object.keys(drain).length > 0) p.drain = drain;
-  if (o.destination !== undefined) p.destination = o.destination === false ? null : o.destination;
-  if (o.maxBody !== undefined) p.maxBody = o.maxBody;
-  if (o.ackStatus !== undefined) p.ackStatus = o.ackStatus;
-  if (o.ackBody !== undefined) p.ackBody = o.ackBody === false ? null : o.ackBody;
-  if (o.ackContentType !== undefined) p.ackContentType = o.ackContentType === false ? null : o.ackContentType;
-  if (o.retain === false && o.retainState !== undefined) throw new AppError('invalid_option', '--no-retain turns retention off; drop --retain-state');
-  if (o.retain !== undefined) p.retainMs = o.retain === false ? null : o.retain;
-  if (o.retain === false) p.retainStates = [...DEFAULT_PRUNE_STATES];
-  if (o.retainState !== undefined) p.retainStates = o.retainState;
-  return p;
 }
 
 /** The destination for people: its userinfo and secret query values redacted unless `reveal`, escaped. */

@@ -1,26 +1,14 @@
 import { Command } from 'commander';
-import { AppError, ExitCode, ExitWith } from '../../shared/errors.js';
-import { evaluate, ExpressionError, fieldsOf, parseExpression, type Expr, type Reason } from '../../stats/health-expression.js';
-import { fieldValue, isStatsField, NUMERIC_FIELDS } from '../../stats/stats.js';
+import { ExitCode, ExitWith } from '../../shared/errors.js';
+import { fieldsOf, type Reason } from '../../stats/health-expression.js';
+import { checkHealth, healthJson, parseFailOn } from '../../stats/health-report.js';
 import { withStore } from '../context.js';
 import { positiveDurationMsArg } from '../drain-options.js';
-import { iso, print, printJson, type CliIo } from '../io.js';
+import { print, printJson, type CliIo } from '../io.js';
 import { bucketNameArg } from '../parsers.js';
-import { DEFAULT_WINDOW_MS, formatNumber, loadStats, scopeText, workerFigures } from './stats.js';
+import { DEFAULT_WINDOW_MS, formatNumber, loadStats, scopeText } from './stats.js';
 
-/** The process figures (stats' `processes`), usable in --fail-on beside the stats fields. */
-const WORKER_FIELDS = ['workers_alive', 'delivering_dead_worker'] as const;
-const isWorkerField = (n: string): n is (typeof WORKER_FIELDS)[number] => (WORKER_FIELDS as readonly string[]).includes(n);
-
-/** Parses `--fail-on` before the database is opened; a syntax error or unknown field is a usage error (exit 2). */
-export function parseFailOn(source: string): Expr {
-  try {
-    return parseExpression(source, { isField: (n) => isStatsField(n) || isWorkerField(n), fieldNames: [...NUMERIC_FIELDS, ...WORKER_FIELDS] });
-  } catch (e) {
-    if (e instanceof ExpressionError) throw new AppError('invalid_option', `--fail-on: ${e.describe()}`, { cause: e });
-    throw e;
-  }
-}
+export { parseFailOn };
 
 function reasonText(r: Reason): string {
   const values = Object.entries(r.values).map(([k, v]) => `${k} = ${formatNumber(v)}`).join(', ');
@@ -54,21 +42,10 @@ Examples:
     .action(async (bucket: string | undefined, opts: { failOn: string; window?: number; json?: boolean }, cmd: Command) => {
       const expr = parseFailOn(opts.failOn);
       const report = await withStore(cmd, io, (store) => loadStats(store, bucket, opts.window ?? DEFAULT_WINDOW_MS));
-      const workers = workerFigures(report.processes);
-      const lookup = (name: string) => (isWorkerField(name) ? workers[name] : fieldValue(report.fields, name));
-      const result = evaluate(expr, lookup);
-      const tripped = result.holds ? result.reasons : [];
+      const result = checkHealth(report, expr);
+      const { tripped, lookup } = result;
       if (opts.json) {
-        printJson(io, {
-          healthy: !result.holds,
-          expression: opts.failOn,
-          bucket: report.bucket,
-          window_ms: report.windowMs,
-          since: iso(report.sinceMs),
-          until: iso(report.untilMs),
-          tripped,
-          values: Object.fromEntries(fieldsOf(expr).map((f) => [f, lookup(f)])),
-        });
+        printJson(io, healthJson(report, expr, opts.failOn, result));
       } else if (result.holds) {
         print(io, [`unhealthy: ${opts.failOn}`, `  ${scopeText(report)}`, 'tripped:', ...tripped.map((r) => `  ${reasonText(r)}`)].join('\n'));
       } else {

@@ -1,6 +1,6 @@
-import { Command, InvalidArgumentError } from 'commander';
+import { Command } from 'commander';
 import { formatSize } from '../../config/units.js';
-import { DEFAULT_PRUNE_STATES, formatAge, parsePruneStates, pruneCutoff } from '../../retention/rules.js';
+import { DEFAULT_PRUNE_STATES, formatAge, pruneCutoff } from '../../retention/rules.js';
 import { systemClock } from '../../shared/clock.js';
 import type { PrunableState, PruneCounts, PruneResult } from '../../store/store.js';
 import { withStore } from '../context.js';
@@ -9,12 +9,9 @@ import { iso, print, printJson, table, type CliIo } from '../io.js';
 import { bucketNameArg } from '../parsers.js';
 import { createProgress } from '../progress.js';
 
-/** `--state delivered,failed`: only terminal states; pending, retrying, delivering and held are refused. */
-export function pruneStatesArg(value: string): PrunableState[] {
-  const r = parsePruneStates(value);
-  if (!r.ok) throw new InvalidArgumentError(r.message);
-  return r.states;
-}
+import { pruneStatesArg } from '../../options/bucket-settings.js';
+
+export { pruneStatesArg };
 
 interface PruneOpts {
   olderThan: number;

@@ -1,16 +1,14 @@
 import { createInterface } from 'node:readline/promises';
 import { Command } from 'commander';
 import { formatRate } from '../../policy/token-bucket.js';
-import { confirmation, CONFIRM_ABOVE, scopeProblem } from '../../replay/replay.js';
+import { confirmation, CONFIRM_ABOVE } from '../../replay/replay.js';
 import { systemClock } from '../../shared/clock.js';
-import { AppError, ExitCode, ExitWith } from '../../shared/errors.js';
-import { newId } from '../../shared/ids.js';
+import { ExitCode, ExitWith } from '../../shared/errors.js';
 import type { Rate } from '../../policy/token-bucket.js';
-import { deletingError } from '../../store/store.js';
-import type { StoredRequest } from '../../store/store.js';
+import { checkReplayScope, dryRunJson, selectReplay, startReplay } from '../../replay/select-replay.js';
 import { withStore } from '../context.js';
 import { durationMsArg, rateArg } from '../drain-options.js';
-import { addFilterOptions, filterFromOptions, filterJson, isEmptyFilter, type FilterOptions } from '../filter-options.js';
+import { addFilterOptions, filterFromOptions, type FilterOptions } from '../filter-options.js';
 import { redactUrl } from '../../policy/redact.js';
 import { iso, print, printErr, printJson, table, terminalSafe, usage, type CliIo } from '../io.js';
 import { targetText } from '../render.js';
@@ -26,12 +24,6 @@ interface ReplayOpts extends FilterOptions {
   wait?: boolean;
   timeout?: number;
   json?: boolean;
-}
-
-const SAMPLE = 5;
-
-function sampleRow(r: StoredRequest) {
-  return { id: r.id, received_at: iso(r.receivedAt), method: r.method, path: r.path, query: r.query, state: r.state };
 }
 
 async function ask(io: CliIo, question: string): Promise<boolean> {
@@ -79,37 +71,16 @@ Examples:
     .action(async (bucketName: string, opts: ReplayOpts, cmd: Command) => {
       if (opts.timeout !== undefined && !opts.wait) throw usage('--timeout goes with --wait');
       if (opts.wait && opts.dryRun) throw usage('--dry-run changes nothing, so there is nothing to --wait for');
-      const now = systemClock.now();
-      const filter = filterFromOptions(opts, now);
-      const { ids: selectedIds, ...narrowing } = filter;
-      const problem = scopeProblem({ all: opts.all === true, ids: selectedIds ?? [], filtered: !isEmptyFilter(narrowing) });
-      if (problem !== undefined) throw usage(problem);
+      const filter = filterFromOptions(opts, systemClock.now());
+      checkReplayScope({ filter, all: opts.all === true });
       await withStore(cmd, io, async (store) => {
-        const bucket = await store.getBucket(bucketName);
-        if (!bucket) throw new AppError('not_found', `bucket ${bucketName} not found`);
-        if (bucket.deletingAt !== null) throw deletingError(bucketName);
-        const destination = opts.to ?? null;
-        if (destination === null && bucket.destination === null) {
-          throw new AppError('invalid_option', `bucket ${bucketName} has no destination: set one (bucket update --destination) or replay --to <url>`);
-        }
-        const ids: string[] = [];
-        const sample: StoredRequest[] = [];
-        for await (const r of store.iterateRequests(bucketName, filter)) {
-          ids.push(r.id);
-          if (sample.length < SAMPLE) sample.push(r);
-        }
-        if (filter.ids) {
-          const found = new Set(ids);
-          const missing = filter.ids.filter((id) => !found.has(id));
-          if (missing.length > 0 && isEmptyFilter(narrowing)) {
-            throw new AppError('not_found', `not in bucket ${bucketName}: ${missing.join(', ')}`);
-          }
-        }
-        const to = destination ?? bucket.destination!;
+        const selection = await selectReplay(store, { bucket: bucketName, filter, all: opts.all === true, to: opts.to ?? null });
+        const { ids, sample } = selection;
+        const to = selection.destination;
         // For people: credentials in the URL redacted (replay takes no --reveal; --json keeps it whole).
         const toText = redactUrl(to);
         if (opts.dryRun) {
-          if (opts.json) return printJson(io, { dry_run: true, bucket: bucketName, destination: to, count: ids.length, sample: sample.map(sampleRow) });
+          if (opts.json) return printJson(io, dryRunJson(selection));
           print(io, `would replay ${ids.length} request(s) of ${bucketName} to ${toText}${opts.rate ? ` at ${formatRate(opts.rate)}` : ''}; nothing changed (dry run)`);
           if (sample.length > 0) {
             print(io, table(['ID', 'RECEIVED', 'METHOD', 'PATH', 'STATE'], sample.map((r) => [r.id, iso(r.receivedAt), r.method, targetText(r.path, r.query, false), r.state])));
@@ -129,15 +100,7 @@ Examples:
           io.stderr.write('not replayed\n');
           throw new ExitWith(ExitCode.failure);
         }
-        const replay = await store.createReplay({
-          id: newId(),
-          bucket: bucketName,
-          requestIds: ids,
-          selection: opts.all ? { all: true } : filterJson(filter),
-          destination,
-          rate: opts.rate ?? null,
-          nowMs: systemClock.now(),
-        });
+        const replay = await startReplay(store, selection, { rate: opts.rate ?? null, nowMs: systemClock.now() });
         if (opts.wait) {
           if (!opts.json) printErr(io, `replay ${replay.id}: ${replay.total} request(s) of ${bucketName} to ${toText}`);
           const code = await waitForReplay(io, store, replay, { ...(opts.timeout !== undefined ? { timeoutMs: opts.timeout } : {}), json: opts.json === true });

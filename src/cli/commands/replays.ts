@@ -3,8 +3,8 @@ import { formatDuration } from '../../config/units.js';
 import { isSettled, pace, replayExitCode } from '../../replay/replay.js';
 import { systemClock } from '../../shared/clock.js';
 import { AppError, ExitCode, ExitWith } from '../../shared/errors.js';
-import { formatRate } from '../../policy/token-bucket.js';
 import type { Replay, ReplayProgress, Store } from '../../store/store.js';
+import { progressJson, replayJson } from '../../replay/replay-json.js';
 import { withStore } from '../context.js';
 import { durationMsArg } from '../drain-options.js';
 import { redactUrl } from '../../policy/redact.js';
@@ -15,36 +15,7 @@ import { createProgress } from '../progress.js';
 /** How often `--wait` reads the replay's counts. */
 const POLL_MS = 250;
 
-/** Stable JSON of a replay (README "JSON fields"). */
-export function replayJson(r: Replay, p?: ReplayProgress) {
-  return {
-    id: r.id,
-    bucket: r.bucket,
-    selection: r.selection,
-    destination: r.destination,
-    rate: r.rate === null ? null : formatRate(r.rate),
-    total: r.total,
-    superseded_at_start: r.superseded,
-    created_at: iso(r.createdAt),
-    ...(p ? { progress: progressJson(p) } : {}),
-  };
-}
-
-export function progressJson(p: ReplayProgress) {
-  return {
-    total: p.total,
-    delivered: p.delivered,
-    failed: p.failed,
-    exhausted: p.exhausted,
-    superseded: p.superseded,
-    pending: p.pending,
-    retrying: p.retrying,
-    delivering: p.delivering,
-    held: p.held,
-    remaining: p.total - p.settled,
-    paused: p.paused,
-  };
-}
+export { progressJson, replayJson };
 
 function summary(p: ReplayProgress): string {
   const parts = [`${p.delivered} delivered`];

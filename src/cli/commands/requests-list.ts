@@ -3,6 +3,7 @@ import { formatSize } from '../../config/units.js';
 import { systemClock } from '../../shared/clock.js';
 import type { RequestFilter } from '../../store/store.js';
 import { shellWord } from '../../transfer/shell-quote.js';
+import { requestPageJson } from '../../json/request-json.js';
 import { withStore } from '../context.js';
 import { addFilterOptions, filterFromOptions, filterJson, parseIds, type FilterOptions } from '../filter-options.js';
 import { iso, print, printJson, table, type CliIo } from '../io.js';
@@ -55,21 +56,7 @@ Examples:
         const page = await store.listRequests(bucket, filter, { limit, ...(opts.cursor ? { before: opts.cursor } : {}) });
         const rows = page.requests;
         if (opts.json) {
-          return printJson(io, {
-            requests: rows.map((r) => ({
-              id: r.id,
-              received_at: iso(r.receivedAt),
-              method: r.method,
-              path: r.path,
-              query: r.query,
-              size: r.size,
-              state: r.state,
-              attempts: r.attempts,
-              last_status: r.lastStatus,
-              generation: r.generation,
-            })),
-            next_cursor: page.nextCursor,
-          });
+          return printJson(io, requestPageJson(page));
         }
         if (rows.length === 0) {
           return print(io, `no requests in ${bucket}${Object.keys(filter).length > 0 ? ' match' : ''}${opts.cursor ? ' after that cursor' : ''}`);

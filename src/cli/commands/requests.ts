@@ -1,38 +1,18 @@
 import { Command } from 'commander';
 import { formatSize } from '../../config/units.js';
 import { AppError } from '../../shared/errors.js';
-import type { StoredRequest } from '../../store/store.js';
 import { withStore } from '../context.js';
 import { iso, print, printJson, type CliIo } from '../io.js';
 import { escapeTerminal } from '../../policy/terminal-text.js';
-import { displayHeaders, headerLines, headerPairs, isUtf8, renderBody, targetText } from '../render.js';
+import { requestJson } from '../../json/request-json.js';
+import { displayHeaders, headerLines, renderBody, targetText } from '../render.js';
 import { historyJson, timelineLines } from '../timeline.js';
 import { makeTailCommand } from './tail.js';
 import { makeRequestsExportCommand } from './requests-export.js';
 import { makeRequestsImportCommand } from './requests-import.js';
 import { makeRequestsListCommand } from './requests-list.js';
 
-/** Stable JSON shape of a stored request (README "JSON fields"). Keeps the stored bytes exactly. */
-export function requestJson(r: StoredRequest) {
-  const utf8 = isUtf8(r.body);
-  return {
-    id: r.id,
-    bucket: r.bucket,
-    received_at: iso(r.receivedAt),
-    method: r.method,
-    path: r.path,
-    query: r.query,
-    headers: headerPairs(r.rawHeaders),
-    body: utf8 ? r.body.toString('utf8') : r.body.toString('base64'),
-    body_encoding: utf8 ? 'utf8' : 'base64',
-    // Chunked trailers as received (same form as headers); stored as evidence, never forwarded.
-    trailers: headerPairs(r.rawTrailers ?? []),
-    size: r.size,
-    sha256: r.sha256,
-    peer: r.peer,
-    state: r.state,
-  };
-}
+export { requestJson };
 
 /** The Trailers block of `requests show`, after the body (where they came on the wire); none without trailers. */
 function trailerLines(rawTrailers: readonly string[], reveal: boolean): string[] {

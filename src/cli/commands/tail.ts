@@ -3,6 +3,7 @@ import { formatSize } from '../../config/units.js';
 import { systemClock } from '../../shared/clock.js';
 import { AppError } from '../../shared/errors.js';
 import type { TailCursor, TailEvent } from '../../store/store.js';
+import { tailEventJson } from '../../json/request-json.js';
 import { withStore } from '../context.js';
 import { escapeTerminal } from '../../policy/terminal-text.js';
 import { iso, print, printJsonLine, type CliIo } from '../io.js';
@@ -12,30 +13,7 @@ import { targetText } from '../render.js';
 /** How often tail looks for new rows (one indexed query each for requests and attempts). */
 const POLL_MS = 250;
 
-export function tailEventJson(e: TailEvent) {
-  if (e.kind === 'request') {
-    const r = e.request;
-    return { event: 'request', at: iso(e.at), id: r.id, method: r.method, path: r.path, query: r.query, size: r.size, state: r.state };
-  }
-  const a = e.attempt;
-  return {
-    event: 'attempt',
-    at: iso(e.at),
-    request_id: e.requestId,
-    delivery_id: e.deliveryId,
-    generation: e.generation,
-    attempt: a.number,
-    url: a.url,
-    status: a.status,
-    error_class: a.errorClass,
-    outcome: a.outcome,
-    reason: a.reason,
-    duration_ms: a.durationMs,
-    next_attempt_at: a.nextAttemptAt === null ? null : iso(a.nextAttemptAt),
-    next_why: a.nextWhy,
-    worker: a.workerId,
-  };
-}
+export { tailEventJson };
 
 function tailEventText(e: TailEvent, reveal: boolean): string {
   if (e.kind === 'request') {

@@ -1,0 +1,277 @@
+/**
+ * The admin API's schemas: inputs in the CLI's own formats, parsed by the CLI's own parsers
+ * (src/options), and the outputs, which are the `--json` shapes (src/json, README "JSON fields").
+ * The OpenAPI document is generated from these same schemas.
+ */
+import { z } from '@hono/zod-openapi';
+import { JITTERS } from '../policy/schedule.js';
+import { REQUEST_STATES } from '../options/request-filter.js';
+import { BUCKET_NAME } from '../ingest/bucket-name.js';
+
+/**
+ * A string in a CLI format, parsed by the CLI's parser for it (which throws with the CLI's own
+ * message). Numbers are taken too where the CLI's format reads a bare number (ms, bytes, counts).
+ */
+export function cliValue<T>(parse: (value: string) => T, description: string, example: string, numbers = false) {
+  const input = numbers ? z.union([z.string(), z.number()]) : z.string();
+  return input
+    .transform((v, ctx) => {
+      try {
+        return parse(String(v));
+      } catch (e) {
+        ctx.addIssue({ code: 'custom', message: (e as Error).message });
+        return z.NEVER;
+      }
+    })
+    .openapi({ description, example });
+}
+
+/** A comma list, an array of them, or (in a query) the parameter repeated: joined for the CLI's comma-list parsers. */
+export function cliList<T>(parse: (value: string) => T, description: string, example: string) {
+  return z
+    .union([z.string(), z.array(z.string())])
+    .transform((v, ctx) => {
+      try {
+        return parse(Array.isArray(v) ? v.join(',') : v);
+      } catch (e) {
+        ctx.addIssue({ code: 'custom', message: (e as Error).message });
+        return z.NEVER;
+      }
+    })
+    .openapi({ description, example });
+}
+
+/** Each value on its own (header matches: a value may hold commas). */
+export function cliRepeat<T>(parse: (value: string) => T[], description: string, example: string) {
+  return z
+    .union([z.string(), z.array(z.string())])
+    .transform((v, ctx) => {
+      try {
+        return (Array.isArray(v) ? v : [v]).flatMap((x) => parse(x));
+      } catch (e) {
+        ctx.addIssue({ code: 'custom', message: (e as Error).message });
+        return z.NEVER;
+      }
+    })
+    .openapi({ description, example });
+}
+
+export const BucketNameParam = z.object({
+  name: z
+    .string()
+    .regex(BUCKET_NAME, 'invalid bucket name: use ^[a-z0-9][a-z0-9_-]{0,62}$')
+    .openapi({ param: { name: 'name', in: 'path' }, example: 'stripe', description: 'bucket name, ^[a-z0-9][a-z0-9_-]{0,62}$' }),
+});
+
+export const IdParam = z.object({
+  id: z.string().max(100).openapi({ param: { name: 'id', in: 'path' }, example: '019ae0c4-5b7e-7c3a-9f1e-2b8d4c6a1e00' }),
+});
+
+export const ErrorSchema = z
+  .object({
+    error: z.string().openapi({ example: 'bucket stripe not found' }),
+    code: z.string().openapi({ example: 'not_found', description: 'stable code (docs/api.md "Errors")' }),
+  })
+  .openapi('Error');
+
+/* ---- outputs: the --json shapes ---- */
+
+const iso = z.string().openapi({ example: '2026-12-01T10:00:00.000Z' });
+const isoOrNull = iso.nullable();
+const counts = z.record(z.string(), z.number());
+const pairs = z.array(z.tuple([z.string(), z.string()]));
+const STATES = REQUEST_STATES as unknown as [string, ...string[]];
+
+export const BucketSchema = z
+  .object({
+    name: z.string(),
+    destination: z.string().nullable(),
+    max_body: z.number(),
+    ack_status: z.number(),
+    ack_body: z.string().nullable(),
+    ack_content_type: z.string().nullable(),
+    rate: z.string().nullable().openapi({ example: '200/s' }),
+    burst: z.number(),
+    concurrency: z.number(),
+    timeout_ms: z.number(),
+    schedule: z.object({
+      base_ms: z.number(),
+      multiplier: z.number(),
+      cap_ms: z.number().nullable(),
+      max_attempts: z.number().nullable(),
+      give_up_ms: z.number().nullable(),
+      jitter: z.enum(JITTERS as unknown as [string, ...string[]]),
+    }),
+    retry_on: z.string(),
+    retry_budget: z.number(),
+    retry_floor: z.number(),
+    forward_path: z.boolean(),
+    forward_raw_path: z.boolean(),
+    forward_headers: pairs,
+    paused: z.boolean(),
+    paused_at: isoOrNull,
+    retain_ms: z.number().nullable(),
+    retain_states: z.array(z.string()),
+    deleting: z.boolean(),
+    deleting_at: isoOrNull,
+    created_at: isoOrNull,
+    updated_at: isoOrNull,
+    requests: z.number().optional().openapi({ description: 'with counts only (GET)' }),
+    bytes: z.number().optional(),
+    states: z.record(z.string(), z.number()).optional(),
+    rejections: counts.optional(),
+  })
+  .openapi('Bucket');
+
+export const BucketListSchema = z.object({ buckets: z.array(BucketSchema), unattributed_rejections: counts }).openapi('BucketList');
+
+export const DeletedSchema = z.object({ name: z.string(), deleted: z.literal(true), requests: z.number() }).openapi('Deleted');
+
+export const ListedRequestSchema = z
+  .object({
+    id: z.string(),
+    received_at: isoOrNull,
+    method: z.string(),
+    path: z.string(),
+    query: z.string().nullable(),
+    size: z.number(),
+    state: z.enum(STATES),
+    attempts: z.number(),
+    last_status: z.number().nullable(),
+    generation: z.number().nullable(),
+  })
+  .openapi('ListedRequest');
+
+export const RequestPageSchema = z
+  .object({ requests: z.array(ListedRequestSchema), next_cursor: z.string().nullable().openapi({ description: 'pass as cursor for the next page; null on the last' }) })
+  .openapi('RequestPage');
+
+const AttemptSchema = z.object({
+  id: z.string(),
+  number: z.number(),
+  url: z.string(),
+  started_at: z.string(),
+  gap_ms: z.number().nullable(),
+  duration_ms: z.number().nullable(),
+  status: z.number().nullable(),
+  error_class: z.string().nullable(),
+  error_message: z.string().nullable(),
+  outcome: z.string().nullable(),
+  reason: z.string().nullable(),
+  next_attempt_at: z.string().nullable(),
+  next_why: z.string().nullable(),
+  worker: z.string().nullable(),
+  response_headers: pairs.nullable(),
+  response_body: z.string().nullable(),
+  response_body_encoding: z.enum(['utf8', 'base64']).nullable(),
+  response_truncated: z.boolean(),
+});
+
+const DeliverySchema = z.object({
+  id: z.string(),
+  generation: z.number(),
+  destination: z.string().nullable(),
+  state: z.string(),
+  trigger: z.enum(['initial', 'replay']),
+  replay_id: z.string().nullable(),
+  latest: z.boolean(),
+  attempts: z.number(),
+  deferrals: z.number(),
+  last_deferral_reason: z.string().nullable(),
+  next_attempt_at: z.string().nullable(),
+  created_at: z.string(),
+  settled_at: z.string().nullable(),
+  supersede_requested: z.boolean(),
+  attempt_log: z.array(AttemptSchema),
+});
+
+export const StoredRequestSchema = z
+  .object({
+    id: z.string(),
+    bucket: z.string(),
+    received_at: isoOrNull,
+    method: z.string(),
+    path: z.string(),
+    query: z.string().nullable(),
+    headers: pairs.openapi({ description: 'as received: order, case and repeats kept' }),
+    body: z.string(),
+    body_encoding: z.enum(['utf8', 'base64']),
+    trailers: pairs,
+    size: z.number(),
+    sha256: z.string(),
+    peer: z.string().nullable(),
+    state: z.enum(STATES),
+    deliveries: z.array(DeliverySchema),
+  })
+  .openapi('StoredRequest');
+
+const ProgressSchema = z.object({
+  total: z.number(),
+  delivered: z.number(),
+  failed: z.number(),
+  exhausted: z.number(),
+  superseded: z.number(),
+  pending: z.number(),
+  retrying: z.number(),
+  delivering: z.number(),
+  held: z.number(),
+  remaining: z.number(),
+  paused: z.boolean(),
+});
+
+export const ReplaySchema = z
+  .object({
+    id: z.string(),
+    bucket: z.string(),
+    selection: z.record(z.string(), z.unknown()),
+    destination: z.string().nullable(),
+    rate: z.string().nullable(),
+    total: z.number(),
+    superseded_at_start: z.number(),
+    created_at: isoOrNull,
+    progress: ProgressSchema.optional(),
+    settled: z.boolean().optional(),
+  })
+  .openapi('Replay');
+
+export const ReplayListSchema = z.object({ replays: z.array(ReplaySchema) }).openapi('ReplayList');
+
+export const DryRunSchema = z
+  .object({
+    dry_run: z.literal(true),
+    bucket: z.string(),
+    destination: z.string(),
+    count: z.number(),
+    sample: z.array(z.object({ id: z.string(), received_at: isoOrNull, method: z.string(), path: z.string(), query: z.string().nullable(), state: z.string() })),
+  })
+  .openapi('ReplayDryRun');
+
+export const NothingToReplaySchema = z.object({ replay: z.null(), count: z.literal(0) }).openapi('NothingToReplay');
+
+/** `stats --json`: the fields are README "stats"; the schema names the frame and lets the fields through. */
+export const StatsSchema = z
+  .object({
+    bucket: z.string().nullable(),
+    window_ms: z.number(),
+    since: isoOrNull,
+    until: isoOrNull,
+  })
+  .catchall(z.unknown())
+  .openapi('Stats');
+
+export const HealthSchema = z
+  .object({
+    healthy: z.boolean(),
+    expression: z.string().nullable(),
+    bucket: z.string().nullable(),
+    window_ms: z.number(),
+    since: isoOrNull,
+    until: isoOrNull,
+    tripped: z.array(z.object({ condition: z.string(), result: z.boolean(), values: z.record(z.string(), z.number().nullable()) })),
+    values: z.record(z.string(), z.number().nullable()),
+  })
+  .openapi('Health');
+
+export const HealthFailureSchema = z
+  .object({ healthy: z.literal(false), error: z.string(), code: z.string() })
+  .openapi('HealthStorageFailure');
