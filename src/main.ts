@@ -6,6 +6,11 @@ import { AdminLimits } from './admin/limits.js';
 import { checkAdminListener, type Config } from './config/config.js';
 import { hostAllowList, type HostAllowList } from './policy/admin-host.js';
 import { createAdminHttpServer, createHttpServer } from './server.js';
+import { createApiApp } from './api/api-app.js';
+import { EventHub } from './api/event-hub.js';
+import { openStoreReads, type OpenedStoreReads } from './api/open-store-reads.js';
+import { createUiApp } from './ui/ui-app.js';
+import type { Store } from './store/store.js';
 import type { Clock } from './shared/clock.js';
 import type { Logger } from './shared/logger.js';
 import { createDeliveryAgent } from './drain/forward.js';
@@ -41,6 +46,9 @@ export interface RunningAdmin {
   readonly server: Server;
   readonly auth: AdminAuth;
   readonly limits: AdminLimits;
+  /** The admin reads (off the event loop on SQLite) and the events poller; closed with the listener. */
+  readonly reads: OpenedStoreReads;
+  readonly events: EventHub;
 }
 
 /**
@@ -115,13 +123,15 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
   // acknowledged anything.
   let admin: RunningAdmin | undefined;
   try {
-    if (config.admin) admin = await startAdmin(config, { logger, clock, health: () => sink.health() });
+    if (config.admin) admin = await startAdmin(config, { logger, clock, store, health: () => sink.health() });
     await listen(server, config.port, config.host, 'port %s is already in use (another hookbucket serve?); choose another with --port');
   } catch (e) {
     if (admin) {
       const closed = new Promise<void>((r) => admin!.server.close(() => r()));
       admin.server.closeAllConnections();
       await closed;
+      admin.events.close();
+      await admin.reads.close();
     }
     await sink.close();
     await worker?.close(0);
@@ -175,24 +185,38 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
  */
 async function startAdmin(
   config: Config,
-  deps: { logger: Logger; clock: Clock; health: () => { ok: true } | { ok: false; reason: string; code: string } },
+  deps: { logger: Logger; clock: Clock; store: Store; health: () => { ok: true } | { ok: false; reason: string; code: string } },
 ): Promise<RunningAdmin> {
   const auth = new AdminAuth({ token: config.adminToken, clock: deps.clock, logger: deps.logger });
   const limits = new AdminLimits();
   let hosts: HostAllowList = hostAllowList({ bindHost: config.adminHost, port: undefined, extraNames: config.adminHostNames });
-  const app = createAdminApp({ logger: deps.logger, auth, limits, hosts: () => hosts, health: deps.health });
+  const reads = await openStoreReads(config, { budgetMs: ADMIN_READ_BUDGET_MS, clock: deps.clock, logger: deps.logger });
+  const events = new EventHub({ reads, clock: deps.clock, logger: deps.logger });
+  const api = createApiApp({ store: deps.store, reads, clock: deps.clock, logger: deps.logger, events });
+  const ui = createUiApp({ store: deps.store, reads, clock: deps.clock, logger: deps.logger, config: { auth: auth.enabled } });
+  const app = createAdminApp({ logger: deps.logger, auth, limits, hosts: () => hosts, health: deps.health, api, ui });
   const server = createAdminHttpServer(app, { headersTimeoutMs: config.headersTimeoutMs, requestTimeoutMs: config.requestTimeoutMs });
-  const port = await listen(
-    server,
-    config.adminPort,
-    config.adminHost,
-    'admin port %s is already in use; each receiver on a host needs its own --admin-port (0 picks a free one), or pass --no-admin',
-  );
+  let port: number;
+  try {
+    port = await listen(
+      server,
+      config.adminPort,
+      config.adminHost,
+      'admin port %s is already in use; each receiver on a host needs its own --admin-port (0 picks a free one), or pass --no-admin',
+    );
+  } catch (e) {
+    events.close();
+    await reads.close();
+    throw e;
+  }
   const wildcard = config.adminHost === '0.0.0.0' || config.adminHost === '::';
   const interfaceAddresses = wildcard ? Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((i) => i.address)) : [];
   hosts = hostAllowList({ bindHost: config.adminHost, port, extraNames: config.adminHostNames, interfaceAddresses });
-  return { url: urlOf(config.adminHost, port), port, server, auth, limits };
+  return { url: urlOf(config.adminHost, port), port, server, auth, limits, reads, events };
 }
+
+/** Each admin read's time budget (docs/api-reads.md): past it the answer is 503 query_timeout. */
+const ADMIN_READ_BUDGET_MS = 5_000; // 5 s
 
 /** Stops the admin listener: no new connections, open event streams told to end, the rest cut after the grace period. */
 async function closeAdmin(admin: RunningAdmin, graceMs: number): Promise<void> {
@@ -202,6 +226,7 @@ async function closeAdmin(admin: RunningAdmin, graceMs: number): Promise<void> {
     res.shouldKeepAlive = false;
   });
   admin.limits.closeStreams();
+  admin.events.close();
   const idle = setInterval(() => admin.server.closeIdleConnections(), IDLE_SWEEP_MS);
   admin.server.closeIdleConnections();
   const timer = setTimeout(() => admin.server.closeAllConnections(), graceMs);
@@ -209,6 +234,7 @@ async function closeAdmin(admin: RunningAdmin, graceMs: number): Promise<void> {
   await closed;
   clearInterval(idle);
   clearTimeout(timer);
+  await admin.reads.close();
 }
 
 /** Registers a receiver in the workers table and renews its heartbeat every third of the TTL until stopped. */

@@ -21,7 +21,7 @@ const UNSENT_WHY: Record<string, string> = {
 };
 
 /** The outcome of an attempt in a few words: `200`, `503 → retry`, `refused → retry`, `in flight`. */
-function outcomeText(a: AttemptRecord): string {
+export function outcomeText(a: AttemptRecord): string {
   if (a.outcome === null) return 'in flight';
   const what = a.status !== null ? String(a.status) : (a.errorClass ?? 'error');
   if (a.outcome === 'delivered') return `${what} delivered`;
@@ -37,7 +37,7 @@ function outcomeText(a: AttemptRecord): string {
 }
 
 /** Why the next attempt was set when it was. */
-function nextText(a: AttemptRecord): string {
+export function nextText(a: AttemptRecord): string {
   if (a.nextAttemptAt === null) return '';
   const gap = a.nextAttemptAt - (a.startedAt + (a.durationMs ?? 0));
   const why = { schedule: 'the schedule', retry_after: "the consumer's Retry-After", lease_expired: 'the lease expired', released: a.reason === 'released_on_shutdown' ? 'released on shutdown' : 'released' }[a.nextWhy ?? ''] ?? a.nextWhy ?? '';
