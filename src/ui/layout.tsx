@@ -1,3 +1,4 @@
+import { raw } from 'hono/html';
 import type { Child } from 'hono/jsx';
 
 /**
@@ -5,8 +6,11 @@ import type { Child } from 'hono/jsx';
  * /ui/app.js): the admin CSP allows no inline style or script, and none is needed.
  */
 export function Layout(props: { title: string; auth: boolean; children?: Child }) {
+  // The doctype keeps the browser out of quirks mode; raw() only ever wraps this constant.
   return (
-    <html lang="en">
+    <>
+      {raw('<!doctype html>')}
+      <html lang="en">
       <head>
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
@@ -31,7 +35,8 @@ export function Layout(props: { title: string; auth: boolean; children?: Child }
         </header>
         <main>{props.children}</main>
       </body>
-    </html>
+      </html>
+    </>
   );
 }
 
