@@ -54,29 +54,48 @@ const EMPTY_COUNTS: BucketCounts = { requests: 0, bytes: 0, states: {}, rejectio
 export const SPARK_BINS = 12;
 export const SPARK_BIN_MS = 5 * 60_000; // 5 min
 
+/** A finished window's figures are kept once it ended this long ago (a request committed just after its window still counts). */
+const BIN_SETTLE_MS = 60_000; // 1 min
+
+type BinFigures = Map<string, { arrivals: number; delivered: number }>;
+
 /**
- * The last hour's arrivals and deliveries per bucket, SPARK_BINS windows of statsSamples over every
- * bucket: a fixed number of reads whatever the number of buckets (no per-bucket query).
+ * The last hour's arrivals and deliveries per bucket: SPARK_BINS 5-minute windows of statsSamples,
+ * each over every bucket, so the number of reads does not grow with the number of buckets. A
+ * window that ended (more than BIN_SETTLE_MS ago) does not change, so it is read once and kept;
+ * an overview then costs one statsSamples (the current window, which also gives the oldest
+ * waiting request) besides the bucket list and counts.
  */
-async function sparkSeries(reads: StoreReads, nowMs: number): Promise<{ series: Map<string, SparkSeries>; latest: Map<string, StatsSample> }> {
-  const end = Math.floor(nowMs / 60_000) * 60_000 + 60_000;
-  const windows = Array.from({ length: SPARK_BINS }, (_, i) => ({ sinceMs: end - (SPARK_BINS - i) * SPARK_BIN_MS, untilMs: end - (SPARK_BINS - i - 1) * SPARK_BIN_MS }));
-  const series = new Map<string, SparkSeries>();
-  const latest = new Map<string, StatsSample>();
-  for (let i = 0; i < windows.length; i++) {
-    const { buckets } = await reads.statsSamples(windows[i]!);
-    for (const s of buckets) {
-      let one = series.get(s.bucket);
-      if (!one) {
-        one = { arrivals: new Array<number>(SPARK_BINS).fill(0), deliveries: new Array<number>(SPARK_BINS).fill(0), binMs: SPARK_BIN_MS };
-        series.set(s.bucket, one);
+class SparkCache {
+  readonly #bins = new Map<number, BinFigures>();
+  constructor(private readonly reads: StoreReads) {}
+
+  async read(nowMs: number): Promise<{ series: Map<string, SparkSeries>; current: Map<string, StatsSample> }> {
+    const end = Math.floor(nowMs / SPARK_BIN_MS) * SPARK_BIN_MS + SPARK_BIN_MS;
+    const starts = Array.from({ length: SPARK_BINS }, (_, i) => end - (SPARK_BINS - i) * SPARK_BIN_MS);
+    for (const k of this.#bins.keys()) if (k < starts[0]!) this.#bins.delete(k);
+    const series = new Map<string, SparkSeries>();
+    const current = new Map<string, StatsSample>();
+    const zero = () => ({ arrivals: new Array<number>(SPARK_BINS).fill(0), deliveries: new Array<number>(SPARK_BINS).fill(0), binMs: SPARK_BIN_MS });
+    for (let i = 0; i < starts.length; i++) {
+      const since = starts[i]!;
+      const until = since + SPARK_BIN_MS;
+      let bin = this.#bins.get(since);
+      if (!bin || i === starts.length - 1) {
+        const { buckets } = await this.reads.statsSamples({ sinceMs: since, untilMs: until });
+        bin = new Map(buckets.map((b) => [b.bucket, { arrivals: b.receivedInWindow, delivered: b.settled.delivered }]));
+        if (until <= nowMs - BIN_SETTLE_MS) this.#bins.set(since, bin);
+        if (i === starts.length - 1) for (const b of buckets) current.set(b.bucket, b);
       }
-      one.arrivals[i] = s.receivedInWindow;
-      one.deliveries[i] = s.settled.delivered;
-      if (i === windows.length - 1) latest.set(s.bucket, s);
+      for (const [name, f] of bin) {
+        let one = series.get(name);
+        if (!one) series.set(name, (one = zero()));
+        one.arrivals[i] = f.arrivals;
+        one.deliveries[i] = f.delivered;
+      }
     }
+    return { series, current };
   }
-  return { series, latest };
 }
 
 /** The form's GET parameters as the CLI's filter options; a bad value throws with the CLI's message. */
@@ -108,6 +127,7 @@ export function createUiApp(deps: UiDeps): Hono {
   const overviewPageSize = deps.config?.overviewPageSize ?? 50;
   const requestsPageSize = deps.config?.requestsPageSize ?? 50;
   const app = new Hono();
+  const spark = new SparkCache(reads);
 
   const errorPage = (c: Context, status: 400 | 404 | 503, title: string, message: string) => c.html(<ErrorPage title={title} message={message} auth={auth} />, status);
 
@@ -129,17 +149,17 @@ export function createUiApp(deps: UiDeps): Hono {
   app.get('/', async (c) => {
     const nowMs = clock.now();
     const after = c.req.query('after') ?? '';
-    // Both reads are aggregates over every bucket: one listing and one counting query, however
-    // many buckets exist; the page is cut here.
-    const [all, counts, spark] = await Promise.all([reads.listBuckets(), reads.allBucketCounts(), sparkSeries(reads, nowMs)]);
+    // Aggregates over every bucket: one listing, one counting query and the sparkline's windows
+    // (SparkCache), however many buckets exist; the page is cut here.
+    const [all, counts, activity] = await Promise.all([reads.listBuckets(), reads.allBucketCounts(), spark.read(nowMs)]);
     const sorted = all.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     const from = after === '' ? 0 : sorted.findIndex((b) => b.name > after);
     const pageBuckets = from < 0 ? [] : sorted.slice(from, from + overviewPageSize);
     const rows: OverviewRow[] = pageBuckets.map((b) => ({
       bucket: b,
       counts: counts.get(b.name) ?? EMPTY_COUNTS,
-      oldestWaitingAt: spark.latest.get(b.name)?.oldestWaitingAt ?? null,
-      series: spark.series.get(b.name) ?? { arrivals: new Array<number>(SPARK_BINS).fill(0), deliveries: new Array<number>(SPARK_BINS).fill(0), binMs: SPARK_BIN_MS },
+      oldestWaitingAt: activity.current.get(b.name)?.oldestWaitingAt ?? null,
+      series: activity.series.get(b.name) ?? { arrivals: new Array<number>(SPARK_BINS).fill(0), deliveries: new Array<number>(SPARK_BINS).fill(0), binMs: SPARK_BIN_MS },
     }));
     const last = pageBuckets[pageBuckets.length - 1];
     const next = last !== undefined && from + overviewPageSize < sorted.length ? last.name : null;

@@ -16,7 +16,7 @@ import { tempDir } from '../helpers/temp-dir.js';
 
 describe('inspector pages (app.request)', () => {
   const t = tempDir();
-  const clock = new ManualClock(Date.UTC(2026, 11, 5, 12, 0, 0));
+  const clock = new ManualClock(Date.UTC(2026, 11, 5, 12, 2, 0));
   let store: SqliteStore;
   const calls = new Map<string, number>();
   let app: ReturnType<typeof createAdminApp>;
@@ -86,6 +86,10 @@ describe('inspector pages (app.request)', () => {
     assert.match(p1.html, /https:\/\/\[redacted\]@example\.com\/hook\?token=\[redacted\]&amp;x=1/);
     // Five buckets, and no read per bucket: one listing, one count, the sparkline's windows.
     assert.deepEqual(Object.fromEntries(calls), { listBuckets: 1, allBucketCounts: 1, statsSamples: SPARK_BINS });
+    // Windows that ended are kept: the next view reads only the current one.
+    calls.clear();
+    await get('/');
+    assert.deepEqual(Object.fromEntries(calls), { listBuckets: 1, allBucketCounts: 1, statsSamples: 1 });
     const p3 = await get('/?after=delta');
     assert.match(p3.html, /href="\/buckets\/echo"/);
     assert.ok(!p3.html.includes('?after='), 'the last page has no next link');
