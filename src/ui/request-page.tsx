@@ -1,4 +1,4 @@
-import { nextText, outcomeText } from '../cli/timeline.js';
+import { nextText, outcomeText } from '../policy/attempt-text.js';
 import { headerPairs, isUtf8 } from '../json/request-json.js';
 import { redactHeaders, redactJson, redactQuery, redactUrl } from '../policy/redact.js';
 import type { DeliveryHistory, StoredRequest } from '../store/store.js';

@@ -9,6 +9,7 @@ import { silentLogger } from '../../src/shared/logger.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { createUiApp, SPARK_BINS } from '../../src/ui/ui-app.js';
 import { sparkPoints } from '../../src/ui/sparkline.js';
+import { importsOf, sourceFiles } from '../helpers/imports.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 // The inspector's pages through app.request(), mounted in the admin app as serve mounts it, on a
@@ -155,5 +156,16 @@ describe('inspector pages (app.request)', () => {
     assert.equal(sparkPoints([0, 5, 10], 10), '2.0,26.0 60.0,14.0 118.0,2.0');
     assert.equal(sparkPoints([0, 0], 0), '2.0,26.0 118.0,26.0');
     assert.equal(sparkPoints([], 0), '');
+  });
+});
+
+describe('inspector: layering', () => {
+  it('src/ui imports nothing from src/cli, src/main.ts, src/app.ts or src/server.ts', () => {
+    const files = sourceFiles('src/ui');
+    assert.ok(files.length >= 6, `found ${files.length} files`);
+    const upward = files
+      .flatMap(importsOf)
+      .filter((e) => e.target !== null && (e.target.startsWith('src/cli/') || ['src/main.ts', 'src/app.ts', 'src/server.ts'].includes(e.target)));
+    assert.deepEqual(upward, []);
   });
 });
