@@ -2,7 +2,12 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { loadConfig } from '../../src/config/config.js';
+import { startServer } from '../../src/main.js';
 import { DEFAULT_SCHEDULE } from '../../src/policy/schedule.js';
+import { systemClock } from '../../src/shared/clock.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { startConsumer, type Consumer } from '../helpers/consumer.js';
 import { rawRequest } from '../helpers/raw-http.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -194,6 +199,42 @@ describe('web inspector in Chromium', { skip }, () => {
     assert.equal(await page.locator('progress.js-replay-progress').getAttribute('data-settled'), 'true');
     assert.equal(consumer.received.length, before + 1);
     await shot('replay');
+  });
+
+  it('with an admin token: the login form, then pages, live events and writes on the session cookie', async () => {
+    const token = 'x'.repeat(20) + 'inspector-token-1';
+    const t = tempDir();
+    const config = loadConfig({ HOOKBUCKET_ADMIN_TOKEN: token }, {}, { db: t.db, port: 0, host: '127.0.0.1', minFreeDisk: '0', logLevel: 'silent', worker: false, adminPort: 0 });
+    const guarded = await startServer(config, { clock: systemClock, logger: silentLogger });
+    const own = await browser.newContext();
+    const p = await own.newPage();
+    p.on('console', (m) => {
+      if (m.type() === 'error') problems.push(`console (token): ${m.text()}`);
+    });
+    p.on('pageerror', (e) => problems.push(`pageerror (token): ${e.message}`));
+    try {
+      const res = await fetch(`${guarded.admin!.url}/api/buckets`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'locked' }),
+      });
+      assert.equal(res.status, 201, await res.text());
+      await p.goto(`${guarded.admin!.url}/buckets/locked`);
+      assert.match(p.url(), /\/login$/);
+      await p.fill('input[name="token"]', token);
+      await Promise.all([p.waitForURL(`${guarded.admin!.url}/`), p.click('button[type="submit"]')]);
+      assert.equal(await p.locator('h1').textContent(), 'Buckets');
+      await p.goto(`${guarded.admin!.url}/buckets/locked`);
+      // EventSource sends the cookie; a refused stream would never say connected.
+      await p.locator('.live .js-live-status', { hasText: 'connected' }).waitFor();
+      await Promise.all([p.waitForEvent('load'), p.click('button[data-action="pause"]')]);
+      await p.locator('h1 .tag.paused').waitFor();
+      await Promise.all([p.waitForURL(/\/login$/), p.click('form.logout button')]);
+    } finally {
+      await own.close();
+      await guarded.close(2000);
+      t.remove();
+    }
   });
 
   it('logged no console errors', () => {
