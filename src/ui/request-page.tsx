@@ -1,4 +1,4 @@
-import { nextText, outcomeText } from '../policy/attempt-text.js';
+import { ago, nextText, outcomeText } from '../policy/attempt-text.js';
 import { headerPairs, isUtf8 } from '../json/request-json.js';
 import { redactHeaders, redactJson, redactQuery, redactUrl } from '../policy/redact.js';
 import type { DeliveryHistory, StoredRequest } from '../store/store.js';
@@ -70,7 +70,7 @@ function Timeline(props: { history: DeliveryHistory[]; destination: string | nul
                   </thead>
                   <tbody>
                     {d.attemptLog.map((a) => {
-                      const gap = prev === undefined ? '' : ` (+${age(a.startedAt - prev)})`;
+                      const gap = prev === undefined ? '' : ` (+${ago(a.startedAt - prev)})`;
                       prev = a.startedAt;
                       const body = a.responseBody;
                       let excerpt = '';
