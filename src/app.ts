@@ -61,6 +61,8 @@ export interface AdminAppDeps {
   api?: Hono<any, any, any>;
   /** The Prometheus handler, mounted at GET /metrics. */
   metrics?: Handler<any>;
+  /** The web inspector (src/ui), mounted at /; it replaces the placeholder index page. */
+  ui?: Hono<any, any, any>;
 }
 
 /** Request bodies the admin listener reads at most: JSON commands, not uploads. */
@@ -100,9 +102,10 @@ export function createAdminApp(deps: AdminAppDeps): Hono<Env> {
     return res;
   });
   app.post('/logout', (c) => deps.auth.logout(c));
-  app.get('/', (c) => c.html(indexPage({ api: deps.api !== undefined, metrics: deps.metrics !== undefined, auth: deps.auth.enabled })));
+  if (!deps.ui) app.get('/', (c) => c.html(indexPage({ api: deps.api !== undefined, metrics: deps.metrics !== undefined, auth: deps.auth.enabled })));
   if (deps.metrics) app.get('/metrics', deps.metrics);
   if (deps.api) app.route('/api', deps.api);
+  if (deps.ui) app.route('/', deps.ui);
 
   app.notFound((c) => adminError(c, 404, 'not_found', 'no such admin route'));
   app.onError((err, c) => {

@@ -6,6 +6,7 @@ import { AdminLimits } from './admin/limits.js';
 import { checkAdminListener, type Config } from './config/config.js';
 import { hostAllowList, type HostAllowList } from './policy/admin-host.js';
 import { createAdminHttpServer, createHttpServer } from './server.js';
+import { createUiApp } from './ui/ui-app.js';
 import type { Clock } from './shared/clock.js';
 import type { Logger } from './shared/logger.js';
 import { createDeliveryAgent } from './drain/forward.js';
@@ -227,14 +228,21 @@ async function startAdmin(
   let hosts: HostAllowList = hostAllowList({ bindHost: config.adminHost, port: undefined, extraNames: config.adminHostNames });
   const events = new EventHub({ reads, clock, logger });
   const api = createApiApp({ store, reads, clock, logger, events, config: { basePath: '/api', ingestBaseUrl: deps.ingestUrl } });
-  const app = createAdminApp({ logger, auth, limits, hosts: () => hosts, health: deps.health, api, metrics: metricsHandler(deps.metrics) });
+  const ui = createUiApp({ store, reads, clock, logger, config: { auth: auth.enabled } });
+  const app = createAdminApp({ logger, auth, limits, hosts: () => hosts, health: deps.health, api, ui, metrics: metricsHandler(deps.metrics) });
   const server = createAdminHttpServer(app, { headersTimeoutMs: config.headersTimeoutMs, requestTimeoutMs: config.requestTimeoutMs });
-  const port = await listen(
-    server,
-    config.adminPort,
-    config.adminHost,
-    'admin port %s is already in use; each receiver on a host needs its own --admin-port (0 picks a free one), or pass --no-admin',
-  );
+  let port: number;
+  try {
+    port = await listen(
+      server,
+      config.adminPort,
+      config.adminHost,
+      'admin port %s is already in use; each receiver on a host needs its own --admin-port (0 picks a free one), or pass --no-admin',
+    );
+  } catch (e) {
+    events.close();
+    throw e;
+  }
   const wildcard = config.adminHost === '0.0.0.0' || config.adminHost === '::';
   const interfaceAddresses = wildcard ? Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((i) => i.address)) : [];
   hosts = hostAllowList({ bindHost: config.adminHost, port, extraNames: config.adminHostNames, interfaceAddresses });

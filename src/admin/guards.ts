@@ -49,7 +49,10 @@ export function securityHeaders(): MiddlewareHandler {
     for (const name of [...h.keys()]) if (name.startsWith('access-control-')) h.delete(name);
     h.set('x-content-type-options', 'nosniff');
     h.set('x-frame-options', 'DENY');
-    h.set('referrer-policy', 'no-referrer');
+    // `same-origin`, not `no-referrer`: under no-referrer a browser sends `Origin: null` with a
+    // form post (Fetch, "append a request Origin header"), and the login form's post would then
+    // always be refused by mutationGuard. Other sites still get no referrer at all.
+    h.set('referrer-policy', 'same-origin');
     h.set('cross-origin-opener-policy', 'same-origin');
     h.set('cross-origin-resource-policy', 'same-origin');
     const own = h.get('content-security-policy');

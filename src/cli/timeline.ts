@@ -2,47 +2,11 @@
  * A request's delivery history for people (`requests show`) and machines (`--json`): every
  * generation with its attempts as a timeline. Pure: history in, lines or JSON out.
  */
-import { formatDuration } from '../config/units.js';
 import type { AttemptRecord, DeliveryHistory } from '../store/store.js';
 import { redactUrl } from '../policy/redact.js';
+import { ago, nextText, outcomeText } from '../policy/attempt-text.js';
 import { escapeBytes, escapeJsonText, escapeTerminal } from '../policy/terminal-text.js';
 import { isUtf8 } from './render.js';
-
-function ago(ms: number): string {
-  return ms <= 0 ? '0s' : ms < 1000 ? `${ms}ms` : formatDuration(Math.round(ms / 1000) * 1000);
-}
-
-const UNSENT_WHY: Record<string, string> = {
-  released_on_pause: 'the bucket was paused',
-  released_on_lease: 'its lease could not cover the attempt',
-  released_on_retry_after: "the consumer's Retry-After held the bucket",
-  released_on_standby: 'the worker lost its lease',
-  released_on_rate: 'the bucket was given a rate',
-};
-
-/** The outcome of an attempt in a few words: `200`, `503 → retry`, `refused → retry`, `in flight`. */
-function outcomeText(a: AttemptRecord): string {
-  if (a.outcome === null) return 'in flight';
-  const what = a.status !== null ? String(a.status) : (a.errorClass ?? 'error');
-  if (a.outcome === 'delivered') return `${what} delivered`;
-  if (a.outcome === 'retry') return `${what} → retry`;
-  if (a.outcome === 'lease_expired') return 'lease expired (the worker stopped mid-attempt)';
-  if (a.outcome === 'released') {
-    // Claimed ahead of a free slot and given back unsent (drain/worker.ts), or cut off on shutdown.
-    const unsent = UNSENT_WHY[a.reason ?? ''];
-    if (unsent !== undefined) return `released unsent: ${unsent} (not counted)`;
-    return a.errorClass === null ? 'released unsent: the worker stopped (not counted)' : 'released on shutdown (not counted)';
-  }
-  return `${what} ${a.outcome}`;
-}
-
-/** Why the next attempt was set when it was. */
-function nextText(a: AttemptRecord): string {
-  if (a.nextAttemptAt === null) return '';
-  const gap = a.nextAttemptAt - (a.startedAt + (a.durationMs ?? 0));
-  const why = { schedule: 'the schedule', retry_after: "the consumer's Retry-After", lease_expired: 'the lease expired', released: a.reason === 'released_on_shutdown' ? 'released on shutdown' : 'released' }[a.nextWhy ?? ''] ?? a.nextWhy ?? '';
-  return `next in ${ago(gap)} (${why})`;
-}
 
 /** Human lines; destinations redacted unless `reveal`, consumer text (errors, responses) escaped. */
 export function timelineLines(history: readonly DeliveryHistory[], bucketDestination: string | null, reveal = false): string[] {

@@ -80,7 +80,7 @@ describe('serve with the admin listener (real sockets)', () => {
     assert.equal((await get(`${base}/healthz`)).status, 200);
     const index = await get(`${base}/`);
     assert.equal(index.status, 200);
-    assert.match(index.body, /no web inspector yet/);
+    assert.match(index.body, /^<!doctype html>.*<h1>Buckets<\/h1>/s); // the inspector's overview
     assert.equal(index.headers['x-content-type-options'], 'nosniff');
     assert.match(String(index.headers['content-security-policy']), /frame-ancestors 'none'/);
     assert.equal((await get(`${base}/healthz`, { host: 'evil.example' })).status, 421);

@@ -11,7 +11,7 @@ export function sourceFiles(dir: string): string[] {
   for (const e of readdirSync(join(REPO, dir), { withFileTypes: true })) {
     const path = join(dir, e.name);
     if (e.isDirectory()) out.push(...sourceFiles(path));
-    else if (e.name.endsWith('.ts')) out.push(path);
+    else if (e.name.endsWith('.ts') || e.name.endsWith('.tsx')) out.push(path);
   }
   return out.sort();
 }
