@@ -3,6 +3,7 @@
  * function per object, so that both say the same thing in the same words.
  */
 import { DEFAULT_RETRY_ON, formatRetryOn } from '../policy/classify.js';
+import type { Schedule } from '../policy/schedule.js';
 import { formatRate } from '../policy/token-bucket.js';
 import type { Bucket, BucketCounts } from '../store/store.js';
 import { iso } from './iso.js';
@@ -22,14 +23,7 @@ export function bucketJson(b: Bucket, counts?: BucketCounts) {
     burst: d.burst,
     concurrency: d.concurrency,
     timeout_ms: d.timeoutMs,
-    schedule: {
-      base_ms: s.baseMs,
-      multiplier: s.multiplier,
-      cap_ms: Number.isFinite(s.capMs) ? s.capMs : null,
-      max_attempts: s.maxAttempts ?? null,
-      give_up_ms: s.giveUpMs ?? null,
-      jitter: s.jitter,
-    },
+    schedule: scheduleSettingsJson(s),
     retry_on: formatRetryOn(d.retryOn ?? DEFAULT_RETRY_ON),
     retry_budget: d.retryBudget.fraction,
     retry_floor: d.retryBudget.floorPerSecond,
@@ -50,3 +44,15 @@ export function bucketJson(b: Bucket, counts?: BucketCounts) {
   };
 }
 
+
+/** A retry schedule's settings, as a bucket's `schedule` and `schedule --json` give them; durations in ms, null for "none". */
+export function scheduleSettingsJson(s: Schedule) {
+  return {
+    base_ms: s.baseMs,
+    multiplier: s.multiplier,
+    cap_ms: Number.isFinite(s.capMs) ? s.capMs : null,
+    max_attempts: s.maxAttempts ?? null,
+    give_up_ms: s.giveUpMs ?? null,
+    jitter: s.jitter,
+  };
+}

@@ -3,6 +3,7 @@
  * fields"), which the CLI prints and the admin API answers. They keep the stored bytes: no
  * redaction (that is for people), bodies as UTF-8 text or base64.
  */
+import { isUtf8 } from 'node:buffer';
 import type { AttemptRecord, DeliveryHistory, RequestPage, StoredRequest, TailEvent } from '../store/store.js';
 import { iso } from './iso.js';
 
@@ -13,15 +14,8 @@ export function headerPairs(rawHeaders: readonly string[]): Array<[string, strin
   return pairs;
 }
 
-export function isUtf8(body: Buffer): boolean {
-  // TextDecoder with fatal: true rejects invalid sequences (Buffer.toString would replace them).
-  try {
-    new TextDecoder('utf-8', { fatal: true }).decode(body);
-    return true;
-  } catch {
-    return false;
-  }
-}
+// Node's own check: it rejects invalid sequences (Buffer.toString would replace them).
+export { isUtf8 };
 
 /** Stable JSON shape of a stored request (README "JSON fields"). Keeps the stored bytes exactly. */
 export function requestJson(r: StoredRequest) {

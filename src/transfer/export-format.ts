@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import type { StoredRequest } from '../store/store.js';
 import { bashQuote, printfBytes } from './shell-quote.js';
 
@@ -11,15 +12,6 @@ import { bashQuote, printfBytes } from './shell-quote.js';
 
 export type ExportFormat = 'ndjson' | 'har' | 'curl';
 export const EXPORT_FORMATS: readonly ExportFormat[] = ['ndjson', 'har', 'curl'];
-
-export function isUtf8(body: Buffer): boolean {
-  try {
-    new TextDecoder('utf-8', { fatal: true }).decode(body);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 function bodyText(body: Buffer): { text: string; encoding: 'utf8' | 'base64' } {
   return isUtf8(body) ? { text: body.toString('utf8'), encoding: 'utf8' } : { text: body.toString('base64'), encoding: 'base64' };

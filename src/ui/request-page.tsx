@@ -164,12 +164,7 @@ export function RequestPage(props: { request: StoredRequest; history: DeliveryHi
       <p class="muted">In the order received, names as sent.</p>
       <table class="headers">
         <tbody>
-          {shownHeaders.map(([n, v]) => (
-            <tr>
-              <th>{inline(n)}</th>
-              <td>{inline(v)}</td>
-            </tr>
-          ))}
+          <HeaderRows pairs={shownHeaders} />
         </tbody>
       </table>
 
@@ -209,12 +204,7 @@ export function RequestPage(props: { request: StoredRequest; history: DeliveryHi
           <h2>Trailers</h2>
           <table class="headers">
             <tbody>
-              {(props.reveal ? trailers : redactHeaders(trailers)).map(([n, v]) => (
-                <tr>
-                  <th>{inline(n)}</th>
-                  <td>{inline(v)}</td>
-                </tr>
-              ))}
+              <HeaderRows pairs={props.reveal ? trailers : redactHeaders(trailers)} />
             </tbody>
           </table>
         </>
@@ -223,5 +213,19 @@ export function RequestPage(props: { request: StoredRequest; history: DeliveryHi
       <h2>Deliveries</h2>
       <Timeline history={props.history} destination={props.destination} reveal={props.reveal} nowMs={props.nowMs} />
     </Layout>
+  );
+}
+
+/** Header (or trailer) rows in the order given, names and values as escaped inline text. */
+function HeaderRows(props: { pairs: ReadonlyArray<readonly [string, string]> }) {
+  return (
+    <>
+      {props.pairs.map(([n, v]) => (
+        <tr>
+          <th>{inline(n)}</th>
+          <td>{inline(v)}</td>
+        </tr>
+      ))}
+    </>
   );
 }

@@ -1,5 +1,6 @@
 import { Command } from 'commander';
 import { formatDuration } from '../../config/units.js';
+import { scheduleSettingsJson } from '../../json/bucket-json.js';
 import {
   expectedGiveUp,
   JITTERS,
@@ -27,12 +28,7 @@ function elapsed(ms: number): string {
 export function scheduleJson(s: Schedule, paper: PaperSchedule, expected: Record<Jitter, ExpectedGiveUp>, warnings: string[]) {
   const chosen = expected[s.jitter];
   return {
-    base_ms: s.baseMs,
-    multiplier: s.multiplier,
-    cap_ms: Number.isFinite(s.capMs) ? s.capMs : null,
-    max_attempts: s.maxAttempts ?? null,
-    give_up_ms: s.giveUpMs ?? null,
-    jitter: s.jitter,
+    ...scheduleSettingsJson(s),
     attempts: paper.rows.map((r) => ({ attempt: r.attempt, gap_ms: r.gapMs, elapsed_ms: r.elapsedMs })),
     give_up_on_paper_ms: paper.giveUpMs,
     expected_give_up_ms: chosen.ms,
