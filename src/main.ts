@@ -224,6 +224,7 @@ async function startAdmin(
 ): Promise<RunningAdmin> {
   const { logger, clock, store, reads } = deps;
   const auth = new AdminAuth({ token: config.adminToken, clock, logger });
+  deps.metrics.countAdminAuthFailures(() => auth.failures());
   const limits = new AdminLimits();
   let hosts: HostAllowList = hostAllowList({ bindHost: config.adminHost, port: undefined, extraNames: config.adminHostNames });
   const events = new EventHub({ reads, clock, logger });

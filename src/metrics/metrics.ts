@@ -216,6 +216,25 @@ export class Metrics implements DrainObserver {
     this.#deferrals.inc({ bucket, reason }, count);
   }
 
+  /**
+   * `hookbucket_admin_auth_failures_total{reason}`: the admin listener's refused credentials
+   * (`missing`, `invalid`), read from its counts at scrape time.
+   */
+  countAdminAuthFailures(failures: () => { missing: number; invalid: number }): void {
+    new Counter({
+      name: 'hookbucket_admin_auth_failures_total',
+      help: 'Admin requests refused 401, by reason: missing (no credentials) or invalid (a wrong token, a bad or expired session cookie).',
+      labelNames: ['reason'],
+      registers: [this.registry],
+      collect() {
+        const f = failures();
+        this.reset();
+        this.inc({ reason: 'missing' }, f.missing);
+        this.inc({ reason: 'invalid' }, f.invalid);
+      },
+    });
+  }
+
   /** The exposition text (Prometheus text format 0.0.4) with its content type. */
   async render(): Promise<{ contentType: string; body: string }> {
     const snapshot = await this.#fresh();

@@ -148,6 +148,10 @@ describe('serve with an admin token (real sockets)', () => {
       assert.equal((await get(`${base}${path}`)).status, 401, path);
       assert.equal((await get(`${base}${path}`, { authorization: `Bearer ${TOKEN}` })).status, 200, path);
     }
+    assert.equal((await get(`${base}/metrics`, { authorization: 'Bearer wrong-token-wrong-token-wrong-token' })).status, 401);
+    const metrics = await get(`${base}/metrics`, { authorization: `Bearer ${TOKEN}` });
+    assert.match(metrics.body, /^hookbucket_admin_auth_failures_total\{reason="missing"\} 4$/m);
+    assert.match(metrics.body, /^hookbucket_admin_auth_failures_total\{reason="invalid"\} 1$/m);
   });
 });
 
