@@ -237,7 +237,7 @@ export function progressFromJson(p: J): ReplayProgress {
     superseded: p.superseded,
     settled,
     paused: p.paused,
-    // Not in the JSON: rates and ETAs are left out remotely.
+    // Not in the JSON, and read by no command (replays wait measures its pace from what it sees).
     lastSettledAt: null,
   };
 }
