@@ -154,7 +154,7 @@ describe('the CLI through --api against a real serve', () => {
     const times = (s: string) =>
       s
         .replace(/\d{4}-\d\d-\d\dT[\d:.]+Z/g, 'T')
-        .replace(/\d+(ms|s|m) ago/g, 'N ago')
+        .replace(/\d+(ms|s|m) ago */g, 'N ago ')
         .replace(/oldest_pending_age_s +\d+ +\S+/g, 'oldest_pending_age_s N')
         .replace(/oldest_pending_age_s = \d+/g, 'oldest_pending_age_s = N');
     const noTimes = (s: string) => {
