@@ -35,6 +35,15 @@ export function parseApiUrl(raw: string): string {
   return `${u.origin}${u.pathname.replace(/\/+$/, '')}`;
 }
 
+/**
+ * Every answer of the admin listener carries its security headers (frame-ancestors 'none'); the
+ * ingest port's 404 (or a stranger's) does not, and must not read as "bucket not found".
+ */
+function fromAdmin(res: Dispatcher.ResponseData): boolean {
+  const csp = res.headers['content-security-policy'];
+  return typeof csp === 'string' && csp.includes("frame-ancestors 'none'");
+}
+
 export class ApiClient {
   readonly base: string;
   private readonly token: string;
@@ -81,7 +90,8 @@ export class ApiClient {
       const code = (e as { code?: unknown }).code;
       throw new AppError('api_unreachable', `cannot reach the API at ${redactUrl(this.base)}: ${(e as Error).message}${typeof code === 'string' ? ` (${code})` : ''}`, { cause: e });
     }
-    if ((res.statusCode >= 200 && res.statusCode < 300) || options.accept?.includes(res.statusCode)) return res;
+    if (res.statusCode >= 200 && res.statusCode < 300) return res;
+    if (options.accept?.includes(res.statusCode) && fromAdmin(res)) return res;
     throw await this.errorOf(res, method, path);
   }
 
@@ -111,11 +121,7 @@ export class ApiClient {
     if (status >= 300 && status < 400) {
       return new AppError('api_error', `${method} ${path}: the server answered a redirect (${status}); redirects are not followed: give --api the admin listener's own URL`);
     }
-    // Every answer of the admin listener carries its security headers; the ingest port's (or a
-    // stranger's) 404 does not, and is not "bucket not found".
-    const csp = res.headers['content-security-policy'];
-    const fromAdmin = typeof csp === 'string' && csp.includes("frame-ancestors 'none'");
-    if (!fromAdmin) {
+    if (!fromAdmin(res)) {
       return new AppError('api_error', `${method} ${path}: ${redactUrl(this.base)} answered ${status} and is not a hookbucket admin listener (the admin port is --admin-port, default 8788; the ingest port has no API)`);
     }
     if (parsed && typeof parsed.code === 'string' && typeof parsed.error === 'string') {

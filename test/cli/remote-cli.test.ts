@@ -266,6 +266,9 @@ describe('the CLI through --api against a real serve', () => {
     const ingestPort = await cli(['--api', srv.url, 'bucket', 'list']);
     assert.equal(ingestPort.code, 1);
     assert.match(ingestPort.stderr, /^error \[api_error\]: .*not a hookbucket admin listener/);
+    const ingestShow = await cli(['--api', srv.url, 'bucket', 'show', 'stripe']);
+    assert.equal(ingestShow.code, 1, 'not "bucket not found" (exit 4)');
+    assert.match(ingestShow.stderr, /^error \[api_error\]: .*not a hookbucket admin listener/);
     // schedule needs no server.
     const sched = await cli([...api, 'schedule', '--max-attempts', '3']);
     assert.equal(sched.code, 0, sched.stderr);
