@@ -1,6 +1,9 @@
 import type { Command } from 'commander';
 import { loadConfig, type Config, type Flags } from '../config/config.js';
+import { ApiClient, parseApiUrl, type ApiTarget } from '../remote/api-client.js';
+import { RemoteStore } from '../remote/remote-store.js';
 import { systemClock } from '../shared/clock.js';
+import { AppError } from '../shared/errors.js';
 import { openStore } from '../store/open-store.js';
 import type { Store } from '../store/store.js';
 import type { CliIo } from './io.js';
@@ -17,6 +20,43 @@ export function configFor(cmd: Command, io: CliIo, flags: Flags = {}): Config {
 }
 
 /**
+ * The remote server a command runs against, if any: `--api <url>`, else HOOKBUCKET_API from the
+ * environment, else from `.env` (the precedence of every setting); the token is
+ * HOOKBUCKET_ADMIN_TOKEN from the same places. An explicit `--db` means this host's database, so
+ * HOOKBUCKET_API does not apply; `--api` with `--db` is a usage error.
+ */
+export function remoteTarget(cmd: Command, io: CliIo): ApiTarget | undefined {
+  const globals = cmd.optsWithGlobals<{ db?: string; api?: string }>();
+  if (globals.api !== undefined && globals.db !== undefined) {
+    throw new AppError('usage', '--api and --db cannot be combined: --api runs the command on a remote server, --db on a database here');
+  }
+  if (globals.db !== undefined) return undefined;
+  const pick = (key: string) => io.env[key] ?? io.dotenv[key];
+  const url = globals.api ?? pick('HOOKBUCKET_API');
+  if (url === undefined || url === '') return undefined;
+  return { url: parseApiUrl(url), token: pick('HOOKBUCKET_ADMIN_TOKEN') ?? '' };
+}
+
+/** Commands that need the database itself, not the API: refused with --api (or HOOKBUCKET_API). */
+const NEEDS_DATABASE = new Set(['serve', 'worker', 'prune', 'migrate-data', 'requests import']);
+
+function commandPath(cmd: Command): string {
+  const names: string[] = [];
+  for (let c: Command | null = cmd; c?.parent; c = c.parent) names.unshift(c.name());
+  return names.join(' ');
+}
+
+/** The program's preAction check: --api with --db, and --api given to a command that needs the database. */
+export function checkRemote(cmd: Command, io: CliIo): void {
+  const target = remoteTarget(cmd, io);
+  const path = commandPath(cmd);
+  if (target !== undefined && NEEDS_DATABASE.has(path)) {
+    const from = cmd.optsWithGlobals<{ api?: string }>().api !== undefined ? '--api' : 'HOOKBUCKET_API';
+    throw new AppError('usage', `${path} needs the database itself and cannot run through the API (${from}): run it on the server's host with --db${from === 'HOOKBUCKET_API' ? ', or unset HOOKBUCKET_API' : ''}`);
+  }
+}
+
+/**
  * How long a CLI command waits for the write lock: 10 s, against ingest's `--lock-timeout` (2 s).
  * SQLite's busy handler is not fair (a waiter sleeps and retries; a writer that commits and begins
  * again often wins), so under ingest and drain load an operator's command can wait several of
@@ -24,10 +64,18 @@ export function configFor(cmd: Command, io: CliIo, flags: Flags = {}): Config {
  */
 export const CLI_LOCK_WAIT_MS = 10_000; // 10s
 
-/** Opens the database (creating and migrating it when missing) for one command, and closes it after. */
+/**
+ * Opens the store for one command and closes it after: the database (created and migrated when
+ * missing), or with --api the remote server's admin API behind the same contract (RemoteStore).
+ */
 export async function withStore<T>(cmd: Command, io: CliIo, fn: (store: Store) => Promise<T>): Promise<T> {
-  const config = configFor(cmd, io);
-  const store = await openStore(config, { clock: systemClock }).store({ lockWaitMs: CLI_LOCK_WAIT_MS });
+  const target = remoteTarget(cmd, io);
+  let store: Store;
+  if (target !== undefined) store = new RemoteStore(new ApiClient(target));
+  else {
+    const config = configFor(cmd, io);
+    store = await openStore(config, { clock: systemClock }).store({ lockWaitMs: CLI_LOCK_WAIT_MS });
+  }
   try {
     return await fn(store);
   } finally {

@@ -17,6 +17,7 @@ import { redactUrlsIn } from '../policy/redact.js';
 import { escapeTerminal } from '../policy/terminal-text.js';
 import { terminalSafe, type CliIo } from './io.js';
 import { integerArg } from './parsers.js';
+import { checkRemote } from './context.js';
 
 export function buildProgram(io: CliIo): Command {
   const program = new Command('hookbucket')
@@ -25,6 +26,7 @@ export function buildProgram(io: CliIo): Command {
     .option('--db <path|url>', 'SQLite database file, or a postgres:// or postgresql:// URL (env HOOKBUCKET_DB, default data/hookbucket.db)')
     .option('--db-pool <n>', 'connections at most in the PostgreSQL pool (env HOOKBUCKET_DB_POOL, default 10)', integerArg(1, 1000))
     .option('--spool-dir <dir>', 'folder for bodies spooled while they arrive and import copies (env HOOKBUCKET_SPOOL_DIR, default <db>-spool, data/spool for a URL)')
+    .option('--api <url>', "run the command on a remote server through its admin API instead of a database here, e.g. http://127.0.0.1:8788 (env HOOKBUCKET_API; token from HOOKBUCKET_ADMIN_TOKEN); not with --db")
     .addHelpText(
       'after',
       `
@@ -35,6 +37,11 @@ Examples:
   $ hookbucket requests list stripe
   $ hookbucket requests show <id> --raw
   $ hookbucket health stripe --fail-on "success_rate < 0.99 || exhausted > 0"
+  $ HOOKBUCKET_ADMIN_TOKEN=… hookbucket --api http://10.0.0.5:8788 requests list stripe
+
+--api runs bucket, requests list|show|export, replay, replays, stats and health against a server's
+admin listener (docs/api.md "The CLI against a remote server"); serve, worker, prune, migrate-data
+and requests import need the database itself.
 
 Exit codes: 0 ok, 1 runtime failure, 2 usage error, 3 check failed, 4 not found.`,
     );
@@ -51,6 +58,8 @@ Exit codes: 0 ok, 1 runtime failure, 2 usage error, 3 check failed, 4 not found.
   program.addCommand(makeSimulateCommand(io));
   program.addCommand(makeMigrateDataCommand(io));
   applySettings(program, io);
+  // --api with --db, and --api given to a command that needs the database: refused before it runs.
+  program.hook('preAction', (_program, action) => checkRemote(action, io));
   return program;
 }
 

@@ -27,6 +27,14 @@ export type ErrorCode =
   | 'query_timeout'
   /** Too many admin reads already waiting; try again shortly (the admin API answers 503). */
   | 'admin_busy'
+  /** The CLI's --api server could not be reached (connection refused, DNS, TLS, timeout). */
+  | 'api_unreachable'
+  /** The --api server refused the token (401): HOOKBUCKET_ADMIN_TOKEN missing or wrong. */
+  | 'unauthorized'
+  /** The --api server answered something that is not the API (a redirect, HTML, a proxy's error page). */
+  | 'api_error'
+  /** What the command asked for has no API route yet: run it on the host with --db. */
+  | 'remote_unsupported'
   | 'internal';
 
 /** CLI exit codes, the same for every command (README "Exit codes"). */

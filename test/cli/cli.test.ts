@@ -96,15 +96,17 @@ describe('CLI through the real binary', () => {
   });
 });
 
-describe('CLI against a running server', () => {
+// Run twice: on the database file (--db) and through the server's admin API (--api, issue 14 point 5).
+for (const mode of ['db', 'api'] as const) describe(`CLI against a running server (${mode === 'db' ? '--db' : '--api'})`, () => {
   let s: TestServer;
+  const target = () => (mode === 'db' ? ['--db', s.db] : ['--api', s.admin!.url]);
   before(async () => {
     s = await startTestServer();
   });
   after(() => s.stop());
 
   it('a bucket created from the CLI while serving takes the very next request', async () => {
-    const c = await runCli(['--db', s.db, 'bucket', 'create', 'live']);
+    const c = await runCli([...target(), 'bucket', 'create', 'live']);
     assert.equal(c.code, 0, c.stderr);
     const r = await fetch(`${s.url}/b/live`, { method: 'POST', body: 'hi' });
     assert.equal(r.status, 200);
@@ -121,11 +123,11 @@ describe('CLI against a running server', () => {
     });
     const { id } = (await r.json()) as { id: string };
 
-    const raw = await runCli(['--db', s.db, 'requests', 'show', id, '--raw']);
+    const raw = await runCli([...target(), 'requests', 'show', id, '--raw']);
     assert.equal(raw.code, 0);
     assert.ok(raw.stdout.equals(body), 'identical bytes');
 
-    const j = (await runCli(['--db', s.db, 'requests', 'show', id, '--json'])).json();
+    const j = (await runCli([...target(), 'requests', 'show', id, '--json'])).json();
     assert.equal(j.id, id);
     assert.equal(j.path, '/sub/path');
     assert.equal(j.query, 'x=1');
@@ -135,38 +137,38 @@ describe('CLI against a running server', () => {
     assert.ok(names.includes('x-custom'));
     assert.deepEqual(j.headers.find((h: [string, string]) => h[0].toLowerCase() === 'authorization'), ['Authorization', 'Bearer secret-token']);
 
-    const human = await runCli(['--db', s.db, 'requests', 'show', id]);
+    const human = await runCli([...target(), 'requests', 'show', id]);
     assert.equal(human.code, 0);
     assert.doesNotMatch(human.text, /secret-token/, 'credentials redacted in human output');
     assert.match(human.text, /authorization: \[redacted\]/i);
-    const revealed = await runCli(['--db', s.db, 'requests', 'show', id, '--reveal']);
+    const revealed = await runCli([...target(), 'requests', 'show', id, '--reveal']);
     assert.match(revealed.text, /secret-token/);
 
-    const list = (await runCli(['--db', s.db, 'requests', 'list', 'live', '--json'])).json();
+    const list = (await runCli([...target(), 'requests', 'list', 'live', '--json'])).json();
     assert.equal(list.requests[0].id, id, 'newest first');
     assert.ok(list.requests.length >= 1);
     assert.equal(list.next_cursor, null);
-    const page = (await runCli(['--db', s.db, 'requests', 'list', 'live', '--limit', '1', '--json'])).json();
+    const page = (await runCli([...target(), 'requests', 'list', 'live', '--limit', '1', '--json'])).json();
     assert.equal(page.requests.length, 1);
-    const page2 = (await runCli(['--db', s.db, 'requests', 'list', 'live', '--limit', '1', '--cursor', page.next_cursor, '--json'])).json();
+    const page2 = (await runCli([...target(), 'requests', 'list', 'live', '--limit', '1', '--cursor', page.next_cursor, '--json'])).json();
     assert.notEqual(page2.requests[0].id, id);
   });
 
   it('pretty-prints JSON bodies and redacts secret-looking fields', async () => {
     const r = await fetch(`${s.url}/b/live`, { method: 'POST', body: '{"event":"x","api_key":"sk_live_1","nested":{"password":"p"}}', headers: { 'content-type': 'application/json' } });
     const { id } = (await r.json()) as { id: string };
-    const human = await runCli(['--db', s.db, 'requests', 'show', id]);
+    const human = await runCli([...target(), 'requests', 'show', id]);
     assert.match(human.text, /"event": "x"/);
     assert.doesNotMatch(human.text, /sk_live_1|"p"/);
   });
 
   it('bucket delete refuses while deliveries are undelivered, unless --force', async () => {
-    await runCli(['--db', s.db, 'bucket', 'create', 'fwd', '--destination', 'http://127.0.0.1:9/']);
+    await runCli([...target(), 'bucket', 'create', 'fwd', '--destination', 'http://127.0.0.1:9/']);
     await fetch(`${s.url}/b/fwd`, { method: 'POST', body: 'x' });
-    const refused = await runCli(['--db', s.db, 'bucket', 'delete', 'fwd']);
+    const refused = await runCli([...target(), 'bucket', 'delete', 'fwd']);
     assert.equal(refused.code, 1);
     assert.match(refused.stderr, /bucket_not_empty/);
-    const forced = await runCli(['--db', s.db, 'bucket', 'delete', 'fwd', '--force', '--json']);
+    const forced = await runCli([...target(), 'bucket', 'delete', 'fwd', '--force', '--json']);
     assert.equal(forced.code, 0, forced.stderr);
     assert.equal(forced.json().requests, 1);
   });

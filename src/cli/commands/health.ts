@@ -6,7 +6,7 @@ import { withStore } from '../context.js';
 import { positiveDurationMsArg } from '../drain-options.js';
 import { print, printJson, type CliIo } from '../io.js';
 import { bucketNameArg } from '../parsers.js';
-import { DEFAULT_WINDOW_MS, formatNumber, loadStats, scopeText } from './stats.js';
+import { DEFAULT_WINDOW_MS, formatNumber, reportOf, scopeText } from './stats.js';
 
 export { parseFailOn };
 
@@ -41,7 +41,7 @@ Examples:
     )
     .action(async (bucket: string | undefined, opts: { failOn: string; window?: number; json?: boolean }, cmd: Command) => {
       const expr = parseFailOn(opts.failOn);
-      const report = await withStore(cmd, io, (store) => loadStats(store, bucket, opts.window ?? DEFAULT_WINDOW_MS));
+      const report = await withStore(cmd, io, (store) => reportOf(store, bucket, opts.window ?? DEFAULT_WINDOW_MS));
       const result = checkHealth(report, expr);
       const { tripped, lookup } = result;
       if (opts.json) {

@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { formatDuration } from '../../config/units.js';
-import type { ProcessRecord } from '../../store/store.js';
+import type { ProcessRecord, Store } from '../../store/store.js';
+import { isRemoteStore } from '../../remote/remote-store.js';
 import { DEFAULT_WINDOW_MS, loadStats, statsJson, workerFigures, type StatsReport } from '../../stats/stats-report.js';
 import { withStore } from '../context.js';
 import { positiveDurationMsArg } from '../drain-options.js';
@@ -8,6 +9,11 @@ import { iso, print, printJson, table, type CliIo } from '../io.js';
 import { bucketNameArg } from '../parsers.js';
 
 export { DEFAULT_WINDOW_MS, loadStats, statsJson, workerFigures, type StatsReport };
+
+/** The report `stats` and `health` render: computed here from the store, or, through --api, the server's own (GET /api/stats). */
+export function reportOf(store: Store, bucket: string | undefined, windowMs: number): Promise<StatsReport> {
+  return isRemoteStore(store) ? store.statsReport(bucket, windowMs) : loadStats(store, bucket, windowMs);
+}
 
 export function formatNumber(v: number | null): string {
   if (v === null) return 'null';
@@ -115,7 +121,7 @@ Examples:
     )
     .action(async (bucket: string | undefined, opts: { window?: number; json?: boolean }, cmd: Command) =>
       withStore(cmd, io, async (store) => {
-        const report = await loadStats(store, bucket, opts.window ?? DEFAULT_WINDOW_MS);
+        const report = await reportOf(store, bucket, opts.window ?? DEFAULT_WINDOW_MS);
         if (opts.json) printJson(io, statsJson(report));
         else print(io, statsText(report));
       }),

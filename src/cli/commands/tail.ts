@@ -6,7 +6,9 @@ import type { TailCursor, TailEvent } from '../../store/store.js';
 import { tailEventJson } from '../../json/request-json.js';
 import { withStore } from '../context.js';
 import { escapeTerminal } from '../../policy/terminal-text.js';
-import { iso, print, printJsonLine, type CliIo } from '../io.js';
+import { iso, print, printErr, printJsonLine, type CliIo } from '../io.js';
+import { isRemoteStore, type RemoteStore } from '../../remote/remote-store.js';
+import { followEvents, tailEventFromJson } from '../../remote/event-stream.js';
 import { bucketNameArg, integerArg } from '../parsers.js';
 import { targetText } from '../render.js';
 
@@ -26,6 +28,27 @@ function tailEventText(e: TailEvent, reveal: boolean): string {
   return `${iso(e.at)}  attempt  ${e.requestId}  gen ${e.generation} #${a.number}  ${what} ${a.outcome}  ${a.durationMs ?? '-'} ms${next}`;
 }
 
+/**
+ * Through --api: the server's event stream (GET /api/events, one poller for every client) instead
+ * of polling; the same lines, the same NDJSON. Reconnects with Last-Event-ID; Ctrl-C ends it.
+ */
+async function remoteTail(io: CliIo, store: RemoteStore, bucket: string, opts: { json?: boolean; count?: number; reveal?: boolean }): Promise<void> {
+  const stop = new AbortController();
+  void io.waitForSignal().then(() => stop.abort());
+  let printed = 0;
+  await followEvents(store.api, bucket, {
+    signal: stop.signal,
+    // Said once the stream is open, as the local tail says it once its cursor is set.
+    onOpen: () => io.stderr.write(`following ${bucket} (Ctrl-C to stop)\n`),
+    onNote: (text) => printErr(io, text),
+    onEvent: (json) => {
+      if (opts.json) printJsonLine(io, json);
+      else print(io, tailEventText(tailEventFromJson(json), opts.reveal === true));
+      return !(opts.count !== undefined && ++printed >= opts.count);
+    },
+  });
+}
+
 export function makeTailCommand(io: CliIo): Command {
   return new Command('tail')
     .description('follow new requests and delivery outcomes of a bucket live, until Ctrl-C')
@@ -40,6 +63,7 @@ export function makeTailCommand(io: CliIo): Command {
     .action(async (bucket: string, opts: { json?: boolean; count?: number; reveal?: boolean }, cmd: Command) =>
       withStore(cmd, io, async (store) => {
         if (!(await store.getBucket(bucket))) throw new AppError('not_found', `bucket ${bucket} not found`);
+        if (isRemoteStore(store)) return remoteTail(io, store, bucket, opts);
         let stopped = false;
         void io.waitForSignal().then(() => (stopped = true));
         const now = systemClock.now();
