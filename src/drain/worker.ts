@@ -282,6 +282,7 @@ export class DrainWorker {
       }
       const pacer = this.#pacers.get(b.name) ?? newPacer();
       const config = pacerConfigOf(b);
+      const horizon = this.#horizonFor(b);
       // Nothing can start now: skip the claim transaction. A Retry-After block is still recorded
       // on the head of the line once per block; a rate wait is recorded when a walk runs out of
       // tokens (the pass that did claim).
@@ -290,7 +291,7 @@ export class DrainWorker {
         if (this.#blockRecorded.get(b.name) === pacer.blockedUntilMs) continue;
         this.#blockRecorded.set(b.name, pacer.blockedUntilMs);
       } else if (config.rate !== null) {
-        const lead = this.#leadFor(b);
+        const lead = this.#leadFor(b.name, horizon);
         const peek = takeToken(config.rate, pacer.tokens, now + lead);
         if (!peek.taken) {
           if (peek.nextAvailableAtMs - lead < wakeAt) wakeAt = peek.nextAvailableAtMs - lead;
@@ -309,7 +310,7 @@ export class DrainWorker {
         ({ claimed, verdict, busy, full } = await store.claim(
           b,
           { complete, nowMs: now, limit: room, leaseUntilMs: now + this.#d.leaseMs, workerId: this.#d.holder },
-          { aheadFrom: Math.max(0, slots), ...this.#aheadPolicy(b) },
+          { aheadFrom: Math.max(0, slots), ...this.#aheadPolicy(b, horizon) },
         ));
       } catch (e) {
         this.#results = complete.concat(this.#results);
@@ -320,20 +321,19 @@ export class DrainWorker {
       if (busy) {
         // Another worker is claiming this bucket right now: look again shortly (its claim decides
         // what is left, and the next one here finds the pacer as it left it).
-        const again = now + Math.max(BUSY_RETRY_MS, this.#horizonFor(b) / 3);
+        const again = now + Math.max(BUSY_RETRY_MS, horizon / 3);
         if (again < wakeAt) wakeAt = again;
         continue;
       }
       // The bucket's concurrency is other workers' now: their completions do not wake this one, and
       // if they died, their leases would hold it until they expire. A bucket paced ahead looks
       // again shortly (its rate is what the other workers must keep); others wait as before.
-      if (full && this.#horizonFor(b) > 0 && (this.#inflightByBucket.get(b.name) ?? 0) === 0) {
+      if (full && horizon > 0 && (this.#inflightByBucket.get(b.name) ?? 0) === 0) {
         const again = now + Math.max(BUSY_RETRY_MS, intervalMs(b.drain.rate!)); // an interval: the next token
         if (again < wakeAt) wakeAt = again;
       }
       // A Retry-After block heard while the claim was under way is kept (the store has it too).
       this.#pacers.set(b.name, block(verdict.pacer, this.#pacers.get(b.name)?.blockedUntilMs ?? 0));
-      const horizon = this.#horizonFor(b);
       // An attempt taken ahead goes sendAfterMs after the claim returned, on this worker's clock:
       // never before its token, whatever this pass's clock reading or the database's clock said.
       const returnedAt = this.#d.clock.now();
@@ -346,7 +346,7 @@ export class DrainWorker {
       else this.#leading.delete(b.name);
       // Held by the rate only: back when the next token is this worker's lead away (#leadFor).
       const rateOnly = horizon > 0 && Object.keys(verdict.deferred).every((k) => k === 'rate') && Number.isFinite(verdict.rateAt);
-      const comeBack = rateOnly ? Math.max(now, verdict.rateAt - this.#leadFor(b)) : verdict.wakeAt;
+      const comeBack = rateOnly ? Math.max(now, verdict.rateAt - this.#leadFor(b.name, horizon)) : verdict.wakeAt;
       if (comeBack < wakeAt) wakeAt = comeBack;
       for (const [reason, n] of Object.entries(verdict.deferred)) {
         const k = reason as keyof PassResult['deferred'];
@@ -602,8 +602,7 @@ export class DrainWorker {
   }
 
   /** The claim's horizon and this worker's room for more tokens taken ahead. */
-  #aheadPolicy(b: Bucket): { horizonMs?: number; aheadLimit?: number } {
-    const horizonMs = this.#horizonFor(b);
+  #aheadPolicy(b: Bucket, horizonMs: number): { horizonMs?: number; aheadLimit?: number } {
     if (horizonMs === 0) return {};
     return { horizonMs, aheadLimit: Math.max(0, Math.ceil(b.drain.concurrency / 2) - (this.#waiting.get(b.name) ?? 0)) };
   }
@@ -615,9 +614,8 @@ export class DrainWorker {
    * at a third, so one of them takes over when the leader stalls or dies, without every worker
    * claiming every token's worth (a dozen round trips each, on the same cores).
    */
-  #leadFor(b: Bucket): number {
-    const h = this.#horizonFor(b);
-    return this.#leading.has(b.name) ? (2 * h) / 3 : h / 3;
+  #leadFor(bucket: string, horizon: number): number {
+    return this.#leading.has(bucket) ? (2 * horizon) / 3 : horizon / 3;
   }
 
   #timeoutFits(b: Bucket): boolean {
