@@ -48,7 +48,18 @@ import { systemClock } from '../src/shared/clock.js';
 import { openSqlite } from '../src/store/sqlite/open.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import { ConsumerProcess, percentile, withTimeout } from './drain.js';
-import { childEnv, freePort, load, machineInfo, makeBody, startChild, stopChild, waitReady, type Managed, type MachineInfo } from './ingest.js';
+import {
+  childEnv,
+  freePort,
+  load,
+  machineInfo,
+  makeBody,
+  startChild,
+  stopChild,
+  waitReady,
+  type Managed,
+  type MachineInfo,
+} from './ingest.js';
 import { fixed, median, runIfMain } from './report.js';
 
 const SIZES = [10, 10_000] as const;
@@ -98,7 +109,8 @@ export function parseOptions(argv: string[]): BenchOptions {
   const num = (name: string, raw: string | undefined, fallback: number, min: number, max: number) => {
     if (raw === undefined) return fallback;
     const n = Number(raw);
-    if (!Number.isInteger(n) || n < min || n > max) throw new Error(`${name} must be a whole number from ${min} to ${max}, got ${JSON.stringify(raw)}`);
+    if (!Number.isInteger(n) || n < min || n > max)
+      throw new Error(`${name} must be a whole number from ${min} to ${max}, got ${JSON.stringify(raw)}`);
     return n;
   };
   return {
@@ -174,20 +186,36 @@ export function verdicts(small: Medians, large: Medians, clis: readonly CliTimes
   out.push({ target: `CPU/request ratio (paced) <= ${TARGETS.maxCpuRatio}`, value: cpuLatency, pass: cpuLatency <= TARGETS.maxCpuRatio });
   for (const cli of clis) {
     const at = `(${cli.requests} requests)`;
-    out.push({ target: `serve ready ms < ${TARGETS.maxServeStartMs} ${at}`, value: cli.serveReadyMs, pass: cli.serveReadyMs < TARGETS.maxServeStartMs });
+    out.push({
+      target: `serve ready ms < ${TARGETS.maxServeStartMs} ${at}`,
+      value: cli.serveReadyMs,
+      pass: cli.serveReadyMs < TARGETS.maxServeStartMs,
+    });
     out.push({ target: `bucket list ms < ${TARGETS.maxListMs} ${at}`, value: cli.listMs, pass: cli.listMs < TARGETS.maxListMs });
     out.push({ target: `stats ms < ${TARGETS.maxStatsMs} ${at}`, value: cli.statsMs, pass: cli.statsMs < TARGETS.maxStatsMs });
   }
   return out;
 }
 
-
-export function renderReport(opts: BenchOptions, machine: MachineInfo, rounds: RoundResult[], medians: Medians[], cliTimes: CliTimes[], v: Verdict[]): string {
+export function renderReport(
+  opts: BenchOptions,
+  machine: MachineInfo,
+  rounds: RoundResult[],
+  medians: Medians[],
+  cliTimes: CliTimes[],
+  v: Verdict[],
+): string {
   const lines: string[] = [];
   lines.push('hookbucket many-buckets benchmark');
-  lines.push(`machine   ${machine.cpuCount} x ${machine.cpuModel}, ${machine.totalMemGiB} GiB RAM, ${machine.platform}, node ${machine.node}`);
-  lines.push(`load      ingest: autocannon ${CONNECTIONS}c closed loop, ${BODY_BYTES} B JSON to a bucket without destination, ${opts.durationS} s after ${INGEST_WARMUP_S} s warm-up`);
-  lines.push(`          latency: ${LATENCY_RATE_PER_S}/s paced to one bucket with a destination for ${opts.latencyS} s; ${opts.rounds} round(s) per size, alternating`);
+  lines.push(
+    `machine   ${machine.cpuCount} x ${machine.cpuModel}, ${machine.totalMemGiB} GiB RAM, ${machine.platform}, node ${machine.node}`,
+  );
+  lines.push(
+    `load      ingest: autocannon ${CONNECTIONS}c closed loop, ${BODY_BYTES} B JSON to a bucket without destination, ${opts.durationS} s after ${INGEST_WARMUP_S} s warm-up`,
+  );
+  lines.push(
+    `          latency: ${LATENCY_RATE_PER_S}/s paced to one bucket with a destination for ${opts.latencyS} s; ${opts.rounds} round(s) per size, alternating`,
+  );
   lines.push('');
   const header = ['idle', 'round', 'ingest req/s', 'ingest p99 ms', 'ingest CPU ms/req', 'lat p50 ms', 'lat p99 ms', 'paced CPU ms/req'];
   const row = (idle: number, round: string, m: Omit<Medians, 'idle'>) => [
@@ -208,14 +236,19 @@ export function renderReport(opts: BenchOptions, machine: MachineInfo, rounds: R
   for (const r of rows) lines.push(fmt(r));
   lines.push('');
   if (cliTimes.length > 0) {
-    lines.push(`CLI, median of ${CLI_REPEATS} runs from spawn to exit, output to a file (serve: to its first /healthz 200, polled every 100 ms)`);
+    lines.push(
+      `CLI, median of ${CLI_REPEATS} runs from spawn to exit, output to a file (serve: to its first /healthz 200, polled every 100 ms)`,
+    );
     for (const c of cliTimes) {
-      lines.push(`  ${String(c.idle).padStart(6)} idle buckets, ${String(c.requests).padStart(7)} requests stored: serve ready ${fixed(c.serveReadyMs, 0)} ms, bucket list ${fixed(c.listMs, 0)} ms, stats ${fixed(c.statsMs, 0)} ms`);
+      lines.push(
+        `  ${String(c.idle).padStart(6)} idle buckets, ${String(c.requests).padStart(7)} requests stored: serve ready ${fixed(c.serveReadyMs, 0)} ms, bucket list ${fixed(c.listMs, 0)} ms, stats ${fixed(c.statsMs, 0)} ms`,
+      );
     }
     lines.push('');
   }
   lines.push('targets (10,000 idle / 10 idle)');
-  for (const x of v) lines.push(`  ${x.pass ? 'PASS' : 'MISS'}  ${x.target.padEnd(52)} measured ${fixed(x.value, x.target.includes('ms') ? 0 : 3)}`);
+  for (const x of v)
+    lines.push(`  ${x.pass ? 'PASS' : 'MISS'}  ${x.target.padEnd(52)} measured ${fixed(x.value, x.target.includes('ms') ? 0 : 3)}`);
   return lines.join('\n') + '\n';
 }
 
@@ -257,7 +290,9 @@ export async function makeDb(path: string, idle: number, consumerUrl: string): P
   await store.close();
   const raw = openSqlite(path, { durability: 'normal', busyTimeoutMs: 5000 });
   try {
-    const cols = (raw.prepare('pragma table_info(buckets)').all() as Array<{ name: string }>).map((c) => c.name).filter((c) => c !== 'name');
+    const cols = (raw.prepare('pragma table_info(buckets)').all() as Array<{ name: string }>)
+      .map((c) => c.name)
+      .filter((c) => c !== 'name');
     const copy = raw.prepare(`insert into buckets (name, ${cols.join(', ')}) select ?, ${cols.join(', ')} from buckets where name = ?`);
     raw.transaction(() => {
       for (let i = 2; i < idle; i++) copy.run(`idle-${String(i).padStart(5, '0')}`, i % 2 === 0 ? 'idle-00000' : 'idle-00001');
@@ -275,7 +310,11 @@ export async function makeDb(path: string, idle: number, consumerUrl: string): P
 async function startServe(db: string, cwd: string, name: string): Promise<{ m: Managed; url: string; readyMs: number }> {
   const port = await freePort();
   const t0 = epochMs();
-  const m = startChild(name, [join(cliDir(), 'bin.js'), '--db', db, 'serve', '--port', String(port), '--host', '127.0.0.1', '--no-admin', '--log-level', 'warn'], cwd);
+  const m = startChild(
+    name,
+    [join(cliDir(), 'bin.js'), '--db', db, 'serve', '--port', String(port), '--host', '127.0.0.1', '--no-admin', '--log-level', 'warn'],
+    cwd,
+  );
   const url = `http://127.0.0.1:${port}`;
   await waitReady(m, url);
   return { m, url, readyMs: epochMs() - t0 };
@@ -297,7 +336,14 @@ async function paced(client: Pool, path: string, n: number, seq0: number, body: 
     if (wait > 0) await sleep(wait);
     inflight.push(
       client
-        .request({ path, method: 'POST', headers: { 'content-type': 'application/json', 'x-bench-seq': String(seq0 + i) }, body, headersTimeout: REQUEST_TIMEOUT_MS, bodyTimeout: REQUEST_TIMEOUT_MS })
+        .request({
+          path,
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-bench-seq': String(seq0 + i) },
+          body,
+          headersTimeout: REQUEST_TIMEOUT_MS,
+          bodyTimeout: REQUEST_TIMEOUT_MS,
+        })
         .then(async (res) => {
           const t = epochMs();
           await res.body.arrayBuffer();
@@ -311,7 +357,16 @@ async function paced(client: Pool, path: string, n: number, seq0: number, body: 
   return ackAt;
 }
 
-async function round(opts: BenchOptions, idle: Size, roundNo: number, db: string, tmp: string, consumer: ConsumerProcess, body: string, problems: string[]): Promise<RoundResult> {
+async function round(
+  opts: BenchOptions,
+  idle: Size,
+  roundNo: number,
+  db: string,
+  tmp: string,
+  consumer: ConsumerProcess,
+  body: string,
+  problems: string[],
+): Promise<RoundResult> {
   const { m, url } = await startServe(db, tmp, `serve-${idle}`);
   const pid = m.child.pid!;
   const client = new Pool(url, { connections: LATENCY_CLIENT_CONNECTIONS });
@@ -333,7 +388,9 @@ async function round(opts: BenchOptions, idle: Size, roundNo: number, db: string
     await consumer.reset([count]);
     const c1 = cpuMs(pid);
     const ackAt = await paced(client, '/b/busy', count, 0, body, failures);
-    await consumer.reached(count, ARRIVAL_TIMEOUT_MS).catch((e: unknown) => problems.push(`round ${roundNo}, ${idle} idle: ${(e as Error).message}`));
+    await consumer
+      .reached(count, ARRIVAL_TIMEOUT_MS)
+      .catch((e: unknown) => problems.push(`round ${roundNo}, ${idle} idle: ${(e as Error).message}`));
     const pacedCpu = cpuMs(pid) - c1;
     const dump = await consumer.dump();
     if (failures.n > 0) problems.push(`round ${roundNo}, ${idle} idle: ${failures.n} paced requests failed or were not 2xx`);
@@ -344,7 +401,8 @@ async function round(opts: BenchOptions, idle: Size, roundNo: number, db: string
       if (s >= 0 && s < count && !Number.isNaN(ackAt[s]!)) lat.push(dump.at[k]! - ackAt[s]!);
     }
     lat.sort((a, b) => a - b);
-    if (lat.length !== count) problems.push(`round ${roundNo}, ${idle} idle: ${lat.length} of ${count} paced requests acknowledged and forwarded`);
+    if (lat.length !== count)
+      problems.push(`round ${roundNo}, ${idle} idle: ${lat.length} of ${count} paced requests acknowledged and forwarded`);
     return {
       round: roundNo,
       idle,
@@ -369,7 +427,11 @@ async function timedCli(db: string, cwd: string, args: string[], outFile: string
   const out = openSync(outFile, 'w');
   try {
     const t0 = epochMs();
-    const child = spawn(process.execPath, [join(cliDir(), 'bin.js'), '--db', db, ...args], { cwd, env: childEnv(), stdio: ['ignore', out, 'inherit'] });
+    const child = spawn(process.execPath, [join(cliDir(), 'bin.js'), '--db', db, ...args], {
+      cwd,
+      env: childEnv(),
+      stdio: ['ignore', out, 'inherit'],
+    });
     const code = await withTimeout(
       new Promise<number | null>((ok, fail) => {
         child.once('error', fail);
@@ -397,7 +459,8 @@ async function timeCli(idle: Size, db: string, tmp: string): Promise<CliTimes> {
     await stopChild(s.m);
     list.push(await timedCli(db, tmp, ['bucket', 'list', '--json'], outFile));
     const listed = JSON.parse(readFileSync(outFile, 'utf8')) as { buckets: unknown[] };
-    if (listed.buckets.length !== idle + 2) throw new Error(`bucket list --json gave ${listed.buckets.length} buckets, expected ${idle + 2}`);
+    if (listed.buckets.length !== idle + 2)
+      throw new Error(`bucket list --json gave ${listed.buckets.length} buckets, expected ${idle + 2}`);
     stats.push(await timedCli(db, tmp, ['stats', '--json'], outFile));
     const st = JSON.parse(readFileSync(outFile, 'utf8')) as { buckets: unknown[] };
     if (st.buckets.length !== idle + 2) throw new Error(`stats --json gave ${st.buckets.length} buckets, expected ${idle + 2}`);
@@ -413,7 +476,9 @@ async function main(): Promise<number> {
   try {
     opts = parseOptions(process.argv.slice(2));
   } catch (e) {
-    process.stderr.write(`${(e as Error).message}\nusage: node dist/bench/buckets.js [--rounds 3] [--duration 5] [--latency-seconds 5] [--json]\n`);
+    process.stderr.write(
+      `${(e as Error).message}\nusage: node dist/bench/buckets.js [--rounds 3] [--duration 5] [--latency-seconds 5] [--json]\n`,
+    );
     return 2;
   }
   const report = opts.json ? process.stderr : process.stdout;
@@ -445,10 +510,17 @@ async function main(): Promise<number> {
       cliTimes.push(await timeCli(idle, dbs.get(idle)!, tmp));
     }
     const medians = SIZES.map((s) => mediansOf(rounds, s));
-    const v = verdicts(medians[0]!, medians[1]!, cliTimes.filter((c) => c.idle === 10_000));
+    const v = verdicts(
+      medians[0]!,
+      medians[1]!,
+      cliTimes.filter((c) => c.idle === 10_000),
+    );
     const machine = machineInfo();
     report.write(renderReport(opts, machine, rounds, medians, cliTimes, v));
-    if (opts.json) process.stdout.write(JSON.stringify({ machine, options: opts, targets: TARGETS, rounds, medians, cli: cliTimes, verdicts: v, problems }, null, 2) + '\n');
+    if (opts.json)
+      process.stdout.write(
+        JSON.stringify({ machine, options: opts, targets: TARGETS, rounds, medians, cli: cliTimes, verdicts: v, problems }, null, 2) + '\n',
+      );
     if (problems.length > 0) {
       report.write(`\nWARNING: the run had errors, so its figures are suspect:\n${problems.map((p) => `  - ${p}`).join('\n')}\n`);
       return 1;

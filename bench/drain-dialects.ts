@@ -39,9 +39,35 @@ import type { CapturedRequest } from '../src/store/store.js';
 import type { ConsumerDump } from './drain-consumer.js';
 import { ConsumerProcess, senderHeaders, spanRate } from './drain.js';
 import { DIALECTS, roundOrder, type BenchDialect } from './ingest-dialects.js';
-import { benchFailed, fixed, intOption, machineLines, median, optionsOrUsage, parseFlags, problemLines, progress, ratio, runIfMain, table, thousands, writeReport, type LoadAverages } from './report.js';
+import {
+  benchFailed,
+  fixed,
+  intOption,
+  machineLines,
+  median,
+  optionsOrUsage,
+  parseFlags,
+  problemLines,
+  progress,
+  ratio,
+  runIfMain,
+  table,
+  thousands,
+  writeReport,
+  type LoadAverages,
+} from './report.js';
 import { machineInfo, makeBody, type MachineInfo } from './ingest.js';
-import { benchPgServer, createBenchDatabase, PG_CPU_UNREADABLE, pgBucketTotals, serverSettings, settingsText, startPgCpuSampler, type BenchDatabase, type PgCpu } from './pg-bench.js';
+import {
+  benchPgServer,
+  createBenchDatabase,
+  PG_CPU_UNREADABLE,
+  pgBucketTotals,
+  serverSettings,
+  settingsText,
+  startPgCpuSampler,
+  type BenchDatabase,
+  type PgCpu,
+} from './pg-bench.js';
 
 const BODY_BYTES = 2048;
 const DEFAULT_REQUESTS = 5_000;
@@ -89,7 +115,8 @@ export interface DrainDialectRun extends DrainFigures {
   load1: number;
 }
 
-export interface DrainDialectSummary extends Pick<DrainFigures, 'deliveriesPerS' | 'workerCpuUsPerDelivery' | 'pgCpuUsPerDelivery' | 'pgAuxCpuUsPerDelivery'> {
+export interface DrainDialectSummary
+  extends Pick<DrainFigures, 'deliveriesPerS' | 'workerCpuUsPerDelivery' | 'pgCpuUsPerDelivery' | 'pgAuxCpuUsPerDelivery'> {
   dialect: BenchDialect;
 }
 
@@ -119,8 +146,12 @@ export function renderDrainDialectReport(
   const lines: string[] = [];
   lines.push('hookbucket drain benchmark: PostgreSQL against SQLite');
   lines.push(...machineLines(machine, loadAvg));
-  lines.push(`requests  ${thousands(opts.requests)} per run, stored through the dialect's ingest sink (durability full): POST, ${BODY_BYTES} B JSON, 10 headers`);
-  lines.push('worker    DrainWorker in this process, bucket defaults (no rate cap, concurrency 10), consumer node:http on 127.0.0.1 in its own process');
+  lines.push(
+    `requests  ${thousands(opts.requests)} per run, stored through the dialect's ingest sink (durability full): POST, ${BODY_BYTES} B JSON, 10 headers`,
+  );
+  lines.push(
+    'worker    DrainWorker in this process, bucket defaults (no rate cap, concurrency 10), consumer node:http on 127.0.0.1 in its own process',
+  );
   lines.push(`postgres  ${settingsText(pgSettings)}; the drain store sets synchronous_commit=on`);
   lines.push('');
   const rows = runs.map((r) => [
@@ -136,16 +167,45 @@ export function renderDrainDialectReport(
     fixed(r.passesPerDelivery, 2),
     fixed(r.load1, 2),
   ]);
-  for (const l of table(['round', 'dialect', 'deliveries/s', 'span ms', 'worker µs/dlv', 'pg µs/dlv', 'pg aux µs/dlv', 'backends', 'commits/dlv', 'passes/dlv', 'load1'], rows, 2)) lines.push(l);
-  lines.push('(worker: this process; pg: backends on the run\'s database; pg aux: server-wide WAL writer + checkpointer +');
+  for (const l of table(
+    [
+      'round',
+      'dialect',
+      'deliveries/s',
+      'span ms',
+      'worker µs/dlv',
+      'pg µs/dlv',
+      'pg aux µs/dlv',
+      'backends',
+      'commits/dlv',
+      'passes/dlv',
+      'load1',
+    ],
+    rows,
+    2,
+  ))
+    lines.push(l);
+  lines.push("(worker: this process; pg: backends on the run's database; pg aux: server-wide WAL writer + checkpointer +");
   lines.push(' background writer, shared with anything else using the server)');
   lines.push('');
   lines.push(`medians of ${opts.rounds} rounds`);
   const s = summary.find((x) => x.dialect === 'sqlite')!;
   const p = summary.find((x) => x.dialect === 'postgres')!;
   const mrows = [
-    ...[s, p].map((x) => [x.dialect, thousands(x.deliveriesPerS), fixed(x.workerCpuUsPerDelivery, 0), x.dialect === 'postgres' ? fixed(x.pgCpuUsPerDelivery, 0) : '', fixed(x.workerCpuUsPerDelivery + x.pgCpuUsPerDelivery, 0)]),
-    ['pg/sqlite', ratio(p.deliveriesPerS, s.deliveriesPerS), ratio(p.workerCpuUsPerDelivery, s.workerCpuUsPerDelivery), '', ratio(p.workerCpuUsPerDelivery + p.pgCpuUsPerDelivery, s.workerCpuUsPerDelivery)],
+    ...[s, p].map((x) => [
+      x.dialect,
+      thousands(x.deliveriesPerS),
+      fixed(x.workerCpuUsPerDelivery, 0),
+      x.dialect === 'postgres' ? fixed(x.pgCpuUsPerDelivery, 0) : '',
+      fixed(x.workerCpuUsPerDelivery + x.pgCpuUsPerDelivery, 0),
+    ]),
+    [
+      'pg/sqlite',
+      ratio(p.deliveriesPerS, s.deliveriesPerS),
+      ratio(p.workerCpuUsPerDelivery, s.workerCpuUsPerDelivery),
+      '',
+      ratio(p.workerCpuUsPerDelivery + p.pgCpuUsPerDelivery, s.workerCpuUsPerDelivery),
+    ],
   ];
   for (const l of table(['dialect', 'deliveries/s', 'worker µs/dlv', 'pg µs/dlv', 'worker+pg µs/dlv'], mrows, 1)) lines.push(`  ${l}`);
   lines.push(...problemLines(problems));
@@ -158,11 +218,18 @@ export function renderDrainDialectReport(
  * What went wrong in a drain of n requests: not all n `delivered` in the database (or not n
  * stored), or not n distinct requests once each at the consumer.
  */
-export function drainProblems(at: string, n: number, counts: { requests: number; states: Record<string, number> }, dump: ConsumerDump): string[] {
+export function drainProblems(
+  at: string,
+  n: number,
+  counts: { requests: number; states: Record<string, number> },
+  dump: ConsumerDump,
+): string[] {
   const out: string[] = [];
   const delivered = counts.states.delivered ?? 0;
-  if (delivered !== n || counts.requests !== n) out.push(`${at}: ${delivered} of ${n} deliveries delivered in the db (states ${JSON.stringify(counts.states)})`);
-  if (dump.distinctIds !== n || dump.at.length !== n) out.push(`${at}: the consumer got ${dump.at.length} requests (${dump.distinctIds} distinct) of ${n}`);
+  if (delivered !== n || counts.requests !== n)
+    out.push(`${at}: ${delivered} of ${n} deliveries delivered in the db (states ${JSON.stringify(counts.states)})`);
+  if (dump.distinctIds !== n || dump.at.length !== n)
+    out.push(`${at}: the consumer got ${dump.at.length} requests (${dump.distinctIds} distinct) of ${n}`);
   return out;
 }
 
@@ -184,7 +251,11 @@ export function drainFigures(arrivals: readonly number[], n: number, workerCpuUs
 
 /** The config of a bench's own store connections (also bench/scale-drain.ts's): durability full, no worker. */
 export function benchConfig(db: string, spoolDir: string): Config {
-  return loadConfig({}, {}, { db, spoolDir, durability: 'full', host: '127.0.0.1', port: 0, minFreeDisk: '0', logLevel: 'warn', worker: false, admin: false });
+  return loadConfig(
+    {},
+    {},
+    { db, spoolDir, durability: 'full', host: '127.0.0.1', port: 0, minFreeDisk: '0', logLevel: 'warn', worker: false, admin: false },
+  );
 }
 
 /**
@@ -282,7 +353,10 @@ async function oneRun(
 }
 
 async function main(): Promise<number> {
-  const opts = optionsOrUsage(() => parseDrainDialectOptions(process.argv.slice(2)), 'node dist/bench/drain-dialects.js [--requests 5000] [--rounds 3] [--json]');
+  const opts = optionsOrUsage(
+    () => parseDrainDialectOptions(process.argv.slice(2)),
+    'node dist/bench/drain-dialects.js [--requests 5000] [--rounds 3] [--json]',
+  );
   if (opts === undefined) return 2;
   const logger = createLogger('warn', process.stderr);
   const server = benchPgServer(process.env);
@@ -306,7 +380,12 @@ async function main(): Promise<number> {
     const machine = machineInfo();
     const loadAvg = { before: loadBefore, after: os.loadavg() };
     const text = renderDrainDialectReport(opts, machine, loadAvg, pgSettings, runs, summary, problems);
-    return writeReport(opts.json, text, { machine, load: loadAvg, pgSettings, options: { ...opts, bodyBytes: BODY_BYTES }, runs, summary, problems }, problems);
+    return writeReport(
+      opts.json,
+      text,
+      { machine, load: loadAvg, pgSettings, options: { ...opts, bodyBytes: BODY_BYTES }, runs, summary, problems },
+      problems,
+    );
   } catch (e) {
     return benchFailed(e, problems);
   } finally {

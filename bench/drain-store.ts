@@ -19,7 +19,11 @@ import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import type { AttemptResult, ClaimedAttempt } from '../src/store/store.js';
 
 const { values } = parseArgs({
-  options: { requests: { type: 'string', default: '5000' }, batch: { type: 'string', default: '10' }, rounds: { type: 'string', default: '3' } },
+  options: {
+    requests: { type: 'string', default: '5000' },
+    batch: { type: 'string', default: '10' },
+    rounds: { type: 'string', default: '3' },
+  },
 });
 const N = Number(values.requests);
 const BATCH = Number(values.batch);
@@ -41,7 +45,17 @@ async function round(r: number): Promise<{ cpuUs: number; wallMs: number; delive
         const headers = ['Host', 'example', 'Content-Type', 'application/json', 'User-Agent', 'sender/1.0', 'X-Event', `e${j}`];
         batch.push(
           sink.submit(
-            { id: newId(), bucket: 'b', receivedAt: t0 + j, method: 'POST', path: '/events', query: null, rawHeaders: headers, body: Buffer.from(body), peer: '127.0.0.1' },
+            {
+              id: newId(),
+              bucket: 'b',
+              receivedAt: t0 + j,
+              method: 'POST',
+              path: '/events',
+              query: null,
+              rawHeaders: headers,
+              body: Buffer.from(body),
+              peer: '127.0.0.1',
+            },
             { createDelivery: true },
           ),
         );
@@ -84,7 +98,9 @@ async function round(r: number): Promise<{ cpuUs: number; wallMs: number; delive
     const wallMs = performance.now() - w0;
     await store.close();
     await holder.close();
-    console.log(`round ${r}: ${delivered} delivered, ${((cpu.user + cpu.system) / delivered).toFixed(1)} µs CPU and ${((wallMs * 1000) / delivered).toFixed(1)} µs wall per delivery`);
+    console.log(
+      `round ${r}: ${delivered} delivered, ${((cpu.user + cpu.system) / delivered).toFixed(1)} µs CPU and ${((wallMs * 1000) / delivered).toFixed(1)} µs wall per delivery`,
+    );
     return { cpuUs: (cpu.user + cpu.system) / delivered, wallMs, delivered };
   } finally {
     await rm(dir, { recursive: true, force: true });

@@ -160,7 +160,8 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
   if (rate === undefined) throw new Error(`--rate must look like 200/s, 600/m or 30/h, got ${JSON.stringify(rateText)}`);
   if (perSecond(rate) < 1 || perSecond(rate) > 5_000) throw new Error(`--rate must be from 1/s to 5000/s, got ${rateText}`);
   const only = values.only === undefined ? [...TESTS] : values.only.split(',').map((s) => s.trim());
-  for (const t of only) if (!(TESTS as readonly string[]).includes(t)) throw new Error(`--only takes ${TESTS.join(', ')}, got ${JSON.stringify(t)}`);
+  for (const t of only)
+    if (!(TESTS as readonly string[]).includes(t)) throw new Error(`--only takes ${TESTS.join(', ')}, got ${JSON.stringify(t)}`);
   const opts: BenchOptions = {
     durationS: intOption('--duration', values.duration ?? env.BENCH_DURATION, DEFAULT_DURATION_S, 2, 3600),
     rate,
@@ -173,7 +174,8 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     preclaimed: values.preclaimed === true,
   };
   // The preclaimed run holds every delivery under one claim's lease (60 s): keep it well inside.
-  if (opts.preclaimed && opts.requests > PRECLAIMED_MAX_REQUESTS) throw new Error(`--preclaimed takes --requests up to ${PRECLAIMED_MAX_REQUESTS}, got ${opts.requests}`);
+  if (opts.preclaimed && opts.requests > PRECLAIMED_MAX_REQUESTS)
+    throw new Error(`--preclaimed takes --requests up to ${PRECLAIMED_MAX_REQUESTS}, got ${opts.requests}`);
   return opts;
 }
 
@@ -227,7 +229,10 @@ export function rateStats(sortedAt: readonly number[], configuredPerS: number, d
   const to = first + durationS * 1000;
   const inWindow = sortedAt.filter((t) => t >= from && t < to);
   const counted = inWindow.length;
-  const gaps = inWindow.slice(1).map((t, i) => t - inWindow[i]!).sort((a, b) => a - b);
+  const gaps = inWindow
+    .slice(1)
+    .map((t, i) => t - inWindow[i]!)
+    .sort((a, b) => a - b);
   const observedPerS = counted / ((to - from) / 1000);
   const w = maxInWindow(sortedAt, WINDOW_MS);
   return {
@@ -310,7 +315,10 @@ export interface SummaryRow {
   met: boolean;
 }
 
-export function summarize(opts: BenchOptions, r: { rate?: RateResult; throughput?: ThroughputResult; latency?: LatencyResult }): SummaryRow[] {
+export function summarize(
+  opts: BenchOptions,
+  r: { rate?: RateResult; throughput?: ThroughputResult; latency?: LatencyResult },
+): SummaryRow[] {
   const rows: SummaryRow[] = [];
   if (r.rate) {
     const s = r.rate.stats;
@@ -323,8 +331,20 @@ export function summarize(opts: BenchOptions, r: { rate?: RateResult; throughput
       met: Math.abs(s.ratio - 1) <= TARGETS.rateTolerance,
     });
     const st = r.rate.starts;
-    rows.push({ test: 'rate', measure: 'max attempt starts in any 1 s window', value: String(st.maxInWindow), target: `<= ${limit} (rate + burst)`, met: st.maxInWindow <= limit });
-    rows.push({ test: 'rate', measure: 'max arrivals in any 1 s window (+ jitter)', value: String(s.maxInWindow), target: 'informational', met: true });
+    rows.push({
+      test: 'rate',
+      measure: 'max attempt starts in any 1 s window',
+      value: String(st.maxInWindow),
+      target: `<= ${limit} (rate + burst)`,
+      met: st.maxInWindow <= limit,
+    });
+    rows.push({
+      test: 'rate',
+      measure: 'max arrivals in any 1 s window (+ jitter)',
+      value: String(s.maxInWindow),
+      target: 'informational',
+      met: true,
+    });
   }
   if (r.throughput) {
     const t = r.throughput;
@@ -338,9 +358,18 @@ export function summarize(opts: BenchOptions, r: { rate?: RateResult; throughput
   }
   if (r.latency) {
     // From the 2xx is the drain's own delay; from the send adds ingest's commit (fsync) before it.
-    for (const [from, l] of [['ingest 2xx', r.latency.fromAck], ['request sent', r.latency.fromSend]] as const) {
+    for (const [from, l] of [
+      ['ingest 2xx', r.latency.fromAck],
+      ['request sent', r.latency.fromSend],
+    ] as const) {
       for (const p of ['p50', 'p99'] as const) {
-        rows.push({ test: 'latency', measure: `first attempt ${p}, from ${from}`, value: `${l[p].toFixed(1)} ms`, target: `< ${TARGETS.maxLatencyMs} ms`, met: l[p] < TARGETS.maxLatencyMs });
+        rows.push({
+          test: 'latency',
+          measure: `first attempt ${p}, from ${from}`,
+          value: `${l[p].toFixed(1)} ms`,
+          target: `< ${TARGETS.maxLatencyMs} ms`,
+          met: l[p] < TARGETS.maxLatencyMs,
+        });
       }
     }
   }
@@ -380,7 +409,9 @@ export function renderReport(
 ): string {
   const lines: string[] = [];
   lines.push('hookbucket drain benchmark');
-  lines.push(`machine   ${machine.cpuCount} x ${machine.cpuModel}, ${machine.totalMemGiB} GiB RAM, ${machine.platform}, node ${machine.node}`);
+  lines.push(
+    `machine   ${machine.cpuCount} x ${machine.cpuModel}, ${machine.totalMemGiB} GiB RAM, ${machine.platform}, node ${machine.node}`,
+  );
   // Other processes on the machine take CPU from every figure below; the load average shows how much.
   const avg = (l: number[]) => l.map((x) => x.toFixed(2)).join(' ');
   lines.push(`load      1/5/15-min load average: ${avg(load.before)} before, ${avg(load.after)} after`);
@@ -392,13 +423,23 @@ export function renderReport(
     const x = r.rate;
     const s = x.stats;
     lines.push(`1. rate: --rate ${x.rate} --burst ${x.burst}, worker alone (SqliteDrainStore, createDeliveryAgent, system clock)`);
-    lines.push(`  stored ${thousands(x.stored)}, arrived ${thousands(x.arrivals)} in the ${x.durationS} s from the first arrival, delivered in db ${thousands(x.delivered)}`);
-    lines.push(`  s 1..${x.durationS}: ${thousands(s.counted)} arrivals = ${fixed(s.observedPerS, 2)}/s vs ${fixed(s.configuredPerS, 2)}/s configured: ratio ${fixed(s.ratio, 4)}`);
+    lines.push(
+      `  stored ${thousands(x.stored)}, arrived ${thousands(x.arrivals)} in the ${x.durationS} s from the first arrival, delivered in db ${thousands(x.delivered)}`,
+    );
+    lines.push(
+      `  s 1..${x.durationS}: ${thousands(s.counted)} arrivals = ${fixed(s.observedPerS, 2)}/s vs ${fixed(s.configuredPerS, 2)}/s configured: ratio ${fixed(s.ratio, 4)}`,
+    );
     lines.push(`  max attempt starts in any 1 s window: ${x.starts.maxInWindow} (attempts.started_at, the worker's clock)`);
-    lines.push(`  max arrivals in any 1 s window: ${s.maxInWindow} (window starting ${fixed(s.maxWindowStartS ?? NaN, 3)} s after the first arrival; includes network jitter)`);
-    lines.push(`  gap between arrivals: p50 ${fixed(s.gapMs.p50, 2)} ms, p90 ${fixed(s.gapMs.p90, 2)} ms, p99 ${fixed(s.gapMs.p99, 2)} ms (configured interval ${fixed(1000 / s.configuredPerS, 2)} ms)`);
+    lines.push(
+      `  max arrivals in any 1 s window: ${s.maxInWindow} (window starting ${fixed(s.maxWindowStartS ?? NaN, 3)} s after the first arrival; includes network jitter)`,
+    );
+    lines.push(
+      `  gap between arrivals: p50 ${fixed(s.gapMs.p50, 2)} ms, p90 ${fixed(s.gapMs.p90, 2)} ms, p99 ${fixed(s.gapMs.p99, 2)} ms (configured interval ${fixed(1000 / s.configuredPerS, 2)} ms)`,
+    );
     const passes = x.passes;
-    lines.push(`  worker passes: ${thousands(passes)} (${fixed(passes / x.durationS, 0)}/s, ${fixed(passes / Math.max(1, x.arrivals), 2)} per delivery)`);
+    lines.push(
+      `  worker passes: ${thousands(passes)} (${fixed(passes / x.durationS, 0)}/s, ${fixed(passes / Math.max(1, x.arrivals), 2)} per delivery)`,
+    );
     lines.push(storeLine(x.storeTimes, Math.max(1, x.arrivals), 'delivery'));
     lines.push('');
   }
@@ -407,12 +448,23 @@ export function renderReport(
     const t = r.throughput;
     lines.push(`2. throughput: ${thousands(t.requests)} stored requests, no rate cap, concurrency ${t.concurrency}, same consumer`);
     lines.push('  baseline: plain undici loop (createDeliveryAgent), same targets and headers, rows read from the db beforehand');
-    const rows = t.runs.map((x) => [String(x.round), x.kind, thousands(x.reqPerS), fixed(x.spanMs, 0), fixed(x.cpuUsPerReq, 0), x.passesPerReq === undefined ? '' : fixed(x.passesPerReq, 2)]);
+    const rows = t.runs.map((x) => [
+      String(x.round),
+      x.kind,
+      thousands(x.reqPerS),
+      fixed(x.spanMs, 0),
+      fixed(x.cpuUsPerReq, 0),
+      x.passesPerReq === undefined ? '' : fixed(x.passesPerReq, 2),
+    ]);
     for (const l of table(['round', 'run', 'req/s', 'span ms', 'cpu µs/req', 'passes/req'], rows, 2)) lines.push(`  ${l}`);
-    lines.push(`  medians: baseline ${thousands(t.baselineMedian)} req/s, worker ${thousands(t.workerMedian)} req/s, worker/baseline ${fixed(t.ratio, 3)}`);
+    lines.push(
+      `  medians: baseline ${thousands(t.baselineMedian)} req/s, worker ${thousands(t.workerMedian)} req/s, worker/baseline ${fixed(t.ratio, 3)}`,
+    );
     if (t.preclaimed) {
       lines.push(`  diagnostic, preclaimed (every delivery claimed up front, results written at the end, so no SQLite per delivery):`);
-      lines.push(`    median ${thousands(t.preclaimed.median)} req/s, preclaimed/baseline ${fixed(t.preclaimed.ratio, 3)}; the gap to the worker run is what the store costs`);
+      lines.push(
+        `    median ${thousands(t.preclaimed.median)} req/s, preclaimed/baseline ${fixed(t.preclaimed.ratio, 3)}; the gap to the worker run is what the store costs`,
+      );
     }
     const workerRuns = t.runs.filter((x) => x.kind === 'worker' && x.storeTimes);
     if (workerRuns.length > 0) {
@@ -432,17 +484,29 @@ export function renderReport(
 
   if (r.latency) {
     const l = r.latency;
-    lines.push(`3. latency: serve in-process (worker inside), ${LATENCY_RATE_PER_S}/s paced for ${LATENCY_SECONDS} s, bucket without rate cap`);
+    lines.push(
+      `3. latency: serve in-process (worker inside), ${LATENCY_RATE_PER_S}/s paced for ${LATENCY_SECONDS} s, bucket without rate cap`,
+    );
     lines.push(`  sent ${l.sent}, 2xx ${l.acked}, forwarded ${l.forwarded}`);
-    lines.push(`  ingest 2xx → consumer:   p50 ${fixed(l.fromAck.p50, 1)} ms, p99 ${fixed(l.fromAck.p99, 1)} ms, max ${fixed(l.fromAck.max, 1)} ms, min ${fixed(l.fromAck.min, 1)} ms`);
-    lines.push(`  request sent → consumer: p50 ${fixed(l.fromSend.p50, 1)} ms, p99 ${fixed(l.fromSend.p99, 1)} ms, max ${fixed(l.fromSend.max, 1)} ms`);
+    lines.push(
+      `  ingest 2xx → consumer:   p50 ${fixed(l.fromAck.p50, 1)} ms, p99 ${fixed(l.fromAck.p99, 1)} ms, max ${fixed(l.fromAck.max, 1)} ms, min ${fixed(l.fromAck.min, 1)} ms`,
+    );
+    lines.push(
+      `  request sent → consumer: p50 ${fixed(l.fromSend.p50, 1)} ms, p99 ${fixed(l.fromSend.p99, 1)} ms, max ${fixed(l.fromSend.max, 1)} ms`,
+    );
     lines.push(`  request sent → 2xx:      p50 ${fixed(l.ack.p50, 1)} ms, p99 ${fixed(l.ack.p99, 1)} ms`);
-    lines.push('  (below zero: the consumer had the request before this process read the 2xx; client, server and worker share one event loop)');
+    lines.push(
+      '  (below zero: the consumer had the request before this process read the 2xx; client, server and worker share one event loop)',
+    );
     lines.push('');
   }
 
   lines.push('summary');
-  for (const l of table(['test', 'measure', 'value', 'target', ''], summary.map((s) => [s.test, s.measure, s.value, s.target, s.met ? 'met' : 'missed']), 2)) {
+  for (const l of table(
+    ['test', 'measure', 'value', 'target', ''],
+    summary.map((s) => [s.test, s.measure, s.value, s.target, s.met ? 'met' : 'missed']),
+    2,
+  )) {
     lines.push(`  ${l}`);
   }
   if (problems.length > 0) {
@@ -552,21 +616,35 @@ export class ConsumerProcess {
 export function senderHeaders(seq: number, bodyBytes: number): string[] {
   const hex = (n: number) => newId().replace(/-/g, '').repeat(3).slice(0, n);
   return [
-    'Host', '127.0.0.1:8787',
-    'User-Agent', 'Stripe/1.0 (+https://stripe.com/docs/webhooks)',
-    'Content-Type', 'application/json; charset=utf-8',
-    'Content-Length', String(bodyBytes),
-    'Accept', '*/*; q=0.5, application/xml',
-    'Cache-Control', 'no-cache',
-    'Stripe-Signature', `t=1700000000,v1=${hex(64)}`,
-    'X-Request-Id', newId(),
-    'Traceparent', `00-${hex(32)}-${hex(16)}-01`,
-    'X-Bench-Seq', String(seq),
+    'Host',
+    '127.0.0.1:8787',
+    'User-Agent',
+    'Stripe/1.0 (+https://stripe.com/docs/webhooks)',
+    'Content-Type',
+    'application/json; charset=utf-8',
+    'Content-Length',
+    String(bodyBytes),
+    'Accept',
+    '*/*; q=0.5, application/xml',
+    'Cache-Control',
+    'no-cache',
+    'Stripe-Signature',
+    `t=1700000000,v1=${hex(64)}`,
+    'X-Request-Id',
+    newId(),
+    'Traceparent',
+    `00-${hex(32)}-${hex(16)}-01`,
+    'X-Bench-Seq',
+    String(seq),
   ];
 }
 
 function benchConfig(db: string, extra: { port?: number; worker?: boolean } = {}): Config {
-  return loadConfig({}, {}, { db, host: '127.0.0.1', port: extra.port ?? 0, minFreeDisk: '0', logLevel: 'warn', worker: extra.worker ?? false, admin: false });
+  return loadConfig(
+    {},
+    {},
+    { db, host: '127.0.0.1', port: extra.port ?? 0, minFreeDisk: '0', logLevel: 'warn', worker: extra.worker ?? false, admin: false },
+  );
 }
 
 /** Stores n requests through the real ingest path, each with its delivery row (the bucket has a destination). */
@@ -697,7 +775,9 @@ async function attemptStarts(db: string, bucket: string): Promise<number[]> {
   const { default: Database } = await import('better-sqlite3');
   const raw = new Database(db, { readonly: true });
   try {
-    return (raw.prepare('select started_at from attempts where bucket = ? order by started_at').pluck().all(bucket) as number[]).map(Number);
+    return (raw.prepare('select started_at from attempts where bucket = ? order by started_at').pluck().all(bucket) as number[]).map(
+      Number,
+    );
   } finally {
     raw.close();
   }
@@ -723,7 +803,14 @@ async function openWorker(db: string, logger: Logger, mode: { timed: boolean; pr
   };
 }
 
-async function rateTest(opts: BenchOptions, tmp: string, consumer: ConsumerProcess, body: string, logger: Logger, problems: string[]): Promise<RateResult> {
+async function rateTest(
+  opts: BenchOptions,
+  tmp: string,
+  consumer: ConsumerProcess,
+  body: string,
+  logger: Logger,
+  problems: string[],
+): Promise<RateResult> {
   const db = join(tmp, 'rate.db');
   const bucket = 'rate';
   const perS = perSecond(opts.rate);
@@ -753,12 +840,25 @@ async function rateTest(opts: BenchOptions, tmp: string, consumer: ConsumerProce
   const starts = { maxInWindow: sw.count, maxWindowStartS: sw.startAt === null ? null : (sw.startAt - (startTimes[0] ?? 0)) / 1000 };
   const counts = await states(db, bucket);
   const delivered = counts.states.delivered ?? 0;
-  if (delivered !== dump.at.length) problems.push(`rate: the consumer got ${dump.at.length} requests but ${delivered} are delivered in the db`);
+  if (delivered !== dump.at.length)
+    problems.push(`rate: the consumer got ${dump.at.length} requests but ${delivered} are delivered in the db`);
   if (dump.distinctIds !== dump.at.length) problems.push(`rate: ${dump.at.length - dump.distinctIds} requests arrived twice`);
   const other = Object.entries(counts.states).filter(([s]) => s !== 'delivered' && s !== 'pending');
   if (other.length > 0) problems.push(`rate: deliveries in unexpected states: ${JSON.stringify(Object.fromEntries(other))}`);
-  if (stats.endedEarly) problems.push(`rate: arrivals stopped before the measured window ended (stored ${stored}, arrived ${dump.at.length})`);
-  return { rate: formatRate(opts.rate), burst: opts.burst, durationS: opts.durationS, stored, arrivals: dump.at.length, delivered, stats, starts, passes: w.worker.passes, storeTimes: w.times! };
+  if (stats.endedEarly)
+    problems.push(`rate: arrivals stopped before the measured window ended (stored ${stored}, arrived ${dump.at.length})`);
+  return {
+    rate: formatRate(opts.rate),
+    burst: opts.burst,
+    durationS: opts.durationS,
+    stored,
+    arrivals: dump.at.length,
+    delivered,
+    stats,
+    starts,
+    passes: w.worker.passes,
+    storeTimes: w.times!,
+  };
 }
 
 interface Outgoing {
@@ -798,7 +898,13 @@ function cpuUs(since: NodeJS.CpuUsage): number {
   return d.user + d.system;
 }
 
-async function baselineRun(reqs: Outgoing[], concurrency: number, consumer: ConsumerProcess, round: number, problems: string[]): Promise<ThroughputRun> {
+async function baselineRun(
+  reqs: Outgoing[],
+  concurrency: number,
+  consumer: ConsumerProcess,
+  round: number,
+  problems: string[],
+): Promise<ThroughputRun> {
   const n = reqs.length;
   await consumer.reset([n]);
   const dispatcher = createDeliveryAgent();
@@ -826,7 +932,8 @@ async function baselineRun(reqs: Outgoing[], concurrency: number, consumer: Cons
   if (failures > 0) problems.push(`throughput round ${round}: the baseline had ${failures} failed requests`);
   await consumer.reached(n, drainTimeoutMs(n));
   const dump = await consumer.dump();
-  if (dump.distinctIds !== n || dump.at.length !== n) problems.push(`throughput round ${round}: baseline sent ${n}, the consumer got ${dump.at.length} (${dump.distinctIds} distinct)`);
+  if (dump.distinctIds !== n || dump.at.length !== n)
+    problems.push(`throughput round ${round}: baseline sent ${n}, the consumer got ${dump.at.length} (${dump.distinctIds} distinct)`);
   const sorted = [...dump.at].sort((a, b) => a - b);
   return { kind: 'baseline', round, requests: n, reqPerS: spanRate(sorted), spanMs: sorted[n - 1]! - sorted[0]!, cpuUsPerReq: cpu / n };
 }
@@ -883,14 +990,33 @@ async function workerRun(
   const counts = await states(db, bucket);
   const delivered = counts.states.delivered ?? 0;
   if (delivered !== n || counts.requests !== n) {
-    problems.push(`throughput round ${round}: ${delivered} of ${n} deliveries delivered in the db (states ${JSON.stringify(counts.states)})`);
+    problems.push(
+      `throughput round ${round}: ${delivered} of ${n} deliveries delivered in the db (states ${JSON.stringify(counts.states)})`,
+    );
   }
-  if (dump.distinctIds !== n || dump.at.length !== n) problems.push(`throughput round ${round}: the worker drained ${n}, the consumer got ${dump.at.length} (${dump.distinctIds} distinct)`);
+  if (dump.distinctIds !== n || dump.at.length !== n)
+    problems.push(`throughput round ${round}: the worker drained ${n}, the consumer got ${dump.at.length} (${dump.distinctIds} distinct)`);
   const sorted = [...dump.at].sort((a, b) => a - b);
-  return { kind: mode.preclaimed ? 'preclaimed' : 'worker', round, requests: n, reqPerS: spanRate(sorted), spanMs: sorted[n - 1]! - sorted[0]!, cpuUsPerReq: cpu / n, passesPerReq, ...(w.times ? { storeTimes: w.times } : {}) };
+  return {
+    kind: mode.preclaimed ? 'preclaimed' : 'worker',
+    round,
+    requests: n,
+    reqPerS: spanRate(sorted),
+    spanMs: sorted[n - 1]! - sorted[0]!,
+    cpuUsPerReq: cpu / n,
+    passesPerReq,
+    ...(w.times ? { storeTimes: w.times } : {}),
+  };
 }
 
-async function throughputTest(opts: BenchOptions, tmp: string, consumer: ConsumerProcess, body: string, logger: Logger, problems: string[]): Promise<ThroughputResult> {
+async function throughputTest(
+  opts: BenchOptions,
+  tmp: string,
+  consumer: ConsumerProcess,
+  body: string,
+  logger: Logger,
+  problems: string[],
+): Promise<ThroughputResult> {
   const runs: ThroughputRun[] = [];
   let concurrency = 0;
   // Round 0 is the unreported warm-up.
@@ -921,15 +1047,32 @@ async function throughputTest(opts: BenchOptions, tmp: string, consumer: Consume
   const baselineMedian = median(runs.filter((r) => r.kind === 'baseline').map((r) => r.reqPerS));
   const workerMedian = median(runs.filter((r) => r.kind === 'worker').map((r) => r.reqPerS));
   const preclaimedRuns = runs.filter((r) => r.kind === 'preclaimed').map((r) => r.reqPerS);
-  const preclaimed = preclaimedRuns.length > 0 ? { median: median(preclaimedRuns), ratio: baselineMedian > 0 ? median(preclaimedRuns) / baselineMedian : 0 } : undefined;
-  return { requests: opts.requests, concurrency, runs, baselineMedian, workerMedian, ratio: baselineMedian > 0 ? workerMedian / baselineMedian : 0, ...(preclaimed ? { preclaimed } : {}) };
+  const preclaimed =
+    preclaimedRuns.length > 0
+      ? { median: median(preclaimedRuns), ratio: baselineMedian > 0 ? median(preclaimedRuns) / baselineMedian : 0 }
+      : undefined;
+  return {
+    requests: opts.requests,
+    concurrency,
+    runs,
+    baselineMedian,
+    workerMedian,
+    ratio: baselineMedian > 0 ? workerMedian / baselineMedian : 0,
+    ...(preclaimed ? { preclaimed } : {}),
+  };
 }
 
 async function removeDb(db: string): Promise<void> {
   for (const f of [db, `${db}-wal`, `${db}-shm`]) await rm(f, { force: true });
 }
 
-async function latencyTest(tmp: string, consumer: ConsumerProcess, body: string, logger: Logger, problems: string[]): Promise<LatencyResult> {
+async function latencyTest(
+  tmp: string,
+  consumer: ConsumerProcess,
+  body: string,
+  logger: Logger,
+  problems: string[],
+): Promise<LatencyResult> {
   const db = join(tmp, 'latency.db');
   const bucket = 'lat';
   await createBucket(db, { name: bucket, destination: `${consumer.url}/hook` });
@@ -958,7 +1101,14 @@ async function latencyTest(tmp: string, consumer: ConsumerProcess, body: string,
       sentAt[i] = epochMs();
       inflight.push(
         client
-          .request({ path: `/b/${bucket}/events`, method: 'POST', headers: headers(seq), body, headersTimeout: REQUEST_TIMEOUT_MS, bodyTimeout: REQUEST_TIMEOUT_MS })
+          .request({
+            path: `/b/${bucket}/events`,
+            method: 'POST',
+            headers: headers(seq),
+            body,
+            headersTimeout: REQUEST_TIMEOUT_MS,
+            bodyTimeout: REQUEST_TIMEOUT_MS,
+          })
           .then(async (res) => {
             const t = epochMs();
             await res.body.arrayBuffer();
@@ -1010,7 +1160,12 @@ async function latencyTest(tmp: string, consumer: ConsumerProcess, body: string,
       sent: sentAt.filter((t) => !Number.isNaN(t)).length,
       acked: ack.length,
       forwarded: dump.at.length,
-      fromAck: { p50: percentile(fromAck, 50), p99: percentile(fromAck, 99), max: fromAck[fromAck.length - 1] ?? NaN, min: fromAck[0] ?? NaN },
+      fromAck: {
+        p50: percentile(fromAck, 50),
+        p99: percentile(fromAck, 99),
+        max: fromAck[fromAck.length - 1] ?? NaN,
+        min: fromAck[0] ?? NaN,
+      },
       fromSend: { p50: percentile(fromSend, 50), p99: percentile(fromSend, 99), max: fromSend[fromSend.length - 1] ?? NaN },
       ack: { p50: percentile(ack, 50), p99: percentile(ack, 99) },
     };
@@ -1024,7 +1179,8 @@ async function latencyTest(tmp: string, consumer: ConsumerProcess, body: string,
   }
   const counts = await states(db, bucket);
   const delivered = counts.states.delivered ?? 0;
-  if (delivered !== count + LATENCY_WARMUP) problems.push(`latency: ${delivered} of ${count + LATENCY_WARMUP} delivered in the db (states ${JSON.stringify(counts.states)})`);
+  if (delivered !== count + LATENCY_WARMUP)
+    problems.push(`latency: ${delivered} of ${count + LATENCY_WARMUP} delivered in the db (states ${JSON.stringify(counts.states)})`);
   return result;
 }
 
@@ -1064,7 +1220,11 @@ async function main(): Promise<number> {
     report.write(renderReport(opts, machine, load, results, summary, problems));
     if (opts.json) {
       process.stdout.write(
-        JSON.stringify({ machine, load, options: { ...opts, bodyBytes: BODY_BYTES }, targets: TARGETS, results, summary, problems }, null, 2) + '\n',
+        JSON.stringify(
+          { machine, load, options: { ...opts, bodyBytes: BODY_BYTES }, targets: TARGETS, results, summary, problems },
+          null,
+          2,
+        ) + '\n',
       );
     }
     return problems.length > 0 ? 1 : 0;

@@ -33,9 +33,50 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { checkStoredLoads, cli, freePort, load, loadProblems, machineInfo, makeBody, startChild, stopChild, summarize, waitReady, type LoadSummary, type MachineInfo, type Managed, type StoredCheck } from './ingest.js';
-import { abortOnSigint, fixed, machineLines, median, numberOption, optionsOrUsage, parseFlags, progress, ratio, runIfMain, table, thousands, type LoadAverages } from './report.js';
-import { benchPgServer, createBenchDatabase, PG_CPU_UNREADABLE, pgBucketTotals, procCpuUs, serverSettings, settingsText, startPgCpuSampler, type BenchDatabase, type PgCpu } from './pg-bench.js';
+import {
+  checkStoredLoads,
+  cli,
+  freePort,
+  load,
+  loadProblems,
+  machineInfo,
+  makeBody,
+  startChild,
+  stopChild,
+  summarize,
+  waitReady,
+  type LoadSummary,
+  type MachineInfo,
+  type Managed,
+  type StoredCheck,
+} from './ingest.js';
+import {
+  abortOnSigint,
+  fixed,
+  machineLines,
+  median,
+  numberOption,
+  optionsOrUsage,
+  parseFlags,
+  progress,
+  ratio,
+  runIfMain,
+  table,
+  thousands,
+  type LoadAverages,
+} from './report.js';
+import {
+  benchPgServer,
+  createBenchDatabase,
+  PG_CPU_UNREADABLE,
+  pgBucketTotals,
+  procCpuUs,
+  serverSettings,
+  settingsText,
+  startPgCpuSampler,
+  type BenchDatabase,
+  type PgCpu,
+} from './pg-bench.js';
 
 export const DIALECTS = ['sqlite', 'postgres'] as const;
 export type BenchDialect = (typeof DIALECTS)[number];
@@ -57,9 +98,17 @@ export interface DialectBenchOptions {
 }
 
 export function parseDialectOptions(argv: string[], env: NodeJS.ProcessEnv): DialectBenchOptions {
-  const values = parseFlags(argv, { duration: { type: 'string' }, warmup: { type: 'string' }, rounds: { type: 'string' }, connections: { type: 'string' }, json: { type: 'boolean', default: false } });
+  const values = parseFlags(argv, {
+    duration: { type: 'string' },
+    warmup: { type: 'string' },
+    rounds: { type: 'string' },
+    connections: { type: 'string' },
+    json: { type: 'boolean', default: false },
+  });
   const connections =
-    values.connections === undefined ? DEFAULT_CONNECTIONS : values.connections.split(',').map((s) => numberOption('--connections', s.trim(), 0, 1, 1000, true));
+    values.connections === undefined
+      ? DEFAULT_CONNECTIONS
+      : values.connections.split(',').map((s) => numberOption('--connections', s.trim(), 0, 1, 1000, true));
   return {
     durationS: numberOption('--duration', values.duration ?? env.BENCH_DURATION, DEFAULT_DURATION_S, 1, 600, false),
     warmupS: numberOption('--warmup', values.warmup, DEFAULT_WARMUP_S, 0, 60, false),
@@ -131,7 +180,8 @@ export function dialectProblems(phases: DialectPhase[]): string[] {
     const at = `round ${p.round} ${p.dialect} ${p.connections}c`;
     out.push(...loadProblems(at, p.warmup, p.measured));
     const c = p.storedCheck;
-    if (c.verdict === 'mismatch') out.push(`${at}: bucket gained ${c.stored} requests but autocannon counted ${c.acked} 2xx (cut off in flight: ${c.cutOff})`);
+    if (c.verdict === 'mismatch')
+      out.push(`${at}: bucket gained ${c.stored} requests but autocannon counted ${c.acked} 2xx (cut off in flight: ${c.cutOff})`);
     if (p.dialect === 'postgres' && !p.pg.readable) out.push(`${at}: ${PG_CPU_UNREADABLE}`);
   }
   return out;
@@ -148,7 +198,9 @@ export function renderDialectReport(
   const lines: string[] = [];
   lines.push('hookbucket ingest benchmark: SQLite against PostgreSQL');
   lines.push(...machineLines(machine, loadAvg));
-  lines.push(`load gen  autocannon, closed loop, POST ${BODY_BYTES} B JSON to /b/${BUCKET}, ${opts.durationS} s measured after ${opts.warmupS} s warm-up per run, ${opts.rounds} rounds`);
+  lines.push(
+    `load gen  autocannon, closed loop, POST ${BODY_BYTES} B JSON to /b/${BUCKET}, ${opts.durationS} s measured after ${opts.warmupS} s warm-up per run, ${opts.rounds} rounds`,
+  );
   lines.push('receiver  hookbucket serve --durability full --no-worker, bucket with a destination (request + delivery row per request)');
   lines.push(`sqlite    a file in a temp folder (synchronous=FULL, WAL)`);
   lines.push(`postgres  ${settingsText(pgSettings)}; serve sets synchronous_commit=on`);
@@ -168,7 +220,26 @@ export function renderDialectReport(
     p.storedCheck.verdict,
     fixed(p.load1, 2),
   ]);
-  for (const l of table(['round', 'dialect', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'serve µs/req', 'pg µs/req', 'pg aux µs/req', 'backends', 'commits/req', 'stored', 'load1'], rows, 2)) lines.push(l);
+  for (const l of table(
+    [
+      'round',
+      'dialect',
+      'conns',
+      'req/s',
+      'p50 ms',
+      'p99 ms',
+      'serve µs/req',
+      'pg µs/req',
+      'pg aux µs/req',
+      'backends',
+      'commits/req',
+      'stored',
+      'load1',
+    ],
+    rows,
+    2,
+  ))
+    lines.push(l);
   lines.push('(serve: /proc/<pid>/stat of the serve process; pg: backends on the bench database; pg aux: server-wide');
   lines.push(' WAL writer + checkpointer + background writer, shared with anything else using the server)');
   lines.push('');
@@ -179,7 +250,16 @@ export function renderDialectReport(
     const p = summary.find((x) => x.dialect === 'postgres' && x.connections === c);
     if (!s || !p) continue;
     for (const x of [s, p]) {
-      mrows.push([String(c), x.dialect, thousands(x.reqPerSec), fixed(x.p50Ms, 0), fixed(x.p99Ms, 0), fixed(x.serveCpuUsPerReq, 0), x.dialect === 'postgres' ? fixed(x.pgCpuUsPerReq, 0) : '', fixed(x.serveCpuUsPerReq + x.pgCpuUsPerReq, 0)]);
+      mrows.push([
+        String(c),
+        x.dialect,
+        thousands(x.reqPerSec),
+        fixed(x.p50Ms, 0),
+        fixed(x.p99Ms, 0),
+        fixed(x.serveCpuUsPerReq, 0),
+        x.dialect === 'postgres' ? fixed(x.pgCpuUsPerReq, 0) : '',
+        fixed(x.serveCpuUsPerReq + x.pgCpuUsPerReq, 0),
+      ]);
     }
     mrows.push([
       String(c),
@@ -192,7 +272,8 @@ export function renderDialectReport(
       ratio(p.serveCpuUsPerReq + p.pgCpuUsPerReq, s.serveCpuUsPerReq),
     ]);
   }
-  for (const l of table(['conns', 'dialect', 'req/s', 'p50 ms', 'p99 ms', 'serve µs/req', 'pg µs/req', 'serve+pg µs/req'], mrows, 2)) lines.push(`  ${l}`);
+  for (const l of table(['conns', 'dialect', 'req/s', 'p50 ms', 'p99 ms', 'serve µs/req', 'pg µs/req', 'serve+pg µs/req'], mrows, 2))
+    lines.push(`  ${l}`);
   return lines.join('\n') + '\n';
 }
 
@@ -208,7 +289,9 @@ async function storedCount(db: string, cwd: string): Promise<number> {
   } catch (e) {
     // execFile's error: its message holds only the command line when the child was killed.
     const x = e as { killed?: boolean; signal?: string; code?: unknown; stderr?: string };
-    throw new Error(`bucket show --json failed (code ${String(x.code)}, signal ${x.signal ?? '-'}, killed ${x.killed === true}): ${x.stderr?.trim() ?? ''}`);
+    throw new Error(
+      `bucket show --json failed (code ${String(x.code)}, signal ${x.signal ?? '-'}, killed ${x.killed === true}): ${x.stderr?.trim() ?? ''}`,
+    );
   }
   const shown = JSON.parse(out) as { requests?: unknown };
   if (typeof shown.requests !== 'number') throw new Error('bucket show --json gave no numeric .requests');
@@ -216,7 +299,10 @@ async function storedCount(db: string, cwd: string): Promise<number> {
 }
 
 async function main(): Promise<number> {
-  const opts = optionsOrUsage(() => parseDialectOptions(process.argv.slice(2), process.env), 'node dist/bench/ingest-dialects.js [--duration <s>] [--warmup <s>] [--rounds <n>] [--connections 32,256] [--json]');
+  const opts = optionsOrUsage(
+    () => parseDialectOptions(process.argv.slice(2), process.env),
+    'node dist/bench/ingest-dialects.js [--duration <s>] [--warmup <s>] [--rounds <n>] [--connections 32,256] [--json]',
+  );
   if (opts === undefined) return 2;
   const report = opts.json ? process.stderr : process.stdout;
   const sigint = abortOnSigint();
@@ -242,7 +328,24 @@ async function main(): Promise<number> {
           if (sigint.signal.aborted) throw new Error('interrupted');
           const port = await freePort();
           const baseUrl = `http://127.0.0.1:${port}`;
-          const args = [CLI_BIN, '--db', dbs[dialect], '--spool-dir', spool(dialect), 'serve', '--port', String(port), '--host', '127.0.0.1', '--log-level', 'warn', '--durability', 'full', '--no-worker', '--no-admin'];
+          const args = [
+            CLI_BIN,
+            '--db',
+            dbs[dialect],
+            '--spool-dir',
+            spool(dialect),
+            'serve',
+            '--port',
+            String(port),
+            '--host',
+            '127.0.0.1',
+            '--log-level',
+            'warn',
+            '--durability',
+            'full',
+            '--no-worker',
+            '--no-admin',
+          ];
           running = startChild(`serve-${dialect}`, args, tmp);
           await waitReady(running, baseUrl);
           const url = `${baseUrl}/b/${BUCKET}`;
@@ -294,7 +397,13 @@ async function main(): Promise<number> {
     report.write(renderDialectReport(opts, machine, loadAvg, pgSettings, phases, summary));
     const found = dialectProblems(phases);
     if (opts.json) {
-      process.stdout.write(JSON.stringify({ machine, load: loadAvg, pgSettings, options: { ...opts, bodyBytes: BODY_BYTES }, phases, summary, problems: found }, null, 2) + '\n');
+      process.stdout.write(
+        JSON.stringify(
+          { machine, load: loadAvg, pgSettings, options: { ...opts, bodyBytes: BODY_BYTES }, phases, summary, problems: found },
+          null,
+          2,
+        ) + '\n',
+      );
     }
     if (found.length > 0) {
       report.write(`\nWARNING: the run had errors, so its figures are suspect:\n${found.map((p) => `  - ${p}`).join('\n')}\n`);

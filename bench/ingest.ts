@@ -122,7 +122,8 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
   const seconds = (name: string, raw: string | undefined, fallback: number, min: number): number => {
     if (raw === undefined || raw === '') return fallback;
     const n = Number(raw);
-    if (!Number.isFinite(n) || n < min || n > 3600) throw new Error(`${name} must be a number of seconds from ${min} to 3600, got ${JSON.stringify(raw)}`);
+    if (!Number.isFinite(n) || n < min || n > 3600)
+      throw new Error(`${name} must be a number of seconds from ${min} to 3600, got ${JSON.stringify(raw)}`);
     return n;
   };
   return {
@@ -134,8 +135,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
 
 /** A JSON body of exactly `bytes` bytes (ASCII only, so characters and bytes agree). */
 export function makeBody(bytes: number): string {
-  const shape = (pad: string) =>
-    JSON.stringify({ id: 'evt_bench_0001', type: 'bench.event', created: 1_700_000_000, data: { pad } });
+  const shape = (pad: string) => JSON.stringify({ id: 'evt_bench_0001', type: 'bench.event', created: 1_700_000_000, data: { pad } });
   const padLength = bytes - shape('').length;
   if (padLength < 0) throw new Error(`body of ${bytes} bytes is too small for the event shape`);
   return shape('x'.repeat(padLength));
@@ -207,7 +207,10 @@ export function checkStoredLoads(stored: number, loads: readonly (LoadSummary | 
 /** The non-2xx answers and connection errors of a phase's warm-up (if any) and measured run, as problems of `at`. */
 export function loadProblems(at: string, warmup: LoadSummary | undefined, measured: LoadSummary): string[] {
   const out: string[] = [];
-  for (const [label, s] of [['warm-up', warmup], ['measured', measured]] as const) {
+  for (const [label, s] of [
+    ['warm-up', warmup],
+    ['measured', measured],
+  ] as const) {
     if (!s) continue;
     if (s.non2xx > 0) out.push(`${at} ${label}: ${s.non2xx} non-2xx responses`);
     if (s.errors > 0) out.push(`${at} ${label}: ${s.errors} connection errors/timeouts`);
@@ -286,7 +289,9 @@ export function problems(phases: Phase[]): string[] {
     out.push(...loadProblems(`${p.server} ${p.connections}c`, p.warmup, p.measured));
     const c = p.storedCheck;
     if (c?.verdict === 'mismatch') {
-      out.push(`${p.server} ${p.connections}c: bucket gained ${c.stored} requests but autocannon counted ${c.acked} 2xx (cut off in flight: ${c.cutOff})`);
+      out.push(
+        `${p.server} ${p.connections}c: bucket gained ${c.stored} requests but autocannon counted ${c.acked} 2xx (cut off in flight: ${c.cutOff})`,
+      );
     }
   }
   return out;
@@ -297,8 +302,12 @@ const fixed = (n: number, digits: number) => n.toFixed(digits);
 export function renderReport(opts: BenchOptions, machine: MachineInfo, phases: Phase[], comparisons: Comparison[]): string {
   const lines: string[] = [];
   lines.push('hookbucket ingest benchmark');
-  lines.push(`machine   ${machine.cpuCount} x ${machine.cpuModel}, ${machine.totalMemGiB} GiB RAM, ${machine.platform}, node ${machine.node}`);
-  lines.push(`load      autocannon, closed loop, POST ${BODY_BYTES} B JSON to /b/${BUCKET}, ${opts.durationS} s measured after ${opts.warmupS} s warm-up per run`);
+  lines.push(
+    `machine   ${machine.cpuCount} x ${machine.cpuModel}, ${machine.totalMemGiB} GiB RAM, ${machine.platform}, node ${machine.node}`,
+  );
+  lines.push(
+    `load      autocannon, closed loop, POST ${BODY_BYTES} B JSON to /b/${BUCKET}, ${opts.durationS} s measured after ${opts.warmupS} s warm-up per run`,
+  );
   lines.push('receiver  hookbucket serve, durability full, bucket with a destination (request + delivery row per request)');
   lines.push('');
 
@@ -306,7 +315,17 @@ export function renderReport(opts: BenchOptions, machine: MachineInfo, phases: P
   const rows: string[][] = [];
   for (const c of comparisons) {
     for (const s of [c.noop, c.receiver]) {
-      rows.push([String(c.connections), s.server === 'noop' ? 'no-op' : 'receiver', fixed(s.reqPerSec, 0), fixed(s.p50Ms, 0), fixed(s.p99Ms, 0), fixed(s.maxMs, 0), String(s.ok2xx), String(s.non2xx), String(s.errors)]);
+      rows.push([
+        String(c.connections),
+        s.server === 'noop' ? 'no-op' : 'receiver',
+        fixed(s.reqPerSec, 0),
+        fixed(s.p50Ms, 0),
+        fixed(s.p99Ms, 0),
+        fixed(s.maxMs, 0),
+        String(s.ok2xx),
+        String(s.non2xx),
+        String(s.errors),
+      ]);
     }
   }
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]?.length ?? 0)));
@@ -493,7 +512,13 @@ async function storedCount(dbPath: string, cwd: string): Promise<number> {
 }
 
 /** One autocannon run; SIGINT on the bench (signal) stops it early, and its partial result is discarded by the caller. */
-export async function load(url: string, connections: number, durationS: number, body: string, signal: AbortSignal): Promise<AutocannonResult> {
+export async function load(
+  url: string,
+  connections: number,
+  durationS: number,
+  body: string,
+  signal: AbortSignal,
+): Promise<AutocannonResult> {
   const instance = autocannon({
     url,
     method: 'POST',
@@ -514,7 +539,10 @@ export async function load(url: string, connections: number, durationS: number, 
 // ---------------------------------------------------------------------------------------------
 
 async function main(): Promise<number> {
-  const opts = optionsOrUsage(() => parseOptions(process.argv.slice(2), process.env), 'node dist/bench/ingest.js [--duration <s>] [--warmup <s>] [--json]');
+  const opts = optionsOrUsage(
+    () => parseOptions(process.argv.slice(2), process.env),
+    'node dist/bench/ingest.js [--duration <s>] [--warmup <s>] [--json]',
+  );
   if (opts === undefined) return 2;
   // With --json, stdout carries only the JSON; the human report moves to stderr.
   const report = opts.json ? process.stderr : process.stdout;
@@ -536,7 +564,20 @@ async function main(): Promise<number> {
         const args =
           server === 'noop'
             ? [NOOP_SERVER, '--port', String(port)]
-            : [CLI_BIN, '--db', dbPath, 'serve', '--no-worker', '--no-admin', '--port', String(port), '--host', '127.0.0.1', '--log-level', 'warn'];
+            : [
+                CLI_BIN,
+                '--db',
+                dbPath,
+                'serve',
+                '--no-worker',
+                '--no-admin',
+                '--port',
+                String(port),
+                '--host',
+                '127.0.0.1',
+                '--log-level',
+                'warn',
+              ];
         const baseUrl = `http://127.0.0.1:${port}`;
         running = startChild(server, args, tmp);
         await waitReady(running, baseUrl);
@@ -572,7 +613,18 @@ async function main(): Promise<number> {
     const found = problems(phases);
     if (opts.json) {
       process.stdout.write(
-        JSON.stringify({ machine, options: { ...opts, bodyBytes: BODY_BYTES, connections: CONNECTIONS }, targets: TARGETS, phases, comparisons, problems: found }, null, 2) + '\n',
+        JSON.stringify(
+          {
+            machine,
+            options: { ...opts, bodyBytes: BODY_BYTES, connections: CONNECTIONS },
+            targets: TARGETS,
+            phases,
+            comparisons,
+            problems: found,
+          },
+          null,
+          2,
+        ) + '\n',
       );
     }
     if (found.length > 0) {

@@ -89,7 +89,8 @@ async function build(path: string): Promise<void> {
   const rand = mulberry32(42);
   const end = Date.now();
   const total = N + 50_000;
-  const idAt = (ms: number) => UUID.fromFieldsV7(ms, Math.floor(rand() * 4096), Math.floor(rand() * 2 ** 30), Math.floor(rand() * 2 ** 32)).toString();
+  const idAt = (ms: number) =>
+    UUID.fromFieldsV7(ms, Math.floor(rand() * 4096), Math.floor(rand() * 2 ** 30), Math.floor(rand() * 2 ** 32)).toString();
   const tx = db.transaction((from: number, to: number) => {
     for (let i = from; i < to; i++) {
       const other = i >= N;
@@ -109,31 +110,76 @@ async function build(path: string): Promise<void> {
         }),
       );
       const headers = [
-        'Host', 'hooks.example.com',
-        'User-Agent', `${provider}-hookshot/1.0`,
-        'Content-Type', 'application/json',
-        'Content-Length', String(body.length),
-        'X-Event', event,
-        'X-Shop-Domain', `shop-${k % 100}.myshopify.com`,
-        'Stripe-Signature', `t=${Math.floor(receivedAt / 1000)},v1=${(k * 2654435761) % 2 ** 32}`,
+        'Host',
+        'hooks.example.com',
+        'User-Agent',
+        `${provider}-hookshot/1.0`,
+        'Content-Type',
+        'application/json',
+        'Content-Length',
+        String(body.length),
+        'X-Event',
+        event,
+        'X-Shop-Domain',
+        `shop-${k % 100}.myshopify.com`,
+        'Stripe-Signature',
+        `t=${Math.floor(receivedAt / 1000)},v1=${(k * 2654435761) % 2 ** 32}`,
       ];
       const bucket = other ? OTHER : BUCKET;
       insertRequest.run(
-        id, bucket, receivedAt, 'POST', `/webhooks/${provider}/${event}`, k % 10 === 0 ? 'live=1' : null,
-        JSON.stringify(headers), body, body.length, createHash('sha256').update(body).digest('hex'), '10.0.0.1',
+        id,
+        bucket,
+        receivedAt,
+        'POST',
+        `/webhooks/${provider}/${event}`,
+        k % 10 === 0 ? 'live=1' : null,
+        JSON.stringify(headers),
+        body,
+        body.length,
+        createHash('sha256').update(body).digest('hex'),
+        '10.0.0.1',
       );
       const p = pickState(rand);
       if (p.state === null) continue;
       if (p.generations === 2) {
-        insertDelivery.run(idAt(receivedAt), id, bucket, 1, 'exhausted', 14, receivedAt, 'initial', receivedAt, receivedAt, 503, 0, receivedAt);
+        insertDelivery.run(
+          idAt(receivedAt),
+          id,
+          bucket,
+          1,
+          'exhausted',
+          14,
+          receivedAt,
+          'initial',
+          receivedAt,
+          receivedAt,
+          503,
+          0,
+          receivedAt,
+        );
       }
       const settled = ['delivered', 'failed', 'exhausted'].includes(p.state) ? receivedAt + 1000 : null;
-      insertDelivery.run(idAt(receivedAt), id, bucket, p.generations === 2 ? 2 : 1, p.state, p.attempts, receivedAt, p.generations === 2 ? 'replay' : 'initial', receivedAt, receivedAt, p.status, 1, settled);
+      insertDelivery.run(
+        idAt(receivedAt),
+        id,
+        bucket,
+        p.generations === 2 ? 2 : 1,
+        p.state,
+        p.attempts,
+        receivedAt,
+        p.generations === 2 ? 'replay' : 'initial',
+        receivedAt,
+        receivedAt,
+        p.status,
+        1,
+        settled,
+      );
     }
   });
   for (let from = 0; from < total; from += TX_ROWS) {
     tx(from, Math.min(total, from + TX_ROWS));
-    if ((from / TX_ROWS) % 4 === 0) process.stderr.write(`\rbuilding: ${from.toLocaleString('en-US')} of ${total.toLocaleString('en-US')} requests`);
+    if ((from / TX_ROWS) % 4 === 0)
+      process.stderr.write(`\rbuilding: ${from.toLocaleString('en-US')} of ${total.toLocaleString('en-US')} requests`);
   }
   db.pragma('wal_checkpoint(TRUNCATE)');
   db.close();
@@ -201,9 +247,12 @@ async function main(): Promise<void> {
 
     const base = rows[0]![1];
     const width = Math.max(...rows.map((r) => r[0].length));
-    console.log(`\nrequests list, first page of ${PAGE}, ${N.toLocaleString('en-US')} requests in the bucket; median of ${RUNS} runs (ms)\n`);
+    console.log(
+      `\nrequests list, first page of ${PAGE}, ${N.toLocaleString('en-US')} requests in the bucket; median of ${RUNS} runs (ms)\n`,
+    );
     console.log(`${'query'.padEnd(width)}  ${'ms'.padStart(9)}  ${'rows'.padStart(4)}  × unfiltered`);
-    for (const [name, ms, got] of rows) console.log(`${name.padEnd(width)}  ${ms.toFixed(2).padStart(9)}  ${String(got).padStart(4)}  ${(ms / base).toFixed(1)}`);
+    for (const [name, ms, got] of rows)
+      console.log(`${name.padEnd(width)}  ${ms.toFixed(2).padStart(9)}  ${String(got).padStart(4)}  ${(ms / base).toFixed(1)}`);
     console.log(`\nplan of --state retrying --since 7d:\n  ${detail.join('\n  ')}`);
     const stateTime = rows[2]![1];
     console.log(`\nstate + time first page: ${stateTime.toFixed(2)} ms (target < 100 ms: ${stateTime < 100 ? 'met' : 'MISSED'})`);

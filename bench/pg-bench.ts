@@ -34,7 +34,16 @@ export async function createBenchDatabase(serverUrl: string): Promise<BenchDatab
 /** Server settings that decide what "durable" means there, for the report. */
 export async function serverSettings(serverUrl: string): Promise<Record<string, string>> {
   return withBenchAdmin(serverUrl, async (c) => {
-    const names = ['server_version', 'fsync', 'synchronous_commit', 'wal_sync_method', 'full_page_writes', 'shared_buffers', 'max_wal_size', 'checkpoint_timeout'];
+    const names = [
+      'server_version',
+      'fsync',
+      'synchronous_commit',
+      'wal_sync_method',
+      'full_page_writes',
+      'shared_buffers',
+      'max_wal_size',
+      'checkpoint_timeout',
+    ];
     const { rows } = await c.query<{ name: string; setting: string; unit: string | null }>(
       'select name, setting, unit from pg_settings where name = any($1)',
       [names],
@@ -44,7 +53,10 @@ export async function serverSettings(serverUrl: string): Promise<Record<string, 
 }
 
 /** The settings as the reports print them: `name=value, …`. */
-export const settingsText = (settings: Record<string, string>) => Object.entries(settings).map(([k, v]) => `${k}=${v}`).join(', ');
+export const settingsText = (settings: Record<string, string>) =>
+  Object.entries(settings)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(', ');
 
 // /proc/<pid>/stat fields 14 and 15 (utime, stime) in clock ticks; 100 per second on Linux (USER_HZ,
 // `getconf CLK_TCK`), so each reading has a 10 ms resolution: runs of several seconds keep the
@@ -174,7 +186,15 @@ export async function startPgCpuSampler(serverUrl: string, database: string | un
         }
       }
       const sum = (r: Record<string, number>) => Object.values(r).reduce((a, b) => a + b, 0);
-      return { readable, databaseUs, databaseTotalUs: sum(databaseUs), backends, auxUs, auxTotalUs: sum(auxUs), commits: commits1 - commits0 };
+      return {
+        readable,
+        databaseUs,
+        databaseTotalUs: sum(databaseUs),
+        backends,
+        auxUs,
+        auxTotalUs: sum(auxUs),
+        commits: commits1 - commits0,
+      };
     },
   };
 }
@@ -189,7 +209,10 @@ export async function startPgCpuSampler(serverUrl: string, database: string | un
 export async function pgBucketTotals(dbUrl: string, bucket: string): Promise<{ requests: number; states: Record<string, number> }> {
   return withBenchAdmin(dbUrl, async (c) => {
     const total = await c.query<{ n: string }>('select count(*) as n from requests where bucket = $1', [bucket]);
-    const states = await c.query<{ state: string; n: string }>('select state, count(*) as n from deliveries where bucket = $1 and latest = 1 group by state', [bucket]);
+    const states = await c.query<{ state: string; n: string }>(
+      'select state, count(*) as n from deliveries where bucket = $1 and latest = 1 group by state',
+      [bucket],
+    );
     return { requests: Number(total.rows[0]?.n ?? 0), states: Object.fromEntries(states.rows.map((r) => [r.state, Number(r.n)])) };
   });
 }

@@ -19,7 +19,8 @@ export function parseFlags<O extends NonNullable<ParseArgsConfig['options']>>(ar
 export function intOption(name: string, raw: string | undefined, fallback: number, min: number, max: number): number {
   if (raw === undefined || raw === '') return fallback;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < min || n > max) throw new Error(`${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(raw)}`);
+  if (!Number.isInteger(n) || n < min || n > max)
+    throw new Error(`${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(raw)}`);
   return n;
 }
 
@@ -27,7 +28,8 @@ export function intOption(name: string, raw: string | undefined, fallback: numbe
 export function numberOption(name: string, raw: string | undefined, fallback: number, min: number, max: number, integer: boolean): number {
   if (raw === undefined || raw === '') return fallback;
   const n = Number(raw);
-  if (!Number.isFinite(n) || n < min || n > max || (integer && !Number.isInteger(n))) throw new Error(`${name} must be a number from ${min} to ${max}, got ${JSON.stringify(raw)}`);
+  if (!Number.isFinite(n) || n < min || n > max || (integer && !Number.isInteger(n)))
+    throw new Error(`${name} must be a number from ${min} to ${max}, got ${JSON.stringify(raw)}`);
   return n;
 }
 
@@ -78,7 +80,11 @@ export function median(values: readonly number[]): number {
 /** Lines of a table: the first `leftColumns` columns left-aligned, the rest right-aligned. */
 export function table(header: string[], rows: string[][], leftColumns: number): string[] {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]?.length ?? 0)));
-  const fmt = (r: string[]) => r.map((cell, i) => (i < leftColumns ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join('  ').trimEnd();
+  const fmt = (r: string[]) =>
+    r
+      .map((cell, i) => (i < leftColumns ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd();
   return [fmt(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(fmt)];
 }
 

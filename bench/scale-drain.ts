@@ -26,8 +26,32 @@ import { createLogger, type Logger } from '../src/shared/logger.js';
 import { benchConfig, drainFigures, drainProblems, prestore, type DrainFigures } from './drain-dialects.js';
 import { ConsumerProcess } from './drain.js';
 import { machineInfo, makeBody, type MachineInfo } from './ingest.js';
-import { benchPgServer, PG_CPU_UNREADABLE, pgBucketTotals, serverSettings, settingsText, startPgCpuSampler, withBenchAdmin, type PgCpu } from './pg-bench.js';
-import { benchFailed, fixed, intOption, machineLines, optionsOrUsage, parseFlags, problemLines, progress, ratio, runIfMain, table, thousands, writeReport, type LoadAverages } from './report.js';
+import {
+  benchPgServer,
+  PG_CPU_UNREADABLE,
+  pgBucketTotals,
+  serverSettings,
+  settingsText,
+  startPgCpuSampler,
+  withBenchAdmin,
+  type PgCpu,
+} from './pg-bench.js';
+import {
+  benchFailed,
+  fixed,
+  intOption,
+  machineLines,
+  optionsOrUsage,
+  parseFlags,
+  problemLines,
+  progress,
+  ratio,
+  runIfMain,
+  table,
+  thousands,
+  writeReport,
+  type LoadAverages,
+} from './report.js';
 import { Cluster, loadAvg, median, rotation } from './scale-lib.js';
 
 const BODY_BYTES = 2048;
@@ -52,7 +76,12 @@ export interface ScaleDrainOptions {
 }
 
 export function parseScaleDrainOptions(argv: string[]): ScaleDrainOptions {
-  const values = parseFlags(argv, { requests: { type: 'string' }, rounds: { type: 'string' }, concurrency: { type: 'string' }, json: { type: 'boolean', default: false } });
+  const values = parseFlags(argv, {
+    requests: { type: 'string' },
+    rounds: { type: 'string' },
+    concurrency: { type: 'string' },
+    json: { type: 'boolean', default: false },
+  });
   return {
     requests: intOption('--requests', values.requests, DEFAULT_REQUESTS, 100, 100_000),
     rounds: intOption('--rounds', values.rounds, DEFAULT_ROUNDS, 1, 20),
@@ -78,7 +107,12 @@ export function summarizeScaleDrain(runs: ScaleDrainRun[]): ScaleDrainSummary[] 
   return WORKER_COUNTS.map((workers) => {
     const rs = runs.filter((r) => r.workers === workers);
     const m = (f: (r: ScaleDrainRun) => number) => median(rs.map(f));
-    return { workers, deliveriesPerS: m((r) => r.deliveriesPerS), workerCpuUsPerDelivery: m((r) => r.workerCpuUsPerDelivery), pgCpuUsPerDelivery: m((r) => r.pgCpuUsPerDelivery) };
+    return {
+      workers,
+      deliveriesPerS: m((r) => r.deliveriesPerS),
+      workerCpuUsPerDelivery: m((r) => r.workerCpuUsPerDelivery),
+      pgCpuUsPerDelivery: m((r) => r.pgCpuUsPerDelivery),
+    };
   });
 }
 
@@ -95,8 +129,12 @@ export function renderScaleDrainReport(
   lines.push('hookbucket drain benchmark: 1, 2 and 3 worker processes on one PostgreSQL database');
   lines.push(...machineLines(machine, load));
   lines.push(`requests  ${thousands(opts.requests)} per run, stored while the bucket is paused: POST, ${BODY_BYTES} B JSON, 10 headers`);
-  lines.push(`workers   \`hookbucket worker\` processes, bucket with no rate cap, concurrency ${opts.concurrency} (over all workers); consumer node:http on 127.0.0.1, own process`);
-  lines.push(`shared    PostgreSQL, the workers, the consumer and this process (sampling) on ${machine.cpuCount} cores, with whatever else runs on the machine`);
+  lines.push(
+    `workers   \`hookbucket worker\` processes, bucket with no rate cap, concurrency ${opts.concurrency} (over all workers); consumer node:http on 127.0.0.1, own process`,
+  );
+  lines.push(
+    `shared    PostgreSQL, the workers, the consumer and this process (sampling) on ${machine.cpuCount} cores, with whatever else runs on the machine`,
+  );
   lines.push(`postgres  ${settingsText(pgSettings)}`);
   lines.push('');
   const rows = runs.map((r) => [
@@ -111,15 +149,43 @@ export function renderScaleDrainReport(
     r.attemptsByWorker.join('/'),
     fixed(r.load1, 2),
   ]);
-  for (const l of table(['round', 'workers', 'deliveries/s', 'span ms', 'workers µs/dlv', 'pg µs/dlv', 'pg aux µs/dlv', 'backends', 'attempts per worker', 'load1'], rows, 2)) lines.push(l);
-  lines.push('(workers: /proc of the worker processes; pg: backends on the run\'s database; pg aux: server-wide WAL');
+  for (const l of table(
+    [
+      'round',
+      'workers',
+      'deliveries/s',
+      'span ms',
+      'workers µs/dlv',
+      'pg µs/dlv',
+      'pg aux µs/dlv',
+      'backends',
+      'attempts per worker',
+      'load1',
+    ],
+    rows,
+    2,
+  ))
+    lines.push(l);
+  lines.push("(workers: /proc of the worker processes; pg: backends on the run's database; pg aux: server-wide WAL");
   lines.push(' writer + checkpointer + background writer, shared with anything else using the server)');
   lines.push('');
   lines.push(`medians of ${opts.rounds} rounds`);
   const one = summary.find((s) => s.workers === 1)!;
-  const mrows: string[][] = summary.map((s) => [`${s.workers}w`, thousands(s.deliveriesPerS), fixed(s.workerCpuUsPerDelivery, 0), fixed(s.pgCpuUsPerDelivery, 0), fixed(s.workerCpuUsPerDelivery + s.pgCpuUsPerDelivery, 0)]);
+  const mrows: string[][] = summary.map((s) => [
+    `${s.workers}w`,
+    thousands(s.deliveriesPerS),
+    fixed(s.workerCpuUsPerDelivery, 0),
+    fixed(s.pgCpuUsPerDelivery, 0),
+    fixed(s.workerCpuUsPerDelivery + s.pgCpuUsPerDelivery, 0),
+  ]);
   for (const s of summary.filter((x) => x.workers > 1)) {
-    mrows.push([`${s.workers}w/1w`, ratio(s.deliveriesPerS, one.deliveriesPerS), ratio(s.workerCpuUsPerDelivery, one.workerCpuUsPerDelivery), ratio(s.pgCpuUsPerDelivery, one.pgCpuUsPerDelivery), ratio(s.workerCpuUsPerDelivery + s.pgCpuUsPerDelivery, one.workerCpuUsPerDelivery + one.pgCpuUsPerDelivery)]);
+    mrows.push([
+      `${s.workers}w/1w`,
+      ratio(s.deliveriesPerS, one.deliveriesPerS),
+      ratio(s.workerCpuUsPerDelivery, one.workerCpuUsPerDelivery),
+      ratio(s.pgCpuUsPerDelivery, one.pgCpuUsPerDelivery),
+      ratio(s.workerCpuUsPerDelivery + s.pgCpuUsPerDelivery, one.workerCpuUsPerDelivery + one.pgCpuUsPerDelivery),
+    ]);
   }
   for (const l of table(['workers', 'deliveries/s', 'workers µs/dlv', 'pg µs/dlv', 'workers+pg µs/dlv'], mrows, 1)) lines.push(`  ${l}`);
   lines.push(...problemLines(problems));
@@ -189,7 +255,10 @@ async function oneRun(
 }
 
 async function main(): Promise<number> {
-  const opts = optionsOrUsage(() => parseScaleDrainOptions(process.argv.slice(2)), 'node dist/bench/scale-drain.js [--requests 5000] [--rounds 3] [--concurrency 10] [--json]');
+  const opts = optionsOrUsage(
+    () => parseScaleDrainOptions(process.argv.slice(2)),
+    'node dist/bench/scale-drain.js [--requests 5000] [--rounds 3] [--concurrency 10] [--json]',
+  );
   if (opts === undefined) return 2;
   const logger = createLogger('warn', process.stderr);
   const server = benchPgServer(process.env);
@@ -210,7 +279,12 @@ async function main(): Promise<number> {
     const machine = machineInfo();
     const load = { before: loadBefore, after: loadAvg() };
     const text = renderScaleDrainReport(opts, machine, load, pgSettings, runs, summary, problems);
-    return writeReport(opts.json, text, { machine, load, pgSettings, options: { ...opts, bodyBytes: BODY_BYTES }, runs, summary, problems }, problems);
+    return writeReport(
+      opts.json,
+      text,
+      { machine, load, pgSettings, options: { ...opts, bodyBytes: BODY_BYTES }, runs, summary, problems },
+      problems,
+    );
   } catch (e) {
     return benchFailed(e, problems);
   } finally {

@@ -22,9 +22,42 @@
  * receivers stop (SIGTERM) and the stored count must match the 2xx acks (up to requests cut off in
  * flight when autocannon stopped).
  */
-import { checkStoredLoads, load, loadProblems, machineInfo, makeBody, summarize, type LoadSummary, type MachineInfo, type StoredCheck } from './ingest.js';
-import { benchPgServer, PG_CPU_UNREADABLE, pgBucketTotals, serverSettings, settingsText, startPgCpuSampler, type PgCpu } from './pg-bench.js';
-import { abortOnSigint, fixed, machineLines, numberOption, optionsOrUsage, parseFlags, problemLines, progress, ratio, runIfMain, table, thousands, writeReport, type LoadAverages } from './report.js';
+import {
+  checkStoredLoads,
+  load,
+  loadProblems,
+  machineInfo,
+  makeBody,
+  summarize,
+  type LoadSummary,
+  type MachineInfo,
+  type StoredCheck,
+} from './ingest.js';
+import {
+  benchPgServer,
+  PG_CPU_UNREADABLE,
+  pgBucketTotals,
+  serverSettings,
+  settingsText,
+  startPgCpuSampler,
+  type PgCpu,
+} from './pg-bench.js';
+import {
+  abortOnSigint,
+  fixed,
+  machineLines,
+  numberOption,
+  optionsOrUsage,
+  parseFlags,
+  problemLines,
+  progress,
+  ratio,
+  runIfMain,
+  table,
+  thousands,
+  writeReport,
+  type LoadAverages,
+} from './report.js';
 import { Cluster, loadAvg, median } from './scale-lib.js';
 
 const BODY_BYTES = 2048;
@@ -45,7 +78,13 @@ export interface ScaleIngestOptions {
 }
 
 export function parseScaleIngestOptions(argv: string[]): ScaleIngestOptions {
-  const values = parseFlags(argv, { duration: { type: 'string' }, warmup: { type: 'string' }, rounds: { type: 'string' }, connections: { type: 'string' }, json: { type: 'boolean', default: false } });
+  const values = parseFlags(argv, {
+    duration: { type: 'string' },
+    warmup: { type: 'string' },
+    rounds: { type: 'string' },
+    connections: { type: 'string' },
+    json: { type: 'boolean', default: false },
+  });
   return {
     durationS: numberOption('--duration', values.duration, DEFAULT_DURATION_S, 1, 600, false),
     warmupS: numberOption('--warmup', values.warmup, DEFAULT_WARMUP_S, 0, 60, false),
@@ -123,7 +162,8 @@ export function scaleIngestProblems(runs: ScaleIngestRun[]): string[] {
     const at = `round ${r.round} ${r.receivers}r`;
     out.push(...loadProblems(at, r.warmup, r.measured));
     const c = r.storedCheck;
-    if (c.verdict === 'mismatch') out.push(`${at}: the bucket holds ${c.stored} requests but autocannon counted ${c.acked} 2xx (cut off in flight: ${c.cutOff})`);
+    if (c.verdict === 'mismatch')
+      out.push(`${at}: the bucket holds ${c.stored} requests but autocannon counted ${c.acked} 2xx (cut off in flight: ${c.cutOff})`);
     if (!r.pg.readable) out.push(`${at}: ${PG_CPU_UNREADABLE}`);
   }
   return out;
@@ -141,9 +181,15 @@ export function renderScaleIngestReport(
   const lines: string[] = [];
   lines.push('hookbucket ingest benchmark: 1 against 2 receivers on one PostgreSQL database');
   lines.push(...machineLines(machine, load));
-  lines.push(`load gen  autocannon in this process, closed loop, ${opts.connections} connections split evenly across the receivers, POST ${BODY_BYTES} B JSON, ${opts.durationS} s measured after ${opts.warmupS} s warm-up`);
-  lines.push('receiver  hookbucket serve --no-worker --durability full, each on its own port; bucket with a destination (request + delivery row)');
-  lines.push(`shared    PostgreSQL, the receivers and the load generator on ${machine.cpuCount} cores, with whatever else runs on the machine`);
+  lines.push(
+    `load gen  autocannon in this process, closed loop, ${opts.connections} connections split evenly across the receivers, POST ${BODY_BYTES} B JSON, ${opts.durationS} s measured after ${opts.warmupS} s warm-up`,
+  );
+  lines.push(
+    'receiver  hookbucket serve --no-worker --durability full, each on its own port; bucket with a destination (request + delivery row)',
+  );
+  lines.push(
+    `shared    PostgreSQL, the receivers and the load generator on ${machine.cpuCount} cores, with whatever else runs on the machine`,
+  );
   lines.push(`postgres  ${settingsText(pgSettings)}`);
   lines.push('');
   const rows = runs.map((r) => [
@@ -160,25 +206,65 @@ export function renderScaleIngestReport(
     r.storedCheck.verdict,
     fixed(r.load1, 2),
   ]);
-  for (const l of table(['round', 'receivers', 'req/s', 'per receiver', 'p50 ms', 'p99 ms', 'serve µs/req', 'pg µs/req', 'pg aux µs/req', 'commits/req', 'stored', 'load1'], rows, 2)) lines.push(l);
-  lines.push('(serve: /proc of the receivers, summed; pg: backends on the run\'s database; pg aux: server-wide WAL writer +');
-  lines.push(' checkpointer + background writer; p50/p99: the worse receiver\'s)');
+  for (const l of table(
+    [
+      'round',
+      'receivers',
+      'req/s',
+      'per receiver',
+      'p50 ms',
+      'p99 ms',
+      'serve µs/req',
+      'pg µs/req',
+      'pg aux µs/req',
+      'commits/req',
+      'stored',
+      'load1',
+    ],
+    rows,
+    2,
+  ))
+    lines.push(l);
+  lines.push("(serve: /proc of the receivers, summed; pg: backends on the run's database; pg aux: server-wide WAL writer +");
+  lines.push(" checkpointer + background writer; p50/p99: the worse receiver's)");
   lines.push('');
   lines.push(`medians of ${opts.rounds} rounds`);
   const one = summary.find((s) => s.receivers === 1)!;
   const two = summary.find((s) => s.receivers === 2)!;
   const mrows = [
-    ...summary.map((s) => [`${s.receivers}r`, thousands(s.reqPerSec), fixed(s.p50Ms, 0), fixed(s.p99Ms, 0), fixed(s.serveCpuUsPerReq, 0), fixed(s.pgCpuUsPerReq, 0), fixed(s.serveCpuUsPerReq + s.pgCpuUsPerReq, 0)]),
-    ['2r/1r', ratio(two.reqPerSec, one.reqPerSec), ratio(two.p50Ms, one.p50Ms), ratio(two.p99Ms, one.p99Ms), ratio(two.serveCpuUsPerReq, one.serveCpuUsPerReq), ratio(two.pgCpuUsPerReq, one.pgCpuUsPerReq), ratio(two.serveCpuUsPerReq + two.pgCpuUsPerReq, one.serveCpuUsPerReq + one.pgCpuUsPerReq)],
+    ...summary.map((s) => [
+      `${s.receivers}r`,
+      thousands(s.reqPerSec),
+      fixed(s.p50Ms, 0),
+      fixed(s.p99Ms, 0),
+      fixed(s.serveCpuUsPerReq, 0),
+      fixed(s.pgCpuUsPerReq, 0),
+      fixed(s.serveCpuUsPerReq + s.pgCpuUsPerReq, 0),
+    ]),
+    [
+      '2r/1r',
+      ratio(two.reqPerSec, one.reqPerSec),
+      ratio(two.p50Ms, one.p50Ms),
+      ratio(two.p99Ms, one.p99Ms),
+      ratio(two.serveCpuUsPerReq, one.serveCpuUsPerReq),
+      ratio(two.pgCpuUsPerReq, one.pgCpuUsPerReq),
+      ratio(two.serveCpuUsPerReq + two.pgCpuUsPerReq, one.serveCpuUsPerReq + one.pgCpuUsPerReq),
+    ],
   ];
-  for (const l of table(['receivers', 'req/s', 'p50 ms', 'p99 ms', 'serve µs/req', 'pg µs/req', 'serve+pg µs/req'], mrows, 1)) lines.push(`  ${l}`);
+  for (const l of table(['receivers', 'req/s', 'p50 ms', 'p99 ms', 'serve µs/req', 'pg µs/req', 'serve+pg µs/req'], mrows, 1))
+    lines.push(`  ${l}`);
   lines.push(...problemLines(problems, 'ERRORS: the run had errors, so its figures are suspect:'));
   return lines.join('\n') + '\n';
 }
 
 // ---------------------------------------------------------------------------------------------
 
-async function oneRun(receivers: number, round: number, opts: ScaleIngestOptions, ctx: { server: string; body: string; signal: AbortSignal }): Promise<ScaleIngestRun> {
+async function oneRun(
+  receivers: number,
+  round: number,
+  opts: ScaleIngestOptions,
+  ctx: { server: string; body: string; signal: AbortSignal },
+): Promise<ScaleIngestRun> {
   const at = `round ${round}/${opts.rounds} ${receivers}r`;
   const cluster = await Cluster.create(ctx.server);
   try {
@@ -230,7 +316,10 @@ async function oneRun(receivers: number, round: number, opts: ScaleIngestOptions
 }
 
 async function main(): Promise<number> {
-  const opts = optionsOrUsage(() => parseScaleIngestOptions(process.argv.slice(2)), 'node dist/bench/scale-ingest.js [--duration <s>] [--warmup <s>] [--rounds <n>] [--connections 64] [--json]');
+  const opts = optionsOrUsage(
+    () => parseScaleIngestOptions(process.argv.slice(2)),
+    'node dist/bench/scale-ingest.js [--duration <s>] [--warmup <s>] [--rounds <n>] [--connections 64] [--json]',
+  );
   if (opts === undefined) return 2;
   const sigint = abortOnSigint();
   const server = benchPgServer(process.env);
@@ -240,14 +329,20 @@ async function main(): Promise<number> {
     const pgSettings = await serverSettings(server);
     const runs: ScaleIngestRun[] = [];
     for (let round = 1; round <= opts.rounds; round++) {
-      for (const receivers of receiverOrder(round)) runs.push(await oneRun(receivers, round, opts, { server, body, signal: sigint.signal }));
+      for (const receivers of receiverOrder(round))
+        runs.push(await oneRun(receivers, round, opts, { server, body, signal: sigint.signal }));
     }
     const summary = summarizeScaleIngest(runs);
     const machine = machineInfo();
     const load = { before: loadBefore, after: loadAvg() };
     const problems = scaleIngestProblems(runs);
     const text = renderScaleIngestReport(opts, machine, load, pgSettings, runs, summary, problems);
-    return writeReport(opts.json, text, { machine, load, pgSettings, options: { ...opts, bodyBytes: BODY_BYTES }, runs, summary, problems }, problems);
+    return writeReport(
+      opts.json,
+      text,
+      { machine, load, pgSettings, options: { ...opts, bodyBytes: BODY_BYTES }, runs, summary, problems },
+      problems,
+    );
   } catch (e) {
     process.stderr.write(`bench failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
     return 1;

@@ -8,7 +8,13 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import { join } from 'node:path';
-import { hookbucket, startServe, startWorkerProcess, type HookbucketProcess, type ServeHandle } from '../test/reliability/lib/serve-process.js';
+import {
+  hookbucket,
+  startServe,
+  startWorkerProcess,
+  type HookbucketProcess,
+  type ServeHandle,
+} from '../test/reliability/lib/serve-process.js';
 import { createBenchDatabase, procCpuUs, type BenchDatabase } from './pg-bench.js';
 import { median as medianOfAll, progress } from './report.js';
 
@@ -63,7 +69,12 @@ export class Cluster {
   /** n `worker` processes, started together, resolved once each says it is active. */
   async startWorkers(n: number): Promise<HookbucketProcess[]> {
     const started = await Promise.all(
-      Array.from({ length: n }, (_, i) => startWorkerProcess({ db: this.db.url, flags: ['--log-level', 'info', '--spool-dir', join(this.tmp, `spool-w${this.workers.length + i}`)] })),
+      Array.from({ length: n }, (_, i) =>
+        startWorkerProcess({
+          db: this.db.url,
+          flags: ['--log-level', 'info', '--spool-dir', join(this.tmp, `spool-w${this.workers.length + i}`)],
+        }),
+      ),
     );
     this.workers.push(...started);
     return started;

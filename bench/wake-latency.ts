@@ -31,7 +31,20 @@ import { Agent, request } from 'undici';
 import { ConsumerProcess, senderHeaders } from './drain.js';
 import { machineInfo, makeBody, type MachineInfo } from './ingest.js';
 import { benchPgServer, pgBucketTotals, serverSettings, settingsText, startPgCpuSampler, withBenchAdmin } from './pg-bench.js';
-import { benchFailed, fixed, machineLines, numberOption, optionsOrUsage, parseFlags, problemLines, progress, runIfMain, table, writeReport, type LoadAverages } from './report.js';
+import {
+  benchFailed,
+  fixed,
+  machineLines,
+  numberOption,
+  optionsOrUsage,
+  parseFlags,
+  problemLines,
+  progress,
+  runIfMain,
+  table,
+  writeReport,
+  type LoadAverages,
+} from './report.js';
 import { Cluster, loadAvg, median, percentile } from './scale-lib.js';
 
 const BODY_BYTES = 2048;
@@ -56,7 +69,12 @@ export interface WakeOptions {
 }
 
 export function parseWakeOptions(argv: string[]): WakeOptions {
-  const values = parseFlags(argv, { rate: { type: 'string' }, duration: { type: 'string' }, rounds: { type: 'string' }, json: { type: 'boolean', default: false } });
+  const values = parseFlags(argv, {
+    rate: { type: 'string' },
+    duration: { type: 'string' },
+    rounds: { type: 'string' },
+    json: { type: 'boolean', default: false },
+  });
   return {
     rate: numberOption('--rate', values.rate, DEFAULT_RATE, 1, 1000, false),
     durationS: numberOption('--duration', values.duration, DEFAULT_DURATION_S, 1, 600, false),
@@ -119,7 +137,12 @@ export interface WakeSummary {
 }
 
 export function summarizeWake(runs: WakeRun[]): WakeSummary[] {
-  const mp = (ps: Percentiles[]): Percentiles => ({ p50: median(ps.map((p) => p.p50)), p90: median(ps.map((p) => p.p90)), p99: median(ps.map((p) => p.p99)), max: median(ps.map((p) => p.max)) });
+  const mp = (ps: Percentiles[]): Percentiles => ({
+    p50: median(ps.map((p) => p.p50)),
+    p90: median(ps.map((p) => p.p90)),
+    p99: median(ps.map((p) => p.p99)),
+    max: median(ps.map((p) => p.max)),
+  });
   return WORKER_COUNTS.map((workers) => {
     const rs = runs.filter((r) => r.workers === workers);
     return {
@@ -147,9 +170,15 @@ export function renderWakeReport(
   const p4 = (p: Percentiles) => [fixed(p.p50, 1), fixed(p.p90, 1), fixed(p.p99, 1), fixed(p.max, 1)];
   lines.push('hookbucket wake-up latency: idle workers on PostgreSQL, ack → consumer');
   lines.push(...machineLines(machine, load));
-  lines.push(`load gen  open loop, ${opts.rate}/s on a fixed schedule for ${opts.durationS} s (after ${WARMUP_S} s warm-up), POST ${BODY_BYTES} B JSON, from this process`);
-  lines.push('cluster   1 `serve --no-worker --durability full` + 1 or 3 `worker` processes; bucket defaults (no rate cap, concurrency 10)');
-  lines.push(`shared    PostgreSQL, the receiver, the workers, the consumer and this process on ${machine.cpuCount} cores, with whatever else runs on the machine`);
+  lines.push(
+    `load gen  open loop, ${opts.rate}/s on a fixed schedule for ${opts.durationS} s (after ${WARMUP_S} s warm-up), POST ${BODY_BYTES} B JSON, from this process`,
+  );
+  lines.push(
+    'cluster   1 `serve --no-worker --durability full` + 1 or 3 `worker` processes; bucket defaults (no rate cap, concurrency 10)',
+  );
+  lines.push(
+    `shared    PostgreSQL, the receiver, the workers, the consumer and this process on ${machine.cpuCount} cores, with whatever else runs on the machine`,
+  );
   lines.push(`postgres  ${settingsText(pgSettings)}`);
   lines.push('');
   const rows = runs.map((r) => [
@@ -172,14 +201,35 @@ export function renderWakeReport(
     fixed(r.load1, 2),
   ]);
   for (const l of table(
-    ['round', 'workers', 'reqs', 'p50', 'p90', 'p99', 'max', 'ack p50', 'ack p99', '→start p50', '→start p99', 'start→ p50', 'start→ p99', 'before ack', 'late sends', 'workers cpu%', 'serve cpu%', 'pg cpu%', 'commits/req', 'load1'],
+    [
+      'round',
+      'workers',
+      'reqs',
+      'p50',
+      'p90',
+      'p99',
+      'max',
+      'ack p50',
+      'ack p99',
+      '→start p50',
+      '→start p99',
+      'start→ p50',
+      'start→ p99',
+      'before ack',
+      'late sends',
+      'workers cpu%',
+      'serve cpu%',
+      'pg cpu%',
+      'commits/req',
+      'load1',
+    ],
     rows,
     2,
   ))
     lines.push(l);
   lines.push('(ms; p50..max: ack → consumer; ack: send → 2xx; →start: ack → attempts.started_at; start→: started_at → consumer;');
   lines.push(' before ack: arrived before the sender saw its 2xx; cpu%: of one core over the measured window, all workers summed;');
-  lines.push(' pg: backends on the run\'s database; commits/req: its committed transactions over the window per request)');
+  lines.push(" pg: backends on the run's database; commits/req: its committed transactions over the window per request)");
   lines.push('');
   lines.push(`medians of ${opts.rounds} rounds (target: p50 <= ${TARGET.p50Ms} ms, p99 <= ${TARGET.p99Ms} ms)`);
   const mrows = summary.map((s) => [
@@ -195,7 +245,27 @@ export function renderWakeReport(
     fixed(s.commitsPerRequest, 1),
     s.latency.p50 <= TARGET.p50Ms && s.latency.p99 <= TARGET.p99Ms ? 'met' : 'missed',
   ]);
-  for (const l of table(['workers', 'p50', 'p90', 'p99', 'max', 'ack p50', 'ack p99', '→start p50', '→start p99', 'start→ p50', 'start→ p99', 'workers cpu%', 'commits/req', 'target'], mrows, 1)) lines.push(`  ${l}`);
+  for (const l of table(
+    [
+      'workers',
+      'p50',
+      'p90',
+      'p99',
+      'max',
+      'ack p50',
+      'ack p99',
+      '→start p50',
+      '→start p99',
+      'start→ p50',
+      'start→ p99',
+      'workers cpu%',
+      'commits/req',
+      'target',
+    ],
+    mrows,
+    1,
+  ))
+    lines.push(`  ${l}`);
   lines.push(...problemLines(problems));
   return lines.join('\n') + '\n';
 }
@@ -241,12 +311,19 @@ async function paced(url: string, dispatcher: Agent, body: string, n: number, ra
 /** attempts.started_at per request id (first attempt), from the run's database. */
 async function attemptStarts(dbUrl: string): Promise<Map<string, number>> {
   return withBenchAdmin(dbUrl, async (c) => {
-    const { rows } = await c.query<{ request_id: string; started_at: string }>('select request_id, started_at from attempts where number = 1');
+    const { rows } = await c.query<{ request_id: string; started_at: string }>(
+      'select request_id, started_at from attempts where number = 1',
+    );
     return new Map(rows.map((r) => [r.request_id, Number(r.started_at)]));
   });
 }
 
-async function oneRun(workers: number, round: number, opts: WakeOptions, ctx: { server: string; consumer: ConsumerProcess; body: string; problems: string[] }): Promise<WakeRun> {
+async function oneRun(
+  workers: number,
+  round: number,
+  opts: WakeOptions,
+  ctx: { server: string; consumer: ConsumerProcess; body: string; problems: string[] },
+): Promise<WakeRun> {
   const at = `round ${round}/${opts.rounds} ${workers}w`;
   const cluster = await Cluster.create(ctx.server);
   const dispatcher = new Agent({ connections: 64, keepAliveTimeout: 30_000 });
@@ -274,7 +351,9 @@ async function oneRun(workers: number, round: number, opts: WakeOptions, ctx: { 
     const cpu1 = await Cluster.cpuUs(procs);
     const r1 = await Cluster.cpuUs([receiver.proc]);
     const pg = await sampler.stop();
-    await ctx.consumer.reached(n, ARRIVAL_TIMEOUT_MS).catch((e: unknown) => ctx.problems.push(`${at}: ${e instanceof Error ? e.message : String(e)}`));
+    await ctx.consumer
+      .reached(n, ARRIVAL_TIMEOUT_MS)
+      .catch((e: unknown) => ctx.problems.push(`${at}: ${e instanceof Error ? e.message : String(e)}`));
     const load1 = loadAvg()[0]!;
     const dump = await ctx.consumer.dump();
 
@@ -336,7 +415,10 @@ async function oneRun(workers: number, round: number, opts: WakeOptions, ctx: { 
 }
 
 async function main(): Promise<number> {
-  const opts = optionsOrUsage(() => parseWakeOptions(process.argv.slice(2)), 'node dist/bench/wake-latency.js [--rate 100] [--duration 20] [--rounds 3] [--json]');
+  const opts = optionsOrUsage(
+    () => parseWakeOptions(process.argv.slice(2)),
+    'node dist/bench/wake-latency.js [--rate 100] [--duration 20] [--rounds 3] [--json]',
+  );
   if (opts === undefined) return 2;
   const server = benchPgServer(process.env);
   const body = makeBody(BODY_BYTES);
@@ -354,7 +436,12 @@ async function main(): Promise<number> {
     const machine = machineInfo();
     const load = { before: loadBefore, after: loadAvg() };
     const text = renderWakeReport(opts, machine, load, pgSettings, runs, summary, problems);
-    return writeReport(opts.json, text, { machine, load, pgSettings, options: { ...opts, bodyBytes: BODY_BYTES }, target: TARGET, runs, summary, problems }, problems);
+    return writeReport(
+      opts.json,
+      text,
+      { machine, load, pgSettings, options: { ...opts, bodyBytes: BODY_BYTES }, target: TARGET, runs, summary, problems },
+      problems,
+    );
   } catch (e) {
     return benchFailed(e, problems);
   } finally {

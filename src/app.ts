@@ -84,7 +84,13 @@ export function createAdminApp(deps: AdminAppDeps): Hono<Env> {
   app.use('*', securityHeaders());
   app.use('*', hostGuard(deps.hosts));
   app.use('*', mutationGuard(FORM_PATHS));
-  app.use('*', bodyLimit({ maxSize: ADMIN_BODY_LIMIT, onError: (c) => adminError(c, 413, 'body_too_large', `admin request bodies are limited to ${ADMIN_BODY_LIMIT} bytes`) }));
+  app.use(
+    '*',
+    bodyLimit({
+      maxSize: ADMIN_BODY_LIMIT,
+      onError: (c) => adminError(c, 413, 'body_too_large', `admin request bodies are limited to ${ADMIN_BODY_LIMIT} bytes`),
+    }),
+  );
   app.use('*', deps.auth.middleware(OPEN_PATHS));
 
   app.get('/healthz', (c) => {
@@ -102,7 +108,8 @@ export function createAdminApp(deps: AdminAppDeps): Hono<Env> {
     return res;
   });
   app.post('/logout', (c) => deps.auth.logout(c));
-  if (!deps.ui) app.get('/', (c) => c.html(indexPage({ api: deps.api !== undefined, metrics: deps.metrics !== undefined, auth: deps.auth.enabled })));
+  if (!deps.ui)
+    app.get('/', (c) => c.html(indexPage({ api: deps.api !== undefined, metrics: deps.metrics !== undefined, auth: deps.auth.enabled })));
   if (deps.metrics) app.get('/metrics', deps.metrics);
   if (deps.api) app.route('/api', deps.api);
   if (deps.ui) app.route('/', deps.ui);

@@ -70,7 +70,8 @@ async function listen(server: Server, port: number, host: string, inUse: string)
       });
     });
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'EADDRINUSE') throw new AppError('port_in_use', inUse.replace('%s', `${host}:${port}`), { cause: e });
+    if ((e as NodeJS.ErrnoException).code === 'EADDRINUSE')
+      throw new AppError('port_in_use', inUse.replace('%s', `${host}:${port}`), { cause: e });
     throw e;
   }
   return (server.address() as AddressInfo).port;
@@ -109,7 +110,12 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
   const metrics = createMetrics({ source: metricsSource, clock, logger, bucketHistograms: config.metricsBucketHistograms });
   try {
     // Inside serve, the ingest side's checkpoint thread keeps the WAL bounded for both.
-    if (config.worker) worker = await startWorker(config, { clock, logger }, 'standby', { checkpoints: false, roles: ['receiver', 'worker'], observer: metrics });
+    if (config.worker)
+      worker = await startWorker(config, { clock, logger }, 'standby', {
+        checkpoints: false,
+        roles: ['receiver', 'worker'],
+        observer: metrics,
+      });
     sink = instrumentSink(await opened.ingestSink({ logger, onCommitted: () => worker?.worker.wake() }), metrics);
   } catch (e) {
     await worker?.close(0).catch(() => undefined);
@@ -144,7 +150,8 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
   // Exports name the ingest URL; its port is known once ingest has bound, after the admin listener.
   let url = urlOf(config.host, config.port);
   try {
-    if (config.admin) admin = await startAdmin(config, { logger, clock, health: () => sink.health(), store, reads: reads!, metrics, ingestUrl: () => url });
+    if (config.admin)
+      admin = await startAdmin(config, { logger, clock, health: () => sink.health(), store, reads: reads!, metrics, ingestUrl: () => url });
     await listen(server, config.port, config.host, 'port %s is already in use (another hookbucket serve?); choose another with --port');
   } catch (e) {
     if (admin) {
@@ -230,7 +237,16 @@ async function startAdmin(
   const events = new EventHub({ reads, clock, logger });
   const api = createApiApp({ store, reads, clock, logger, events, config: { basePath: '/api', ingestBaseUrl: deps.ingestUrl } });
   const ui = createUiApp({ store, reads, clock, logger, config: { auth: auth.enabled } });
-  const app = createAdminApp({ logger, auth, limits, hosts: () => hosts, health: deps.health, api, ui, metrics: metricsHandler(deps.metrics) });
+  const app = createAdminApp({
+    logger,
+    auth,
+    limits,
+    hosts: () => hosts,
+    health: deps.health,
+    api,
+    ui,
+    metrics: metricsHandler(deps.metrics),
+  });
   const server = createAdminHttpServer(app, { headersTimeoutMs: config.headersTimeoutMs, requestTimeoutMs: config.requestTimeoutMs });
   let port: number;
   try {
@@ -333,17 +349,30 @@ export async function startWorker(
     adminToken?: string;
   } = {},
 ): Promise<RunningWorker> {
-  const store = await openStore(config, { clock: deps.clock }).drainStore({ checkpoints: options.checkpoints ?? true, logger: deps.logger });
+  const store = await openStore(config, { clock: deps.clock }).drainStore({
+    checkpoints: options.checkpoints ?? true,
+    logger: deps.logger,
+  });
   // Alone, the worker counts its own attempts and deferrals; the database gauges are the
   // receivers' (docs/metrics.md), and the bucket list only removes deleted buckets' series.
   const metrics =
     options.observer === undefined
-      ? createMetrics({ source: { listBuckets: () => store.listBuckets() }, clock: deps.clock, logger: deps.logger, bucketHistograms: config.metricsBucketHistograms })
+      ? createMetrics({
+          source: { listBuckets: () => store.listBuckets() },
+          clock: deps.clock,
+          logger: deps.logger,
+          bucketHistograms: config.metricsBucketHistograms,
+        })
       : undefined;
   let metricsListener: RunningMetricsListener | undefined;
   if (metrics && config.metricsPort !== null && options.loop !== false) {
     try {
-      metricsListener = await startMetricsListener(metrics, { host: config.metricsHost, port: config.metricsPort, token: options.adminToken, logger: deps.logger });
+      metricsListener = await startMetricsListener(metrics, {
+        host: config.metricsHost,
+        port: config.metricsPort,
+        token: options.adminToken,
+        logger: deps.logger,
+      });
     } catch (e) {
       await store.close();
       throw e;

@@ -32,7 +32,15 @@ const clientErrors: Record<string, [status: number, code: string, message: strin
 
 function rawResponse(status: number, code: string, message: string): string {
   const body = JSON.stringify({ error: message, code });
-  const reason = { 400: 'Bad Request', 405: 'Method Not Allowed', 408: 'Request Timeout', 414: 'URI Too Long', 431: 'Request Header Fields Too Large', 501: 'Not Implemented' }[status] ?? 'Error';
+  const reason =
+    {
+      400: 'Bad Request',
+      405: 'Method Not Allowed',
+      408: 'Request Timeout',
+      414: 'URI Too Long',
+      431: 'Request Header Fields Too Large',
+      501: 'Not Implemented',
+    }[status] ?? 'Error';
   return `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`;
 }
 
@@ -90,7 +98,8 @@ export function isUpgradeRequest(rawHeaders: readonly string[]): boolean {
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i]!.toLowerCase();
     if (name === 'upgrade') upgrade = true;
-    else if (name === 'connection' && rawHeaders[i + 1]!.split(',').some((t) => t.trim().toLowerCase() === 'upgrade')) connectionUpgrade = true;
+    else if (name === 'connection' && rawHeaders[i + 1]!.split(',').some((t) => t.trim().toLowerCase() === 'upgrade'))
+      connectionUpgrade = true;
   }
   return upgrade && connectionUpgrade;
 }

@@ -120,7 +120,13 @@ export class AdminAuth {
       if (ok === undefined && c.req.method === 'GET' && /\btext\/html\b/.test(c.req.header('accept') ?? '')) {
         return c.redirect('/login', 303);
       }
-      return this.#refuse(c, ok === undefined ? 'missing' : 'invalid', ok === undefined ? 'this admin route needs the admin token (Authorization: Bearer <token>, or log in at /login)' : 'wrong admin token or expired session');
+      return this.#refuse(
+        c,
+        ok === undefined ? 'missing' : 'invalid',
+        ok === undefined
+          ? 'this admin route needs the admin token (Authorization: Bearer <token>, or log in at /login)'
+          : 'wrong admin token or expired session',
+      );
     };
   }
 
@@ -129,7 +135,8 @@ export class AdminAuth {
    * `{"token": "…"}`. Right: the session cookie, then 303 to / for the form and 204 for JSON.
    */
   async login(c: Context): Promise<Response> {
-    if (!this.enabled) return adminError(c, 404, 'not_found', 'no admin token is set: the admin listener is open on loopback, nothing to log in to');
+    if (!this.enabled)
+      return adminError(c, 404, 'not_found', 'no admin token is set: the admin listener is open on loopback, nothing to log in to');
     const peer = peerOf(c);
     if (this.#delays.penalized(peer, this.#deps.clock.now()) && this.#delayed >= this.#maxDelayed) {
       return adminError(c, 429, 'too_many_attempts', 'too many failed logins; try again later', { 'retry-after': '5' });
@@ -156,7 +163,8 @@ export class AdminAuth {
 
   /** HttpOnly (no script reads it), SameSite=Strict (no cross-site request carries it), Secure when served over TLS. */
   #cookie(c: Context, value: string, maxAgeS: number): string {
-    const tls = new URL(c.req.url).protocol === 'https:' || c.req.header('x-forwarded-proto')?.split(',')[0]?.trim().toLowerCase() === 'https';
+    const tls =
+      new URL(c.req.url).protocol === 'https:' || c.req.header('x-forwarded-proto')?.split(',')[0]?.trim().toLowerCase() === 'https';
     return `${SESSION_COOKIE}=${value}; Path=/; Max-Age=${maxAgeS}; HttpOnly; SameSite=Strict${tls ? '; Secure' : ''}`;
   }
 }

@@ -3,7 +3,13 @@ import type { Context, MiddlewareHandler } from 'hono';
 import { isAllowedHost, type HostAllowList } from '../policy/admin-host.js';
 
 /** The JSON error shape of every admin refusal (the receiver's documented one). */
-export function adminError(c: Context, status: 401 | 403 | 404 | 413 | 415 | 421 | 429 | 503, code: string, message: string, headers?: Record<string, string>): Response {
+export function adminError(
+  c: Context,
+  status: 401 | 403 | 404 | 413 | 415 | 421 | 429 | 503,
+  code: string,
+  message: string,
+  headers?: Record<string, string>,
+): Response {
   return c.json({ error: message, code }, status, headers);
 }
 
@@ -70,7 +76,12 @@ export function hostGuard(allow: () => HostAllowList): MiddlewareHandler {
   return async (c, next) => {
     const host = c.req.header('host') ?? new URL(c.req.url).host;
     if (!isAllowedHost(host, allow())) {
-      return adminError(c, 421, 'host_not_allowed', 'this admin listener does not answer to that Host; add the name with --admin-host-name');
+      return adminError(
+        c,
+        421,
+        'host_not_allowed',
+        'this admin listener does not answer to that Host; add the name with --admin-host-name',
+      );
     }
     await next();
   };

@@ -65,7 +65,9 @@ export class AdminLimits {
     return async (c, next) => {
       if (this.#requests >= this.options.maxRequests) {
         this.#busy++;
-        return c.json({ error: `more than ${this.options.maxRequests} admin requests at once; try again`, code: 'admin_busy' }, 503, { 'retry-after': '1' });
+        return c.json({ error: `more than ${this.options.maxRequests} admin requests at once; try again`, code: 'admin_busy' }, 503, {
+          'retry-after': '1',
+        });
       }
       this.#requests++;
       let held = true;

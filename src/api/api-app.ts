@@ -41,7 +41,16 @@ import { checkHealth, healthJson, parseFailOn } from '../stats/health-report.js'
 import { DEFAULT_WINDOW_MS, loadStats, statsJson } from '../stats/stats-report.js';
 import { DEFAULT_DRAIN } from '../store/bucket-defaults.js';
 import type { BucketCounts, Store } from '../store/store.js';
-import { CURL_PREAMBLE, curlCommand, EXPORT_FORMATS, harEntry, harHead, harTail, ndjsonLine, type ExportFormat } from '../transfer/export-format.js';
+import {
+  CURL_PREAMBLE,
+  curlCommand,
+  EXPORT_FORMATS,
+  harEntry,
+  harHead,
+  harTail,
+  ndjsonLine,
+  type ExportFormat,
+} from '../transfer/export-format.js';
 import { apiErrorHandler, errorBody, toApiError, validationMessage } from './api-errors.js';
 import {
   BucketListSchema,
@@ -111,12 +120,24 @@ const E503 = err('storage_error, store_busy, storage_full or query_timeout');
 
 /** The `requests list` filter flags as query parameters (and replay body fields): same words, same parsers. */
 const filterFields = {
-  state: cliList(parseStates, 'request states (comma list or repeated): pending, retrying, delivering, held, delivered, failed, exhausted, none', 'exhausted,failed').optional(),
-  since: cliValue(parseTimeBound, 'received at or after: a duration before now on the server clock (30m, 6h, 7d) or an ISO time', '6h').optional(),
+  state: cliList(
+    parseStates,
+    'request states (comma list or repeated): pending, retrying, delivering, held, delivered, failed, exhausted, none',
+    'exhausted,failed',
+  ).optional(),
+  since: cliValue(
+    parseTimeBound,
+    'received at or after: a duration before now on the server clock (30m, 6h, 7d) or an ISO time',
+    '6h',
+  ).optional(),
   until: cliValue(parseTimeBound, 'received before: a duration before now or an ISO time', '2026-12-01T10:00:00Z').optional(),
   method: cliList(parseMethods, 'HTTP methods (comma list or repeated)', 'POST').optional(),
   path: cliValue(parsePathGlob, 'glob over the raw sub-path: * within a segment, ** across, ? one character', '/orders/**').optional(),
-  header: cliRepeat(parseHeaderMatch, 'name=value, the name any case, the value exact (repeated: all must match)', 'X-GitHub-Event=push').optional(),
+  header: cliRepeat(
+    parseHeaderMatch,
+    'name=value, the name any case, the value exact (repeated: all must match)',
+    'X-GitHub-Event=push',
+  ).optional(),
   search: cliValue(parseSearch, 'bodies containing this text (UTF-8 bytes, case-sensitive; scans bodies)', 'cus_123').optional(),
   status: cliValue(parseStatus, "the latest generation's last response status: a code or a class", '5xx').optional(),
   id: cliList(parseIds, 'request ids (comma list or repeated)', '019ae0c4-5b7e-7c3a-9f1e-2b8d4c6a1e00').optional(),
@@ -152,7 +173,10 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
   const app = new OpenAPIHono({
     defaultHook: (result, c) => {
       if (!result.success) {
-        return c.json(errorBody({ status: 400, code: 'invalid_input', message: validationMessage(result.target, result.error.issues) }), 400);
+        return c.json(
+          errorBody({ status: 400, code: 'invalid_input', message: validationMessage(result.target, result.error.issues) }),
+          400,
+        );
       }
       return undefined;
     },
@@ -162,10 +186,22 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
     '*',
     bodyLimit({
       maxSize: config.maxBodyBytes ?? DEFAULT_API_BODY_BYTES,
-      onError: (c) => c.json(errorBody({ status: 413, code: 'body_too_large', message: `request body over ${config.maxBodyBytes ?? DEFAULT_API_BODY_BYTES} bytes` }), 413),
+      onError: (c) =>
+        c.json(
+          errorBody({
+            status: 413,
+            code: 'body_too_large',
+            message: `request body over ${config.maxBodyBytes ?? DEFAULT_API_BODY_BYTES} bytes`,
+          }),
+          413,
+        ),
     }),
   );
-  app.openAPIRegistry.registerComponent('securitySchemes', 'Bearer', { type: 'http', scheme: 'bearer', description: 'HOOKBUCKET_ADMIN_TOKEN' });
+  app.openAPIRegistry.registerComponent('securitySchemes', 'Bearer', {
+    type: 'http',
+    scheme: 'bearer',
+    description: 'HOOKBUCKET_ADMIN_TOKEN',
+  });
 
   const bucketOrThrow = async (name: string) => {
     const b = await reads.getBucket(name);
@@ -188,7 +224,10 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
       // One set of aggregate queries for every bucket, not one per bucket.
       const counts = await reads.allBucketCounts();
       const other = await reads.unattributedRejections();
-      return c.json({ buckets: buckets.map((b) => bucketJson(b, counts.get(b.name) ?? EMPTY_COUNTS)), unattributed_rejections: other }, 200);
+      return c.json(
+        { buckets: buckets.map((b) => bucketJson(b, counts.get(b.name) ?? EMPTY_COUNTS)), unattributed_rejections: other },
+        200,
+      );
     },
   );
 
@@ -252,7 +291,10 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
       path: '/buckets/{name}',
       summary: 'Delete a bucket and its requests; refused while deliveries are undelivered unless force=true (bucket delete --json)',
       tags: ['buckets'],
-      request: { params: BucketNameParam, query: z.object({ force: booleanQuery.openapi({ description: 'delete even with pending, retrying or in-flight deliveries' }) }) },
+      request: {
+        params: BucketNameParam,
+        query: z.object({ force: booleanQuery.openapi({ description: 'delete even with pending, retrying or in-flight deliveries' }) }),
+      },
       responses: { 200: json(DeletedSchema, 'deleted'), 400: E400, 404: E404, 409: E409, 503: E503 },
     }),
     async (c) => {
@@ -270,7 +312,7 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
         path: `/buckets/{name}/${action}`,
         summary:
           action === 'pause'
-            ? 'Hold the bucket\'s deliveries; ingest keeps storing; idempotent (bucket pause --json)'
+            ? "Hold the bucket's deliveries; ingest keeps storing; idempotent (bucket pause --json)"
             : 'Let the drain continue a paused bucket; idempotent (bucket resume --json)',
         tags: ['buckets'],
         request: { params: BucketNameParam },
@@ -307,7 +349,10 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
       const { limit, cursor, ...q } = c.req.valid('query');
       const filter = filterFromOptions(filterOptions(q), clock.now());
       await bucketOrThrow(name);
-      const page = await reads.listRequests(name, filter, { limit: limit ?? DEFAULT_LIST_LIMIT, ...(cursor !== undefined ? { before: cursor } : {}) });
+      const page = await reads.listRequests(name, filter, {
+        limit: limit ?? DEFAULT_LIST_LIMIT,
+        ...(cursor !== undefined ? { before: cursor } : {}),
+      });
       return c.json(requestPageJson(page), 200);
     },
   );
@@ -348,7 +393,10 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
         200: {
           description: 'the body bytes',
           headers: {
-            'X-Hookbucket-Content-Type': { schema: { type: 'string' }, description: 'the stored Content-Type header, when printable ASCII' },
+            'X-Hookbucket-Content-Type': {
+              schema: { type: 'string' },
+              description: 'the stored Content-Type header, when printable ASCII',
+            },
             'X-Hookbucket-Sha256': { schema: { type: 'string' }, description: 'sha256 of the body, hex' },
           },
           content: { 'application/octet-stream': { schema: z.string().openapi({ format: 'binary' }) } },
@@ -389,13 +437,20 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
         params: BucketNameParam,
         query: z.object({
           ...filterFields,
-          format: z.enum(EXPORT_FORMATS as unknown as [ExportFormat, ...ExportFormat[]]).optional().openapi({ description: 'ndjson (default), har or curl' }),
+          format: z
+            .enum(EXPORT_FORMATS as unknown as [ExportFormat, ...ExportFormat[]])
+            .optional()
+            .openapi({ description: 'ndjson (default), har or curl' }),
         }),
       },
       responses: {
         200: {
           description: 'the export, streamed; a storage failure midway ends the stream early (the last line is then incomplete)',
-          content: { 'application/x-ndjson': { schema: z.string() }, 'application/har+json': { schema: z.string() }, 'text/x-shellscript': { schema: z.string() } },
+          content: {
+            'application/x-ndjson': { schema: z.string() },
+            'application/har+json': { schema: z.string() },
+            'text/x-shellscript': { schema: z.string() },
+          },
         },
         400: E400,
         404: E404,
@@ -429,7 +484,12 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
               return;
             }
             const r = next.value;
-            const text = format === 'ndjson' ? ndjsonLine(r) : format === 'har' ? `${n > 0 ? ',\n' : ''}${harEntry(r, baseUrl)}` : curlCommand(r, baseUrl);
+            const text =
+              format === 'ndjson'
+                ? ndjsonLine(r)
+                : format === 'har'
+                  ? `${n > 0 ? ',\n' : ''}${harEntry(r, baseUrl)}`
+                  : curlCommand(r, baseUrl);
             n++;
             controller.enqueue(encoder.encode(text));
           } catch (e) {
@@ -443,7 +503,8 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
           await iterator.return?.();
         },
       });
-      const type = format === 'ndjson' ? 'application/x-ndjson' : format === 'har' ? 'application/har+json' : 'text/x-shellscript; charset=utf-8';
+      const type =
+        format === 'ndjson' ? 'application/x-ndjson' : format === 'har' ? 'application/har+json' : 'text/x-shellscript; charset=utf-8';
       const ext = format === 'ndjson' ? 'ndjson' : format === 'har' ? 'har' : 'sh';
       return c.body(stream, 200, {
         'Content-Type': type,
@@ -577,14 +638,20 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
             .string()
             .max(2000)
             .optional()
-            .openapi({ description: 'unhealthy when this holds, e.g. "success_rate < 0.99 || exhausted > 0"; omitted: healthy while storage answers', example: 'exhausted > 0' }),
+            .openapi({
+              description: 'unhealthy when this holds, e.g. "success_rate < 0.99 || exhausted > 0"; omitted: healthy while storage answers',
+              example: 'exhausted > 0',
+            }),
         }),
       },
       responses: {
         200: json(HealthSchema, 'healthy'),
         400: E400,
         404: E404,
-        503: json(z.union([HealthSchema, HealthFailureSchema]), 'the expression holds (tripped says which comparisons), or storage failed (error and code say why)'),
+        503: json(
+          z.union([HealthSchema, HealthFailureSchema]),
+          'the expression holds (tripped says which comparisons), or storage failed (error and code say why)',
+        ),
       },
     }),
     async (c) => {
@@ -611,7 +678,8 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
 
   /* ---- F. live events ---- */
 
-  const hub = deps.events ?? new EventHub({ reads, clock, logger, ...(config.eventsPollMs !== undefined ? { pollMs: config.eventsPollMs } : {}) });
+  const hub =
+    deps.events ?? new EventHub({ reads, clock, logger, ...(config.eventsPollMs !== undefined ? { pollMs: config.eventsPollMs } : {}) });
   const heartbeatMs = config.heartbeatMs ?? HEARTBEAT_MS;
 
   app.openapi(
@@ -624,11 +692,24 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
       tags: ['requests'],
       request: {
         query: z.object({
-          bucket: cliList((v) => v.split(',').map((b) => bucketNameArg(b.trim())), 'buckets to follow (comma list or repeated); omitted: every bucket', 'stripe,github').optional(),
-          last_event_id: z.string().max(100).optional().openapi({ description: 'as the Last-Event-ID header, for clients that cannot send headers' }),
+          bucket: cliList(
+            (v) => v.split(',').map((b) => bucketNameArg(b.trim())),
+            'buckets to follow (comma list or repeated); omitted: every bucket',
+            'stripe,github',
+          ).optional(),
+          last_event_id: z
+            .string()
+            .max(100)
+            .optional()
+            .openapi({ description: 'as the Last-Event-ID header, for clients that cannot send headers' }),
         }),
       },
-      responses: { 200: { description: 'the event stream', content: { 'text/event-stream': { schema: z.string() } } }, 400: E400, 404: E404, 503: E503 },
+      responses: {
+        200: { description: 'the event stream', content: { 'text/event-stream': { schema: z.string() } } },
+        400: E400,
+        404: E404,
+        503: E503,
+      },
     }),
     async (c) => {
       const { bucket, last_event_id } = c.req.valid('query');
@@ -669,7 +750,12 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
           unsubscribe = subscribed.unsubscribe;
           heartbeat = setInterval(() => void stream.write(': heartbeat\n\n').catch(() => undefined), heartbeatMs);
           if (subscribed.resumed === 'reset') {
-            await stream.writeSSE({ event: 'reset', data: JSON.stringify({ reason: 'events after that id are no longer buffered (or came from another server start): the stream goes on from now' }) });
+            await stream.writeSSE({
+              event: 'reset',
+              data: JSON.stringify({
+                reason: 'events after that id are no longer buffered (or came from another server start): the stream goes on from now',
+              }),
+            });
           }
           await stream.write(': connected\n\n');
           while (!closed) {
@@ -696,12 +782,13 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
   // Mounted with app.route('/api', …), a sub-app's notFound is not consulted: this route answers
   // the unknown paths under the mount point in the API's error shape (registered last, so it only
   // catches what no route above matched; it is not in the OpenAPI document).
-  const unknownRoute = (c: Context) => c.json(errorBody({ status: 404, code: 'not_found', message: `no route ${c.req.method} ${c.req.path}` }), 404);
+  const unknownRoute = (c: Context) =>
+    c.json(errorBody({ status: 404, code: 'not_found', message: `no route ${c.req.method} ${c.req.path}` }), 404);
   app.notFound(unknownRoute);
 
   app.doc31('/openapi.json', () => ({
     openapi: '3.1.0',
-    info: { title: 'hookbucket admin API', version: '1', description: 'The CLI\'s read and operate commands over HTTP (docs/api.md).' },
+    info: { title: 'hookbucket admin API', version: '1', description: "The CLI's read and operate commands over HTTP (docs/api.md)." },
     servers: [{ url: config.basePath ?? '/api' }],
     security: [{ Bearer: [] }],
   }));

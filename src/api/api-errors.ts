@@ -53,10 +53,12 @@ export function toApiError(e: unknown): ApiError {
   const storage = storageErrorCode(e);
   if (storage !== undefined) return { status: 503, code: storage, message: `storage failed: ${(e as Error).message}` };
   // The CLI's value parsers (src/options) throw commander's InvalidArgumentError.
-  if (e instanceof Error && (e as { code?: unknown }).code === 'commander.invalidArgument') return { status: 400, code: 'invalid_input', message: e.message };
+  if (e instanceof Error && (e as { code?: unknown }).code === 'commander.invalidArgument')
+    return { status: 400, code: 'invalid_input', message: e.message };
   if (e instanceof HTTPException) {
     if (e.status === 413) return { status: 413, code: 'body_too_large', message: e.message || 'request body too large' };
-    if (e.status === 415) return { status: 415, code: 'unsupported_media_type', message: 'send the body as Content-Type: application/json' };
+    if (e.status === 415)
+      return { status: 415, code: 'unsupported_media_type', message: 'send the body as Content-Type: application/json' };
     if (e.status === 400) return { status: 400, code: 'invalid_input', message: e.message || 'malformed request' };
     return { status: e.status as ContentfulStatusCode, code: e.status === 404 ? 'not_found' : 'internal', message: e.message };
   }

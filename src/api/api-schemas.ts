@@ -64,7 +64,10 @@ export const BucketNameParam = z.object({
 });
 
 export const IdParam = z.object({
-  id: z.string().max(100).openapi({ param: { name: 'id', in: 'path' }, example: '019ae0c4-5b7e-7c3a-9f1e-2b8d4c6a1e00' }),
+  id: z
+    .string()
+    .max(100)
+    .openapi({ param: { name: 'id', in: 'path' }, example: '019ae0c4-5b7e-7c3a-9f1e-2b8d4c6a1e00' }),
 });
 
 export const ErrorSchema = z
@@ -143,7 +146,10 @@ export const ListedRequestSchema = z
   .openapi('ListedRequest');
 
 export const RequestPageSchema = z
-  .object({ requests: z.array(ListedRequestSchema), next_cursor: z.string().nullable().openapi({ description: 'pass as cursor for the next page; null on the last' }) })
+  .object({
+    requests: z.array(ListedRequestSchema),
+    next_cursor: z.string().nullable().openapi({ description: 'pass as cursor for the next page; null on the last' }),
+  })
   .openapi('RequestPage');
 
 const AttemptSchema = z.object({
@@ -242,7 +248,16 @@ export const DryRunSchema = z
     bucket: z.string(),
     destination: z.string(),
     count: z.number(),
-    sample: z.array(z.object({ id: z.string(), received_at: isoOrNull, method: z.string(), path: z.string(), query: z.string().nullable(), state: z.string() })),
+    sample: z.array(
+      z.object({
+        id: z.string(),
+        received_at: isoOrNull,
+        method: z.string(),
+        path: z.string(),
+        query: z.string().nullable(),
+        state: z.string(),
+      }),
+    ),
   })
   .openapi('ReplayDryRun');
 

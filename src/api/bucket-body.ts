@@ -27,13 +27,27 @@ import { BUCKET_NAME } from '../ingest/bucket-name.js';
 import { cliList, cliValue } from './api-schemas.js';
 
 const settings = {
-  destination: cliValue(urlArg, 'consumer URL the drain worker forwards to (--destination); null removes it', 'http://localhost:3000/hooks').nullable().optional(),
+  destination: cliValue(urlArg, 'consumer URL the drain worker forwards to (--destination); null removes it', 'http://localhost:3000/hooks')
+    .nullable()
+    .optional(),
   max_body: cliValue(maxBodyArg, 'largest body accepted, at most 100MiB (--max-body); a number is bytes', '25MiB', true).optional(),
   ack_status: cliValue(ackStatusArg, '2xx status answered to the sender (--ack-status)', '200', true).optional(),
-  ack_body: z.string().nullable().optional().openapi({ description: 'body answered to the sender (--ack-body); null: the default {"id":"<id>"}' }),
-  ack_content_type: cliValue(contentTypeArg, 'content type of the ack body (--ack-content-type); null: the default', 'text/plain').nullable().optional(),
-  retain: cliValue(positiveDurationMsArg, 'serve prunes requests older than this (--retain); null turns retention off', '30d', true).nullable().optional(),
-  retain_states: cliList(pruneStatesArg, 'the states retain prunes (--retain-state): delivered, failed, exhausted, none', 'delivered,exhausted').optional(),
+  ack_body: z
+    .string()
+    .nullable()
+    .optional()
+    .openapi({ description: 'body answered to the sender (--ack-body); null: the default {"id":"<id>"}' }),
+  ack_content_type: cliValue(contentTypeArg, 'content type of the ack body (--ack-content-type); null: the default', 'text/plain')
+    .nullable()
+    .optional(),
+  retain: cliValue(positiveDurationMsArg, 'serve prunes requests older than this (--retain); null turns retention off', '30d', true)
+    .nullable()
+    .optional(),
+  retain_states: cliList(
+    pruneStatesArg,
+    'the states retain prunes (--retain-state): delivered, failed, exhausted, none',
+    'delivered,exhausted',
+  ).optional(),
   rate: cliValue(rateArg, 'cap every attempt at this rate (--rate); null removes the cap', '200/s').nullable().optional(),
   burst: cliValue(burstArg, 'attempts allowed back to back under the rate (--burst)', '5', true).optional(),
   concurrency: cliValue(concurrencyArg, 'attempts in flight at once (--concurrency)', '4', true).optional(),
@@ -42,18 +56,35 @@ const settings = {
   multiplier: cliValue(multiplierArg, 'each gap is the previous one times this (--multiplier)', '3', true).optional(),
   cap: cliValue(capArg, 'longest gap, or none (--cap)', '3h', true).optional(),
   max_attempts: cliValue(maxAttemptsArg, 'give up after this many attempts (--max-attempts); not with give_up', '14', true).optional(),
-  give_up: cliValue(durationMsArg, 'give up when the next attempt would fall this long after the first (--give-up); not with max_attempts', '48h', true).optional(),
-  jitter: z.enum(JITTERS as unknown as [string, ...string[]]).optional().openapi({ description: '--jitter' }),
-  retry_on: cliValue(retryOnArg, 'outcomes retried (--retry-on), or default; null: the default set', '5xx,429,network,timeout').nullable().optional(),
+  give_up: cliValue(
+    durationMsArg,
+    'give up when the next attempt would fall this long after the first (--give-up); not with max_attempts',
+    '48h',
+    true,
+  ).optional(),
+  jitter: z
+    .enum(JITTERS as unknown as [string, ...string[]])
+    .optional()
+    .openapi({ description: '--jitter' }),
+  retry_on: cliValue(retryOnArg, 'outcomes retried (--retry-on), or default; null: the default set', '5xx,429,network,timeout')
+    .nullable()
+    .optional(),
   retry_budget: cliValue(fractionArg, 'retries allowed per first attempt over 60 s (--retry-budget)', '0.1', true).optional(),
-  retry_floor: cliValue(retryFloorArg, 'retries per second allowed however quiet the bucket, or a rate like 30/m (--retry-floor)', '1', true).optional(),
+  retry_floor: cliValue(
+    retryFloorArg,
+    'retries per second allowed however quiet the bucket, or a rate like 30/m (--retry-floor)',
+    '1',
+    true,
+  ).optional(),
   forward_path: z.boolean().optional().openapi({ description: '--forward-path / --no-forward-path' }),
   forward_raw_path: z.boolean().optional().openapi({ description: '--forward-raw-path / --no-forward-raw-path' }),
   forward_headers: z
     .array(cliValue(forwardHeaderArg, '"Name: value"', 'Authorization: Bearer abc123'))
     .nullable()
     .optional()
-    .openapi({ description: 'the whole list of headers added to every forwarded request ("Name: value" each); null or [] removes them all' }),
+    .openapi({
+      description: 'the whole list of headers added to every forwarded request ("Name: value" each); null or [] removes them all',
+    }),
 };
 
 export const BucketPatchBody = z.strictObject(settings).openapi('BucketSettings');

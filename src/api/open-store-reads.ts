@@ -31,10 +31,14 @@ export type OpenedStoreReads = StoreReads & {
  * Open it after the Store (which creates and migrates the database).
  */
 export function openStoreReads(config: Config, options: OpenStoreReadsOptions): Promise<OpenedStoreReads> {
-  return openStoreReader(config, { clock: options.clock ?? systemClock, ...(options.useCallerClock === undefined ? {} : { useCallerClock: options.useCallerClock }) }, {
-    methods: STORE_READ_METHODS,
-    budgetMs: options.budgetMs,
-    ...(options.maxQueued === undefined ? {} : { maxQueued: options.maxQueued }),
-    ...(options.logger === undefined ? {} : { logger: options.logger }),
-  });
+  return openStoreReader(
+    config,
+    { clock: options.clock ?? systemClock, ...(options.useCallerClock === undefined ? {} : { useCallerClock: options.useCallerClock }) },
+    {
+      methods: STORE_READ_METHODS,
+      budgetMs: options.budgetMs,
+      ...(options.maxQueued === undefined ? {} : { maxQueued: options.maxQueued }),
+      ...(options.logger === undefined ? {} : { logger: options.logger }),
+    },
+  );
 }

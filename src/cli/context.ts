@@ -52,7 +52,10 @@ export function checkRemote(cmd: Command, io: CliIo): void {
   const path = commandPath(cmd);
   if (target !== undefined && NEEDS_DATABASE.has(path)) {
     const from = cmd.optsWithGlobals<{ api?: string }>().api !== undefined ? '--api' : 'HOOKBUCKET_API';
-    throw new AppError('usage', `${path} needs the database itself and cannot run through the API (${from}): run it on the server's host with --db${from === 'HOOKBUCKET_API' ? ', or unset HOOKBUCKET_API' : ''}`);
+    throw new AppError(
+      'usage',
+      `${path} needs the database itself and cannot run through the API (${from}): run it on the server's host with --db${from === 'HOOKBUCKET_API' ? ', or unset HOOKBUCKET_API' : ''}`,
+    );
   }
 }
 

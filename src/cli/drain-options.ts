@@ -37,10 +37,15 @@ export function addScheduleOptions(cmd: Command): Command {
     .option('--multiplier <n>', `each gap is the previous one times this; 1 gives fixed intervals (default ${d.multiplier})`, multiplierArg)
     .option('--cap <duration>', `longest gap, or none (default ${formatDuration(d.capMs)})`, capArg)
     .addOption(
-      new Option('--max-attempts <n>', `give up after this many attempts (default ${d.maxAttempts})`).argParser(maxAttemptsArg).conflicts('giveUp'),
+      new Option('--max-attempts <n>', `give up after this many attempts (default ${d.maxAttempts})`)
+        .argParser(maxAttemptsArg)
+        .conflicts('giveUp'),
     )
     .addOption(
-      new Option('--give-up <duration>', 'give up instead when the next attempt would fall this long after the first (paused time not counted)')
+      new Option(
+        '--give-up <duration>',
+        'give up instead when the next attempt would fall this long after the first (paused time not counted)',
+      )
         .argParser(durationMsArg)
         .conflicts('maxAttempts'),
     )
@@ -49,8 +54,16 @@ export function addScheduleOptions(cmd: Command): Command {
 
 export function addBudgetAndRateOptions(cmd: Command): Command {
   return cmd
-    .option('--retry-budget <fraction>', `retries allowed per first attempt over a sliding 60 s window (default ${DEFAULT_RETRY_BUDGET.fraction})`, fractionArg)
-    .option('--retry-floor <n>', `retries per second allowed however quiet the bucket (default ${DEFAULT_RETRY_BUDGET.floorPerSecond})`, retryFloorArg)
+    .option(
+      '--retry-budget <fraction>',
+      `retries allowed per first attempt over a sliding 60 s window (default ${DEFAULT_RETRY_BUDGET.fraction})`,
+      fractionArg,
+    )
+    .option(
+      '--retry-floor <n>',
+      `retries per second allowed however quiet the bucket (default ${DEFAULT_RETRY_BUDGET.floorPerSecond})`,
+      retryFloorArg,
+    )
     .option('--rate <n/unit>', 'bound every attempt to this rate, like 200/s, 600/m or 30/h (default: no rate cap)', rateArg)
     .option('--burst <n>', `attempts allowed back to back under --rate (default ${DEFAULT_BURST})`, burstArg);
 }
@@ -62,12 +75,20 @@ function collectForwardHeader(value: string, previous: ForwardHeaderEdit | undef
 /** The drain settings of `bucket create` and (with forUpdate, the --no-* forms) `bucket update`. */
 export function addDeliveryOptions(cmd: Command, forUpdate: boolean): Command {
   cmd
-    .option('--rate <n/unit>', 'cap every attempt (first tries, retries, replays) at this rate, like 200/s, 600/m or 30/h (default: no rate cap)', rateArg)
+    .option(
+      '--rate <n/unit>',
+      'cap every attempt (first tries, retries, replays) at this rate, like 200/s, 600/m or 30/h (default: no rate cap)',
+      rateArg,
+    )
     .option('--burst <n>', `attempts allowed back to back under the rate, 1 to 100000 (default ${DEFAULT_BURST})`, burstArg);
   if (forUpdate) cmd.option('--no-rate', `remove the rate cap (burst goes back to ${DEFAULT_BURST})`);
   cmd
     .option('--concurrency <n>', `attempts in flight at once, 1 to ${MAX_CONCURRENCY} (default ${DEFAULT_CONCURRENCY})`, concurrencyArg)
-    .option('--timeout <duration>', `time limit of one attempt, connect to last response byte, at most 10m (default ${formatDuration(DEFAULT_TIMEOUT_MS)})`, timeoutArg);
+    .option(
+      '--timeout <duration>',
+      `time limit of one attempt, connect to last response byte, at most 10m (default ${formatDuration(DEFAULT_TIMEOUT_MS)})`,
+      timeoutArg,
+    );
   addScheduleOptions(cmd);
   cmd
     .option(
@@ -89,17 +110,16 @@ export function addDeliveryOptions(cmd: Command, forUpdate: boolean): Command {
     .option('--no-forward-path', 'forward every request to the destination URL as it is')
     .option(
       '--forward-raw-path',
-      'append the sub-path as stored, dot-segments (../, %2e%2e/) and empty segments included; unsafe behind a proxy or server that normalises paths (default: they are removed, so the path stays under the destination\'s)',
+      "append the sub-path as stored, dot-segments (../, %2e%2e/) and empty segments included; unsafe behind a proxy or server that normalises paths (default: they are removed, so the path stays under the destination's)",
     );
   if (forUpdate) cmd.option('--no-forward-raw-path', 'remove dot-segments and empty segments from the sub-path again (the default)');
-  cmd
-    .option(
-      '--forward-header <header>',
-      forUpdate
-        ? 'add "Name: value" to every forwarded request, replacing the bucket\'s headers of that name; repeatable'
-        : 'add "Name: value" to every forwarded request, after the stored headers; repeatable',
-      collectForwardHeader,
-    );
+  cmd.option(
+    '--forward-header <header>',
+    forUpdate
+      ? 'add "Name: value" to every forwarded request, replacing the bucket\'s headers of that name; repeatable'
+      : 'add "Name: value" to every forwarded request, after the stored headers; repeatable',
+    collectForwardHeader,
+  );
   if (forUpdate) {
     // Negated options share the attribute of their positive form, so a plain --no-forward-header
     // would overwrite headers given before it. A preset makes commander call the parser instead,
@@ -112,4 +132,3 @@ export function addDeliveryOptions(cmd: Command, forUpdate: boolean): Command {
   }
   return cmd;
 }
-

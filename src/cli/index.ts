@@ -23,10 +23,19 @@ export function buildProgram(io: CliIo): Command {
   const program = new Command('hookbucket')
     .description('An inbound webhook bucket: store every request byte-exact, acknowledge in milliseconds.')
     .version('0.1.0')
-    .option('--db <path|url>', 'SQLite database file, or a postgres:// or postgresql:// URL (env HOOKBUCKET_DB, default data/hookbucket.db)')
+    .option(
+      '--db <path|url>',
+      'SQLite database file, or a postgres:// or postgresql:// URL (env HOOKBUCKET_DB, default data/hookbucket.db)',
+    )
     .option('--db-pool <n>', 'connections at most in the PostgreSQL pool (env HOOKBUCKET_DB_POOL, default 10)', integerArg(1, 1000))
-    .option('--spool-dir <dir>', 'folder for bodies spooled while they arrive and import copies (env HOOKBUCKET_SPOOL_DIR, default <db>-spool, data/spool for a URL)')
-    .option('--api <url>', "run the command on a remote server through its admin API instead of a database here, e.g. http://127.0.0.1:8788 (env HOOKBUCKET_API; token from HOOKBUCKET_ADMIN_TOKEN); not with --db")
+    .option(
+      '--spool-dir <dir>',
+      'folder for bodies spooled while they arrive and import copies (env HOOKBUCKET_SPOOL_DIR, default <db>-spool, data/spool for a URL)',
+    )
+    .option(
+      '--api <url>',
+      'run the command on a remote server through its admin API instead of a database here, e.g. http://127.0.0.1:8788 (env HOOKBUCKET_API; token from HOOKBUCKET_ADMIN_TOKEN); not with --db',
+    )
     .addHelpText(
       'after',
       `
@@ -102,7 +111,9 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     const storage = storageErrorCode(e);
     if (storage) {
       const hint = storage === 'store_busy' ? '; another connection held the write lock past the wait: try again' : '';
-      io.stderr.write(`error [${storage}]: ${errorText(redactUrlsIn(`${err.message}${typeof code === 'string' ? ` (${code})` : ''}`))}${hint}\n`);
+      io.stderr.write(
+        `error [${storage}]: ${errorText(redactUrlsIn(`${err.message}${typeof code === 'string' ? ` (${code})` : ''}`))}${hint}\n`,
+      );
       return ExitCode.failure;
     }
     // A driver error may echo the connection URL: its password never reaches the terminal.

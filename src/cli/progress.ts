@@ -13,9 +13,13 @@ export interface Progress {
  */
 export function createProgress(io: CliIo): Progress {
   if (!io.stderr.isTTY) return { update: () => undefined, stop: () => undefined };
-  const bar = new SingleBar(
-    { format: '{bar} {percentage}% | {text}', stream: io.stderr as NodeJS.WritableStream & { isTTY: boolean } as never, hideCursor: true, barsize: 24, fps: 5 },
-  );
+  const bar = new SingleBar({
+    format: '{bar} {percentage}% | {text}',
+    stream: io.stderr as NodeJS.WritableStream & { isTTY: boolean } as never,
+    hideCursor: true,
+    barsize: 24,
+    fps: 5,
+  });
   let started = false;
   return {
     update(value, total, text) {

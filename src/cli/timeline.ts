@@ -16,8 +16,13 @@ export function timelineLines(history: readonly DeliveryHistory[], bucketDestina
     const url = d.destination ?? bucketDestination;
     const to = url === null ? '(bucket destination, none set)' : escapeTerminal(reveal ? url : redactUrl(url));
     const from = d.trigger === 'replay' ? `replay ${d.replayId}` : 'on arrival';
-    const flags = [d.supersedeRequested && d.state === 'delivering' ? 'to be superseded after this attempt' : '', d.latest ? '' : d.destination === null ? 'earlier generation' : 'replay --to'].filter(Boolean);
-    lines.push(`  generation ${d.generation} → ${to} (${from}): ${d.state}, ${d.attempts} attempt(s)${flags.length ? `; ${flags.join('; ')}` : ''}`);
+    const flags = [
+      d.supersedeRequested && d.state === 'delivering' ? 'to be superseded after this attempt' : '',
+      d.latest ? '' : d.destination === null ? 'earlier generation' : 'replay --to',
+    ].filter(Boolean);
+    lines.push(
+      `  generation ${d.generation} → ${to} (${from}): ${d.state}, ${d.attempts} attempt(s)${flags.length ? `; ${flags.join('; ')}` : ''}`,
+    );
     if (d.deferrals > 0) lines.push(`    held back ${d.deferrals} time(s), last by ${d.lastDeferralReason}`);
     if (d.state === 'pending' || d.state === 'retrying') lines.push(`    next attempt ${new Date(d.nextAttemptAt).toISOString()}`);
     let prev: number | undefined;
@@ -27,7 +32,9 @@ export function timelineLines(history: readonly DeliveryHistory[], bucketDestina
       const latency = a.durationMs === null ? '' : `, ${a.durationMs} ms`;
       const err = a.errorClass !== null && a.status === null ? `, ${a.errorClass}` : '';
       const next = nextText(a);
-      lines.push(`    #${a.number} ${new Date(a.startedAt).toISOString()}${gap}  ${outcomeText(a)}${err}${latency}${next ? `; ${next}` : ''}`);
+      lines.push(
+        `    #${a.number} ${new Date(a.startedAt).toISOString()}${gap}  ${outcomeText(a)}${err}${latency}${next ? `; ${next}` : ''}`,
+      );
       if (a.errorMessage) lines.push(`       ${escapeTerminal(a.errorMessage)}`);
       if (a.responseBody && a.responseBody.length > 0 && a.outcome !== 'delivered') {
         const kept = a.responseTruncated ? ' (first 4 KiB kept)' : '';
@@ -37,7 +44,9 @@ export function timelineLines(history: readonly DeliveryHistory[], bucketDestina
         } else {
           // A latin1 error page still reads as text; the bytes that are not UTF-8 show as \xNN.
           const more = a.responseBody.length > 200 ? '…' : '';
-          lines.push(`       response (${a.responseBody.length} bytes, not UTF-8): ${escapeBytes(a.responseBody.subarray(0, 200))}${more}${kept}`);
+          lines.push(
+            `       response (${a.responseBody.length} bytes, not UTF-8): ${escapeBytes(a.responseBody.subarray(0, 200))}${more}${kept}`,
+          );
         }
       }
     }

@@ -61,41 +61,137 @@ export interface Config {
 
 /** Every setting, its environment variable, default and meaning: the source of `.env.example`. */
 export const settings = [
-  { key: 'db', env: 'HOOKBUCKET_DB', default: 'data/hookbucket.db', meaning: 'SQLite database file (created and migrated when missing), or a postgres:// or postgresql:// URL' },
-  { key: 'dbPool', env: 'HOOKBUCKET_DB_POOL', default: '10', meaning: 'connections at most in the PostgreSQL pool (1 to 1000; unused on SQLite)' },
+  {
+    key: 'db',
+    env: 'HOOKBUCKET_DB',
+    default: 'data/hookbucket.db',
+    meaning: 'SQLite database file (created and migrated when missing), or a postgres:// or postgresql:// URL',
+  },
+  {
+    key: 'dbPool',
+    env: 'HOOKBUCKET_DB_POOL',
+    default: '10',
+    meaning: 'connections at most in the PostgreSQL pool (1 to 1000; unused on SQLite)',
+  },
   {
     key: 'spoolDir',
     env: 'HOOKBUCKET_SPOOL_DIR',
     default: '',
-    meaning: 'folder for bodies spooled while they arrive and for import copies (empty: <db>-spool beside a SQLite file, data/spool for a PostgreSQL URL)',
+    meaning:
+      'folder for bodies spooled while they arrive and for import copies (empty: <db>-spool beside a SQLite file, data/spool for a PostgreSQL URL)',
   },
   { key: 'port', env: 'HOOKBUCKET_PORT', default: '8787', meaning: 'port serve listens on' },
   { key: 'host', env: 'HOOKBUCKET_HOST', default: '0.0.0.0', meaning: 'address serve binds to' },
-  { key: 'durability', env: 'HOOKBUCKET_DURABILITY', default: 'full', meaning: 'full = ack survives power loss (synchronous=FULL); normal = survives a process crash only' },
-  { key: 'trustProxy', env: 'HOOKBUCKET_TRUST_PROXY', default: 'false', meaning: 'take the peer address from X-Forwarded-For (only behind your own reverse proxy)' },
-  { key: 'maxInflightBytes', env: 'HOOKBUCKET_MAX_INFLIGHT_BYTES', default: '256MiB', meaning: 'body bytes in flight across all requests before ingest answers 503' },
-  { key: 'minFreeDisk', env: 'HOOKBUCKET_MIN_FREE_DISK', default: '1GiB', meaning: 'free disk floor; below it ingest answers 503 and /healthz is degraded' },
-  { key: 'lockTimeoutMs', env: 'HOOKBUCKET_LOCK_TIMEOUT', default: '2s', meaning: 'longest wait for the write lock before ingest answers 503' },
-  { key: 'headersTimeoutMs', env: 'HOOKBUCKET_HEADERS_TIMEOUT', default: '10s', meaning: 'a client must send all headers within this time (slowloris guard)' },
-  { key: 'requestTimeoutMs', env: 'HOOKBUCKET_REQUEST_TIMEOUT', default: '60s', meaning: 'a client must send the whole request within this time' },
+  {
+    key: 'durability',
+    env: 'HOOKBUCKET_DURABILITY',
+    default: 'full',
+    meaning: 'full = ack survives power loss (synchronous=FULL); normal = survives a process crash only',
+  },
+  {
+    key: 'trustProxy',
+    env: 'HOOKBUCKET_TRUST_PROXY',
+    default: 'false',
+    meaning: 'take the peer address from X-Forwarded-For (only behind your own reverse proxy)',
+  },
+  {
+    key: 'maxInflightBytes',
+    env: 'HOOKBUCKET_MAX_INFLIGHT_BYTES',
+    default: '256MiB',
+    meaning: 'body bytes in flight across all requests before ingest answers 503',
+  },
+  {
+    key: 'minFreeDisk',
+    env: 'HOOKBUCKET_MIN_FREE_DISK',
+    default: '1GiB',
+    meaning: 'free disk floor; below it ingest answers 503 and /healthz is degraded',
+  },
+  {
+    key: 'lockTimeoutMs',
+    env: 'HOOKBUCKET_LOCK_TIMEOUT',
+    default: '2s',
+    meaning: 'longest wait for the write lock before ingest answers 503',
+  },
+  {
+    key: 'headersTimeoutMs',
+    env: 'HOOKBUCKET_HEADERS_TIMEOUT',
+    default: '10s',
+    meaning: 'a client must send all headers within this time (slowloris guard)',
+  },
+  {
+    key: 'requestTimeoutMs',
+    env: 'HOOKBUCKET_REQUEST_TIMEOUT',
+    default: '60s',
+    meaning: 'a client must send the whole request within this time',
+  },
   { key: 'logLevel', env: 'HOOKBUCKET_LOG_LEVEL', default: 'info', meaning: 'log level: fatal, error, warn, info, debug, trace or silent' },
-  { key: 'worker', env: 'HOOKBUCKET_WORKER', default: 'true', meaning: 'run the drain worker inside serve (false: serve only stores; run hookbucket worker elsewhere)' },
-  { key: 'leaseMs', env: 'HOOKBUCKET_LEASE', default: '60s', meaning: 'lease on a claimed delivery; must be longer than every bucket attempt timeout' },
-  { key: 'shutdownGraceMs', env: 'HOOKBUCKET_SHUTDOWN_GRACE', default: '10s', meaning: 'on SIGTERM, time in-flight deliveries get to finish before they are released' },
+  {
+    key: 'worker',
+    env: 'HOOKBUCKET_WORKER',
+    default: 'true',
+    meaning: 'run the drain worker inside serve (false: serve only stores; run hookbucket worker elsewhere)',
+  },
+  {
+    key: 'leaseMs',
+    env: 'HOOKBUCKET_LEASE',
+    default: '60s',
+    meaning: 'lease on a claimed delivery; must be longer than every bucket attempt timeout',
+  },
+  {
+    key: 'shutdownGraceMs',
+    env: 'HOOKBUCKET_SHUTDOWN_GRACE',
+    default: '10s',
+    meaning: 'on SIGTERM, time in-flight deliveries get to finish before they are released',
+  },
   { key: 'admin', env: 'HOOKBUCKET_ADMIN', default: 'true', meaning: 'run the admin listener (API, metrics) inside serve (false: none)' },
-  { key: 'adminPort', env: 'HOOKBUCKET_ADMIN_PORT', default: '8788', meaning: 'port of the admin listener (0: any free port, logged at start)' },
-  { key: 'adminHost', env: 'HOOKBUCKET_ADMIN_HOST', default: '127.0.0.1', meaning: 'address the admin listener binds to; a non-loopback address needs HOOKBUCKET_ADMIN_TOKEN' },
-  { key: 'adminHostNames', env: 'HOOKBUCKET_ADMIN_HOST_NAMES', default: '', meaning: 'comma-separated extra names accepted in the admin Host header (name or name:port), besides the bound address and localhost' },
-  { key: 'adminToken', env: 'HOOKBUCKET_ADMIN_TOKEN', default: '', meaning: 'admin token, at least 32 characters (empty: no auth, loopback only); clients send Authorization: Bearer <token>' },
-  { key: 'adminQueryBudgetMs', env: 'HOOKBUCKET_ADMIN_QUERY_BUDGET', default: '10s', meaning: 'longest an admin API read may take before it answers 503 query_timeout' },
+  {
+    key: 'adminPort',
+    env: 'HOOKBUCKET_ADMIN_PORT',
+    default: '8788',
+    meaning: 'port of the admin listener (0: any free port, logged at start)',
+  },
+  {
+    key: 'adminHost',
+    env: 'HOOKBUCKET_ADMIN_HOST',
+    default: '127.0.0.1',
+    meaning: 'address the admin listener binds to; a non-loopback address needs HOOKBUCKET_ADMIN_TOKEN',
+  },
+  {
+    key: 'adminHostNames',
+    env: 'HOOKBUCKET_ADMIN_HOST_NAMES',
+    default: '',
+    meaning: 'comma-separated extra names accepted in the admin Host header (name or name:port), besides the bound address and localhost',
+  },
+  {
+    key: 'adminToken',
+    env: 'HOOKBUCKET_ADMIN_TOKEN',
+    default: '',
+    meaning: 'admin token, at least 32 characters (empty: no auth, loopback only); clients send Authorization: Bearer <token>',
+  },
+  {
+    key: 'adminQueryBudgetMs',
+    env: 'HOOKBUCKET_ADMIN_QUERY_BUDGET',
+    default: '10s',
+    meaning: 'longest an admin API read may take before it answers 503 query_timeout',
+  },
   {
     key: 'metricsBucketHistograms',
     env: 'HOOKBUCKET_METRICS_BUCKET_HISTOGRAMS',
     default: 'false',
     meaning: '/metrics: an attempt-duration histogram per bucket (true) instead of one for all buckets (false)',
   },
-  { key: 'metricsPort', env: 'HOOKBUCKET_METRICS_PORT', default: '', meaning: 'worker: port of its own /metrics listener (empty: none; 0: any free port)' },
-  { key: 'metricsHost', env: 'HOOKBUCKET_METRICS_HOST', default: '127.0.0.1', meaning: 'worker: address of its /metrics listener (beyond loopback only with HOOKBUCKET_ADMIN_TOKEN)' },
+  {
+    key: 'metricsPort',
+    env: 'HOOKBUCKET_METRICS_PORT',
+    default: '',
+    meaning: 'worker: port of its own /metrics listener (empty: none; 0: any free port)',
+  },
+  {
+    key: 'metricsHost',
+    env: 'HOOKBUCKET_METRICS_HOST',
+    default: '127.0.0.1',
+    meaning: 'worker: address of its /metrics listener (beyond loopback only with HOOKBUCKET_ADMIN_TOKEN)',
+  },
 ] as const;
 
 export type SettingKey = (typeof settings)[number]['key'];
@@ -128,7 +224,10 @@ const parsers: { [K in SettingKey]: (raw: string, name: string) => Config[K] } =
   // `[::1]` as written in a URL binds as `::1`.
   adminHost: (raw, name) => (raw.trim() === '' ? bad(name, raw) : raw.trim().replace(/^\[(.*)\]$/, '$1')),
   adminHostNames: (raw, name) => {
-    const names = raw.split(',').map((n) => n.trim().toLowerCase()).filter((n) => n !== '');
+    const names = raw
+      .split(',')
+      .map((n) => n.trim().toLowerCase())
+      .filter((n) => n !== '');
     for (const n of names) if (!isHostName(n)) bad(`${name} (a host name, IP address or [IPv6], optionally :port)`, n);
     return Object.freeze(names);
   },
@@ -138,8 +237,7 @@ const parsers: { [K in SettingKey]: (raw: string, name: string) => Config[K] } =
   metricsBucketHistograms: (raw, name) => parseBoolean(raw) ?? bad(name, raw),
   metricsPort: (raw, name) => (raw.trim() === '' ? null : (parseInteger(raw, 0, 65535) ?? bad(name, raw))),
   metricsHost: (raw, name) => (raw.trim() === '' ? bad(name, raw) : raw.trim()),
-  logLevel: (raw, name) =>
-    ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(raw) ? raw : bad(name, raw),
+  logLevel: (raw, name) => (['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(raw) ? raw : bad(name, raw)),
 };
 
 /** A PostgreSQL server's default max_connections is 100; a pool past this is a typo. */
@@ -221,7 +319,10 @@ export function isLoopbackAddress(host: string): boolean {
 export function checkAdminListener(config: Config): void {
   if (!config.admin) return;
   if (config.adminToken !== '' && config.adminToken.length < MIN_ADMIN_TOKEN_LENGTH) {
-    throw new AppError('invalid_option', `HOOKBUCKET_ADMIN_TOKEN is ${config.adminToken.length} characters; use at least ${MIN_ADMIN_TOKEN_LENGTH} (e.g. openssl rand -hex 32)`);
+    throw new AppError(
+      'invalid_option',
+      `HOOKBUCKET_ADMIN_TOKEN is ${config.adminToken.length} characters; use at least ${MIN_ADMIN_TOKEN_LENGTH} (e.g. openssl rand -hex 32)`,
+    );
   }
   // A header value loses surrounding spaces on the way, and bytes beyond ASCII do not survive every
   // client: such a token could never be presented.

@@ -43,7 +43,11 @@ export interface ForwardMeta {
  * names, any stored x-hookbucket-* header this function sets, and any stored header a bucket
  * `--forward-header` replaces), then our three headers, then the bucket's forward headers.
  */
-export function forwardHeaders(rawHeaders: readonly string[], meta: ForwardMeta, extra: ReadonlyArray<readonly [string, string]> = []): string[] {
+export function forwardHeaders(
+  rawHeaders: readonly string[],
+  meta: ForwardMeta,
+  extra: ReadonlyArray<readonly [string, string]> = [],
+): string[] {
   // The fixed set covers most requests; names from `extra` and `Connection` go in a set of their own.
   let named: Set<string> | undefined;
   for (const [name] of extra) (named ??= new Set()).add(name.toLowerCase());
@@ -97,7 +101,8 @@ export function errorClassOf(code: string | undefined): ErrorClass {
   if (code === 'ECONNREFUSED') return 'refused';
   if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET' || code === 'ECONNABORTED') return 'reset';
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_FAIL' || code === 'EAI_NONAME' || code === 'EAI_NODATA') return 'dns';
-  if (code === 'ETIMEDOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') return 'timeout';
+  if (code === 'ETIMEDOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT')
+    return 'timeout';
   if (TLS_CODES.has(code) || code.startsWith('ERR_TLS_') || code.startsWith('ERR_SSL_') || code.startsWith('CERT_')) return 'tls';
   return 'network';
 }
@@ -247,7 +252,11 @@ function readExcerpt(body: Dispatcher.ResponseData['body']): Promise<Excerpt> {
   });
 }
 
-export async function forward(dispatcher: Dispatcher, req: ForwardRequest, now: () => number = performance.now.bind(performance)): Promise<ForwardResult> {
+export async function forward(
+  dispatcher: Dispatcher,
+  req: ForwardRequest,
+  now: () => number = performance.now.bind(performance),
+): Promise<ForwardResult> {
   const started = now();
   // One emitter per attempt, fired by the timeout or by the aborter (shutdown). undici takes an
   // EventEmitter as the signal; an AbortController would cost more than the rest of this function.
@@ -291,7 +300,14 @@ export async function forward(dispatcher: Dispatcher, req: ForwardRequest, now: 
     const aborted = abortedBy === 'caller';
     const code = codeOf(e);
     const errorClass = abortedBy === 'timeout' ? 'timeout' : errorClassOf(code);
-    return { kind: 'error', errorClass, message: (e as Error).message ?? String(e), code, aborted, durationMs: Math.round(now() - started) };
+    return {
+      kind: 'error',
+      errorClass,
+      message: (e as Error).message ?? String(e),
+      code,
+      aborted,
+      durationMs: Math.round(now() - started),
+    };
   } finally {
     clearTimeout(timer);
     unregister?.();

@@ -317,7 +317,10 @@ export function simulate(input: SimulationInput): SimulationResult {
 
   const outageEndMinute = Math.ceil(outageMs / 60_000);
   const drain = minutes.find((r) => r.minute >= Math.max(1, outageEndMinute) && r.backlog === 0);
-  const peak = minutes.reduce((p, r) => (r.attempts > p.attempts ? { minute: r.minute, attempts: r.attempts } : p), { minute: 0, attempts: 0 });
+  const peak = minutes.reduce((p, r) => (r.attempts > p.attempts ? { minute: r.minute, attempts: r.attempts } : p), {
+    minute: 0,
+    attempts: 0,
+  });
   const sum = (k: keyof SimulationMinute) => minutes.reduce((s, r) => s + r[k], 0);
   return {
     input,

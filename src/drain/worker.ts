@@ -51,7 +51,13 @@ const RECOVER_EVERY_MS = 1_000;
 /** How long the next-due time read from the database is trusted when nothing else changed. */
 const NEXT_DUE_FRESH_MS = 1_000;
 /** Why an attempt claimed ahead went back unsent (its attempt row's reason). */
-type ReleaseReason = 'released_on_pause' | 'released_on_shutdown' | 'released_on_lease' | 'released_on_retry_after' | 'released_on_standby' | 'released_on_rate';
+type ReleaseReason =
+  | 'released_on_pause'
+  | 'released_on_shutdown'
+  | 'released_on_lease'
+  | 'released_on_retry_after'
+  | 'released_on_standby'
+  | 'released_on_rate';
 /** The longest finished results wait for the next claim transaction while a queue keeps slots fed. */
 const HOLD_RESULTS_MS = 100;
 /** Room left on a lease when an attempt claimed ahead starts, at most (see #fill). */
@@ -462,7 +468,8 @@ export class DrainWorker {
         await store.markStopped(this.#d.holder, clock.now()).catch(() => undefined);
         throw new AppError('worker_active', describeHolder(first.current));
       }
-      if (!first.ok) logger.warn({ worker: this.#d.holder, holder: first.current.holder }, `drain worker standing by: ${describeHolder(first.current)}`);
+      if (!first.ok)
+        logger.warn({ worker: this.#d.holder, holder: first.current.holder }, `drain worker standing by: ${describeHolder(first.current)}`);
       else logger.info({ worker: this.#d.holder, holder: this.#d.holder }, 'drain worker active');
       this.#holdsLease = first.ok;
     }
@@ -491,7 +498,11 @@ export class DrainWorker {
         const r = await this.#d.store.acquireWorkerLease(this.#d.holder, info, this.#d.clock.now(), this.#d.workerLeaseTtlMs);
         if (r.ok !== this.#holdsLease) {
           if (r.ok) this.#d.logger.info({ worker: this.#d.holder }, 'drain worker took over the lease: active');
-          else this.#d.logger.error({ worker: this.#d.holder, holder: r.current.holder }, `drain worker lost its lease, standing by: ${describeHolder(r.current)}`);
+          else
+            this.#d.logger.error(
+              { worker: this.#d.holder, holder: r.current.holder },
+              `drain worker lost its lease, standing by: ${describeHolder(r.current)}`,
+            );
           this.#holdsLease = r.ok;
           this.wake();
         }
@@ -633,7 +644,8 @@ export class DrainWorker {
   async #recover(now: number): Promise<number> {
     const expired = await this.#d.store.recoverExpired(now, this.#bucketList);
     for (const e of expired) this.#d.observer?.attemptRecorded(e.bucket, 'lease_expired', null);
-    if (expired.length > 0) this.#d.logger.warn({ count: expired.length }, 'closed attempts whose lease expired (lease_expired); their deliveries are due again');
+    if (expired.length > 0)
+      this.#d.logger.warn({ count: expired.length }, 'closed attempts whose lease expired (lease_expired); their deliveries are due again');
     return expired.length;
   }
 
@@ -770,7 +782,11 @@ export class DrainWorker {
     const res = await forward(this.#d.dispatcher, {
       target: a.target,
       method: a.method,
-      headers: forwardHeaders(a.rawHeaders, { requestId: a.requestId, generation: a.generation, attempt: a.number }, b.drain.forwardHeaders),
+      headers: forwardHeaders(
+        a.rawHeaders,
+        { requestId: a.requestId, generation: a.generation, attempt: a.number },
+        b.drain.forwardHeaders,
+      ),
       body: a.body,
       timeoutMs: b.drain.timeoutMs,
       aborter: this.#abort,
@@ -806,7 +822,13 @@ export class DrainWorker {
     const now = this.#d.clock.now();
     const response = res.kind === 'response' ? res : undefined;
     const error = res.kind === 'error' ? res : undefined;
-    const row = (outcome: AttemptResult['outcome'], reason: string, nextAttemptAt: number | null, nextWhy: string | null, errorClass?: string): AttemptResult => ({
+    const row = (
+      outcome: AttemptResult['outcome'],
+      reason: string,
+      nextAttemptAt: number | null,
+      nextWhy: string | null,
+      errorClass?: string,
+    ): AttemptResult => ({
       attemptId: a.attemptId,
       deliveryId: a.deliveryId,
       finishedAt: now,
@@ -826,8 +848,10 @@ export class DrainWorker {
     // Settings as they are now: a bucket changed mid-attempt decides with its new schedule.
     const b = this.#buckets.get(a.bucket);
     const drain = b?.drain;
-    const outcome: Outcome = res.kind === 'response' ? { kind: 'response', status: res.status } : { kind: 'error', errorClass: res.errorClass };
-    const retryAfter = res.kind === 'response' && RETRY_AFTER_STATUSES.has(res.status) ? headerValue(res.headers, 'retry-after') : undefined;
+    const outcome: Outcome =
+      res.kind === 'response' ? { kind: 'response', status: res.status } : { kind: 'error', errorClass: res.errorClass };
+    const retryAfter =
+      res.kind === 'response' && RETRY_AFTER_STATUSES.has(res.status) ? headerValue(res.headers, 'retry-after') : undefined;
     const pausedSinceFirst = b ? pausedMsAt(b, now) - a.pausedMsAtFirst : 0;
     // A bucket deleted mid-attempt is decided on the defaults (its rows go with it anyway).
     const decision = decideAttempt(drain?.schedule ?? DEFAULT_SCHEDULE, drain?.retryOn ?? null, {
@@ -839,7 +863,8 @@ export class DrainWorker {
       random: this.#d.random(),
     });
     if (decision.state === 'retrying') {
-      if (this.#dueCache !== undefined && (this.#dueCache.at === null || decision.atMs < this.#dueCache.at)) this.#dueCache.at = decision.atMs;
+      if (this.#dueCache !== undefined && (this.#dueCache.at === null || decision.atMs < this.#dueCache.at))
+        this.#dueCache.at = decision.atMs;
       const r = row('retry', decision.reason, decision.atMs, decision.why);
       if (decision.bucketBlockedUntilMs !== undefined) {
         // The store keeps the block in the bucket's pacer row, for every worker; this one holds

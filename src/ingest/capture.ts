@@ -100,7 +100,9 @@ export function readBody(
       if (block && blockUsed + chunk.length > block.length) sealBlock();
       // Blocks grow with the body (4 KiB, then up to 64 KiB) and never past what may still arrive
       // under the limit, so a small body costs a small block.
-      block ??= Buffer.allocUnsafe(Math.min(limit - size + chunk.length, Math.max(SMALL_CHUNK_BYTES, Math.min(size, COALESCE_BLOCK_BYTES))));
+      block ??= Buffer.allocUnsafe(
+        Math.min(limit - size + chunk.length, Math.max(SMALL_CHUNK_BYTES, Math.min(size, COALESCE_BLOCK_BYTES))),
+      );
       blockUsed += chunk.copy(block, blockUsed);
     };
     const onEnd = () => {

@@ -94,7 +94,12 @@ export function createIngestHandler(deps: IngestDeps): (c: Context<Env>) => Prom
     if (repeatedHost(raw)) return refuse(bucket.name, 400, 'bad_request', 'more than one Host header');
     const te = unsupportedTransferEncoding(raw);
     if (te !== undefined) {
-      return refuse(bucket.name, 501, 'unsupported_transfer_encoding', `Transfer-Encoding ${JSON.stringify(te)} is not supported; only chunked`);
+      return refuse(
+        bucket.name,
+        501,
+        'unsupported_transfer_encoding',
+        `Transfer-Encoding ${JSON.stringify(te)} is not supported; only chunked`,
+      );
     }
     const health = deps.sink.accepting();
     if (!health.ok) {
@@ -212,9 +217,12 @@ function contentLength(incoming: IncomingMessage): number | undefined {
 export function peerOf(incoming: IncomingMessage, trustProxy: boolean): string | null {
   if (trustProxy) {
     const xff = incoming.headers['x-forwarded-for'];
-    const last = (Array.isArray(xff) ? xff.join(',') : xff ?? '').split(',').map((s) => s.trim()).filter(Boolean).pop();
+    const last = (Array.isArray(xff) ? xff.join(',') : (xff ?? ''))
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)
+      .pop();
     if (last) return last;
   }
   return incoming.socket?.remoteAddress ?? null;
 }
-

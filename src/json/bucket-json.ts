@@ -38,12 +38,9 @@ export function bucketJson(b: Bucket, counts?: BucketCounts) {
     deleting_at: iso(b.deletingAt),
     created_at: iso(b.createdAt),
     updated_at: iso(b.updatedAt),
-    ...(counts
-      ? { requests: counts.requests, bytes: counts.bytes, states: counts.states, rejections: counts.rejections }
-      : {}),
+    ...(counts ? { requests: counts.requests, bytes: counts.bytes, states: counts.states, rejections: counts.rejections } : {}),
   };
 }
-
 
 /** A retry schedule's settings, as a bucket's `schedule` and `schedule --json` give them; durations in ms, null for "none". */
 export function scheduleSettingsJson(s: Schedule) {

@@ -37,7 +37,9 @@ export function createMetricsListenerApp(metrics: Pick<Metrics, 'render'>, token
   if (token !== undefined) {
     app.use('*', async (c, next) => {
       if (bearerMatches(c.req.header('authorization'), token)) return next();
-      return c.json({ error: 'a valid Authorization: Bearer token is required', code: 'unauthorized' }, 401, { 'www-authenticate': 'Bearer' });
+      return c.json({ error: 'a valid Authorization: Bearer token is required', code: 'unauthorized' }, 401, {
+        'www-authenticate': 'Bearer',
+      });
     });
   }
   app.route('/metrics', createMetricsRoute(metrics));
@@ -45,7 +47,10 @@ export function createMetricsListenerApp(metrics: Pick<Metrics, 'render'>, token
   return app;
 }
 
-export async function startMetricsListener(metrics: Pick<Metrics, 'render'>, opts: MetricsListenerOptions): Promise<RunningMetricsListener> {
+export async function startMetricsListener(
+  metrics: Pick<Metrics, 'render'>,
+  opts: MetricsListenerOptions,
+): Promise<RunningMetricsListener> {
   const token = opts.token === undefined || opts.token === '' ? undefined : opts.token;
   if (!isLoopbackAddress(opts.host) && token === undefined) {
     throw new AppError(
@@ -54,7 +59,10 @@ export async function startMetricsListener(metrics: Pick<Metrics, 'render'>, opt
     );
   }
   const app = createMetricsListenerApp(metrics, token);
-  const server: Server = createServer({ requestTimeout: REQUEST_TIMEOUT_MS, headersTimeout: REQUEST_TIMEOUT_MS }, getRequestListener(app.fetch));
+  const server: Server = createServer(
+    { requestTimeout: REQUEST_TIMEOUT_MS, headersTimeout: REQUEST_TIMEOUT_MS },
+    getRequestListener(app.fetch),
+  );
   try {
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -65,7 +73,12 @@ export async function startMetricsListener(metrics: Pick<Metrics, 'render'>, opt
     });
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'EADDRINUSE') throw new AppError('port_in_use', `metrics port ${opts.port} on ${opts.host} is in use; pick another --metrics-port (0: any free port)`, { cause: e });
+    if (code === 'EADDRINUSE')
+      throw new AppError(
+        'port_in_use',
+        `metrics port ${opts.port} on ${opts.host} is in use; pick another --metrics-port (0: any free port)`,
+        { cause: e },
+      );
     throw e;
   }
   const port = (server.address() as AddressInfo).port;

@@ -138,7 +138,8 @@ export class Metrics implements DrainObserver {
         async collect() {
           this.reset();
           for (const s of (await snapshot()).samples ?? []) {
-            for (const state of DELIVERY_STATES) this.set({ bucket: s.bucket, state }, state === 'superseded' ? s.superseded : (s.latest[state] ?? 0));
+            for (const state of DELIVERY_STATES)
+              this.set({ bucket: s.bucket, state }, state === 'superseded' ? s.superseded : (s.latest[state] ?? 0));
           }
         },
       });

@@ -39,10 +39,10 @@ export function bucketPatchFrom(o: BucketSettingsOpts, current: DrainSettings): 
   if (o.ackStatus !== undefined) p.ackStatus = o.ackStatus;
   if (o.ackBody !== undefined) p.ackBody = o.ackBody === false ? null : o.ackBody;
   if (o.ackContentType !== undefined) p.ackContentType = o.ackContentType === false ? null : o.ackContentType;
-  if (o.retain === false && o.retainState !== undefined) throw new AppError('invalid_option', '--no-retain turns retention off; drop --retain-state');
+  if (o.retain === false && o.retainState !== undefined)
+    throw new AppError('invalid_option', '--no-retain turns retention off; drop --retain-state');
   if (o.retain !== undefined) p.retainMs = o.retain === false ? null : o.retain;
   if (o.retain === false) p.retainStates = [...DEFAULT_PRUNE_STATES];
   if (o.retainState !== undefined) p.retainStates = o.retainState;
   return p;
 }
-

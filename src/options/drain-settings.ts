@@ -36,7 +36,8 @@ export function capArg(value: string): number {
 
 export function multiplierArg(value: string): number {
   const n = Number(value);
-  if (value.trim() === '' || !Number.isFinite(n) || n < 1 || n > 100) throw new InvalidArgumentError('a number from 1 (fixed intervals) to 100');
+  if (value.trim() === '' || !Number.isFinite(n) || n < 1 || n > 100)
+    throw new InvalidArgumentError('a number from 1 (fixed intervals) to 100');
   return n;
 }
 
@@ -53,7 +54,8 @@ export const burstArg = integerArg(1, 100_000);
 
 export function fractionArg(value: string): number {
   const n = Number(value);
-  if (value.trim() === '' || !Number.isFinite(n) || n < 0 || n > 10) throw new InvalidArgumentError('retries per first attempt, from 0 to 10, like 0.1');
+  if (value.trim() === '' || !Number.isFinite(n) || n < 0 || n > 10)
+    throw new InvalidArgumentError('retries per first attempt, from 0 to 10, like 0.1');
   return n;
 }
 
@@ -62,7 +64,8 @@ export function retryFloorArg(value: string): number {
   const r = parseRate(value);
   if (r !== undefined) return (r.count * 1000) / r.perMs;
   const n = Number(value);
-  if (value.trim() === '' || !Number.isFinite(n) || n < 0 || n > 100_000) throw new InvalidArgumentError('retries per second, like 1, or a rate like 30/m');
+  if (value.trim() === '' || !Number.isFinite(n) || n < 0 || n > 100_000)
+    throw new InvalidArgumentError('retries per second, like 1, or a rate like 30/m');
   return n;
 }
 
@@ -80,7 +83,6 @@ export interface ScheduleOpts {
   giveUp?: number;
   jitter?: Jitter;
 }
-
 
 /** The schedule the options describe, on top of the defaults; a schedule that cannot work is a usage error. */
 export function scheduleFromOptions(o: ScheduleOpts): Schedule {
@@ -148,7 +150,8 @@ export const concurrencyArg = integerArg(1, MAX_CONCURRENCY);
 
 export function timeoutArg(value: string): number {
   const ms = parseDuration(value);
-  if (ms === undefined || ms < 1 || ms > MAX_TIMEOUT_MS) throw new InvalidArgumentError('a duration above zero and at most 10m, like 10s or 1m30s');
+  if (ms === undefined || ms < 1 || ms > MAX_TIMEOUT_MS)
+    throw new InvalidArgumentError('a duration above zero and at most 10m, like 10s or 1m30s');
   return ms;
 }
 
@@ -194,7 +197,10 @@ export function drainPatchFrom(o: DeliveryOpts, current: DrainSettings): Partial
   if (o.rate !== undefined) p.rate = o.rate === false ? null : o.rate;
   if (o.burst !== undefined) {
     if ((p.rate === undefined ? current.rate : p.rate) === null) {
-      throw new AppError('invalid_option', o.rate === false ? '--burst has no effect with --no-rate' : '--burst needs --rate: the bucket has no rate cap');
+      throw new AppError(
+        'invalid_option',
+        o.rate === false ? '--burst has no effect with --no-rate' : '--burst needs --rate: the bucket has no rate cap',
+      );
     }
     p.burst = o.burst;
   } else if (o.rate === false) {

@@ -64,7 +64,11 @@ export function portArg(value: string): string {
 
 /** A media type that can go into a Content-Type header as is (no CR/LF or other control bytes). */
 export function contentTypeArg(value: string): string {
-  if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+\/[!#$%&'*+.^_`|~0-9A-Za-z-]+(\s*;\s*[!#$%&'*+.^_`|~0-9A-Za-z-]+=("[^"\\\x00-\x1f\x7f]*"|[!#$%&'*+.^_`|~0-9A-Za-z-]+))*$/.test(value)) {
+  if (
+    !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+\/[!#$%&'*+.^_`|~0-9A-Za-z-]+(\s*;\s*[!#$%&'*+.^_`|~0-9A-Za-z-]+=("[^"\\\x00-\x1f\x7f]*"|[!#$%&'*+.^_`|~0-9A-Za-z-]+))*$/.test(
+      value,
+    )
+  ) {
     throw new InvalidArgumentError('a media type like text/plain or application/json; charset=utf-8');
   }
   return value;
@@ -76,7 +80,15 @@ export function contentTypeArg(value: string): string {
  * Connection, Keep-Alive, Upgrade, Expect: lib/core/request.js processHeader): a forwarded header
  * with one of these names would fail or corrupt every attempt, so `--forward-header` refuses it.
  */
-const FORWARDER_HEADERS: ReadonlySet<string> = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'expect']);
+const FORWARDER_HEADERS: ReadonlySet<string> = new Set([
+  'host',
+  'content-length',
+  'transfer-encoding',
+  'connection',
+  'keep-alive',
+  'upgrade',
+  'expect',
+]);
 
 export function isForwarderHeader(name: string): boolean {
   const n = name.toLowerCase();
@@ -97,10 +109,14 @@ export function forwardHeaderArg(value: string): [string, string] {
   if (colon < 0) throw new InvalidArgumentError('a header like "Authorization: Bearer abc" (name, colon, value)');
   const name = value.slice(0, colon);
   if (!HTTP_TOKEN.test(name)) {
-    throw new InvalidArgumentError(`header name ${JSON.stringify(name)} is not an HTTP token (letters, digits and !#$%&'*+.^_\`|~-, no spaces)`);
+    throw new InvalidArgumentError(
+      `header name ${JSON.stringify(name)} is not an HTTP token (letters, digits and !#$%&'*+.^_\`|~-, no spaces)`,
+    );
   }
   if (isForwarderHeader(name)) {
-    throw new InvalidArgumentError(`${name} is the forwarder's to set or refuse: host, content-length, transfer-encoding, connection, keep-alive, upgrade, expect and x-hookbucket-* cannot be forwarded headers`);
+    throw new InvalidArgumentError(
+      `${name} is the forwarder's to set or refuse: host, content-length, transfer-encoding, connection, keep-alive, upgrade, expect and x-hookbucket-* cannot be forwarded headers`,
+    );
   }
   const raw = value.slice(colon + 1);
   if (!HEADER_VALUE.test(raw)) {

@@ -10,7 +10,16 @@ import type { RequestFilter, RequestState } from '../store/store.js';
  * turns the parsed values into a RequestFilter against a `now` passed in.
  */
 
-export const REQUEST_STATES: readonly RequestState[] = ['pending', 'retrying', 'delivering', 'held', 'delivered', 'failed', 'exhausted', 'none'];
+export const REQUEST_STATES: readonly RequestState[] = [
+  'pending',
+  'retrying',
+  'delivering',
+  'held',
+  'delivered',
+  'failed',
+  'exhausted',
+  'none',
+];
 
 /** `30m` (that long before now) or an ISO 8601 time (`2026-12-01`, `2026-12-01T10:00:00Z`). */
 export type TimeBound = { kind: 'ago'; ms: number } | { kind: 'at'; ms: number };
@@ -121,7 +130,10 @@ export function filterFromOptions(opts: FilterOptions, nowMs: number): RequestFi
   if (opts.since) filter.sinceMs = resolve(opts.since, nowMs);
   if (opts.until) filter.untilMs = resolve(opts.until, nowMs);
   if (filter.sinceMs !== undefined && filter.untilMs !== undefined && filter.sinceMs >= filter.untilMs) {
-    throw new AppError('usage', `--since (${new Date(filter.sinceMs).toISOString()}) must be before --until (${new Date(filter.untilMs).toISOString()})`);
+    throw new AppError(
+      'usage',
+      `--since (${new Date(filter.sinceMs).toISOString()}) must be before --until (${new Date(filter.untilMs).toISOString()})`,
+    );
   }
   if (opts.method && opts.method.length > 0) filter.methods = [...new Set(opts.method)];
   if (opts.path !== undefined) filter.pathGlob = opts.path;

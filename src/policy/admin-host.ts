@@ -28,7 +28,12 @@ export function hostLiteral(address: string): string {
  * the bound address unless it is a wildcard (0.0.0.0 or ::), in which case the addresses of this
  * host's interfaces (`interfaceAddresses`, passed in); and the operator's `extraNames`.
  */
-export function hostAllowList(o: { bindHost: string; port: number | undefined; extraNames: readonly string[]; interfaceAddresses?: readonly string[] }): HostAllowList {
+export function hostAllowList(o: {
+  bindHost: string;
+  port: number | undefined;
+  extraNames: readonly string[];
+  interfaceAddresses?: readonly string[];
+}): HostAllowList {
   const names = new Set(LOCAL_NAMES);
   const exact = new Set<string>();
   const wildcard = o.bindHost === '0.0.0.0' || o.bindHost === '::' || o.bindHost === '[::]';

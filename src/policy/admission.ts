@@ -121,12 +121,17 @@ export function createClaimDecider(p: ClaimPolicy): { decide: (c: ClaimCandidate
     }
     const horizon = p.horizonMs ?? 0;
     let a = admit(p.config, pacer, c.attempts === 0 ? 'first' : 'retry', p.nowMs, horizon);
-    if (a.go && a.atMs > p.nowMs && takenAhead >= (p.aheadLimit ?? Infinity)) a = { go: false, state: pacer, reason: 'rate', untilMs: a.atMs };
+    if (a.go && a.atMs > p.nowMs && takenAhead >= (p.aheadLimit ?? Infinity))
+      a = { go: false, state: pacer, reason: 'rate', untilMs: a.atMs };
     let replayTake: TokenBucketState | undefined;
     if (replayRate !== undefined) {
       // The replay's token is taken for the time the attempt goes (the bucket token's, within the
       // horizon) and checked first: a replay held by its own rate spends none of the bucket's tokens.
-      const take = takeToken({ rate: replayRate, burst: 1 }, replayTokens.get(c.replayId!) ?? p.replayPacers.get(c.replayId!) ?? FULL_BUCKET, a.go ? a.atMs : p.nowMs);
+      const take = takeToken(
+        { rate: replayRate, burst: 1 },
+        replayTokens.get(c.replayId!) ?? p.replayPacers.get(c.replayId!) ?? FULL_BUCKET,
+        a.go ? a.atMs : p.nowMs,
+      );
       if (!take.taken) {
         const back = Math.max(p.nowMs, take.nextAvailableAtMs - horizon);
         if (back < wakeAt) wakeAt = back;

@@ -49,7 +49,14 @@ export function outcomeText(a: AttemptText): string {
 export function nextText(a: AttemptText): string {
   if (a.nextAttemptAt === null) return '';
   const gap = a.nextAttemptAt - (a.startedAt + (a.durationMs ?? 0));
-  const why = { schedule: 'the schedule', retry_after: "the consumer's Retry-After", lease_expired: 'the lease expired', released: a.reason === 'released_on_shutdown' ? 'released on shutdown' : 'released' }[a.nextWhy ?? ''] ?? a.nextWhy ?? '';
+  const why =
+    {
+      schedule: 'the schedule',
+      retry_after: "the consumer's Retry-After",
+      lease_expired: 'the lease expired',
+      released: a.reason === 'released_on_shutdown' ? 'released on shutdown' : 'released',
+    }[a.nextWhy ?? ''] ??
+    a.nextWhy ??
+    '';
   return `next in ${ago(gap)} (${why})`;
 }
-

@@ -66,7 +66,7 @@ export const OUTCOME_TABLE: ReadonlyArray<{ outcome: string; verdict: Verdict; w
   {
     outcome: 'a request the HTTP client refuses to send (`unsendable`: undici `UND_ERR_INVALID_ARG`)',
     verdict: 'failed',
-    what: '`failed` after one attempt, whatever `--retry-on` says: the same bytes would be refused again (the attempt keeps undici\'s message)',
+    what: "`failed` after one attempt, whatever `--retry-on` says: the same bytes would be refused again (the attempt keeps undici's message)",
     examples: [{ kind: 'error', errorClass: 'unsendable' }],
   },
   {
@@ -116,7 +116,8 @@ const ERROR_TOKENS: Record<string, readonly TransportErrorClass[]> = {
 };
 
 /** The words `--retry-on` accepts, for its help and error messages. */
-export const RETRY_ON_WORDS = '3xx, 4xx, 5xx, a status from 300 to 599, network (refused, reset, dns and others), refused, reset, dns, timeout, tls';
+export const RETRY_ON_WORDS =
+  '3xx, 4xx, 5xx, a status from 300 to 599, network (refused, reset, dns and others), refused, reset, dns, timeout, tls';
 
 /**
  * `--retry-on 5xx,429,408,425,network,timeout,tls,4xx`: the retried set, replacing the default.

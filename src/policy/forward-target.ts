@@ -31,7 +31,13 @@ function parsedDestination(destination: string): { origin: string; pathname: str
  * dot-segments, or as stored when `rawPath`, then the stored raw query, after any query the
  * destination already has, joined with `&`.
  */
-export function forwardTarget(destination: string, subPath: string, query: string | null, forwardPath: boolean, rawPath = false): ForwardTarget {
+export function forwardTarget(
+  destination: string,
+  subPath: string,
+  query: string | null,
+  forwardPath: boolean,
+  rawPath = false,
+): ForwardTarget {
   const u = parsedDestination(destination);
   let path = u.pathname;
   if (forwardPath) path = joinForwardPath(path, subPath, rawPath);

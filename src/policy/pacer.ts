@@ -10,7 +10,14 @@
  * A "no" is a deferral, not an attempt: nothing is burned, the delivery keeps its place. Pure:
  * the state is plain data and `now` comes in.
  */
-import { emptyRetryBudget, nextRetryAllowedAt, mayRetry, recordAttempt, type RetryBudgetConfig, type RetryBudgetState } from './retry-budget.js';
+import {
+  emptyRetryBudget,
+  nextRetryAllowedAt,
+  mayRetry,
+  recordAttempt,
+  type RetryBudgetConfig,
+  type RetryBudgetState,
+} from './retry-budget.js';
 import { FULL_BUCKET, takeToken, type TokenBucketConfig, type TokenBucketState } from './token-bucket.js';
 
 export type DeferReason = 'retry_after' | 'retry_budget' | 'rate';
@@ -33,8 +40,7 @@ export function newPacer(): PacerState {
 
 export type Admission =
   /** `atMs`: when the attempt goes, `nowMs` or (a token taken ahead, see admit) its token's time. */
-  | { go: true; state: PacerState; atMs: number }
-  | { go: false; state: PacerState; reason: DeferReason; untilMs: number };
+  { go: true; state: PacerState; atMs: number } | { go: false; state: PacerState; reason: DeferReason; untilMs: number };
 
 /**
  * Whether an attempt of `kind` may start at `nowMs`; when it may, the state has it recorded.

@@ -202,10 +202,14 @@ export function scheduleWarnings(s: Schedule, paper: PaperSchedule): string[] {
   const warnings: string[] = [];
   if (!Number.isFinite(s.capMs) && s.multiplier > 1) {
     const last = paper.rows[paper.rows.length - 1]!.gapMs ?? 0;
-    warnings.push(`uncapped: gaps keep growing ×${s.multiplier}, the last is ${formatDuration(last)}; a cap (default 3h) bounds how long a recovered consumer waits for its backlog`);
+    warnings.push(
+      `uncapped: gaps keep growing ×${s.multiplier}, the last is ${formatDuration(last)}; a cap (default 3h) bounds how long a recovered consumer waits for its backlog`,
+    );
   }
   if (paper.giveUpMs > LONG_GIVE_UP_MS) {
-    warnings.push(`gives up ${formatDuration(paper.giveUpMs)} after the first attempt, past 7 days: a delivery that old is usually better replayed by hand`);
+    warnings.push(
+      `gives up ${formatDuration(paper.giveUpMs)} after the first attempt, past 7 days: a delivery that old is usually better replayed by hand`,
+    );
   }
   return warnings;
 }

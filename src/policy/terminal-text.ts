@@ -22,8 +22,7 @@
  */
 
 /** Everything escaped for a terminal, backslash included; linear (one character class, no backtracking). */
-const UNSAFE =
-  /[\x00-\x1f\x7f-\x9f\\\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u{e0000}-\u{e007f}\ud800-\udfff]/gu;
+const UNSAFE = /[\x00-\x1f\x7f-\x9f\\\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u{e0000}-\u{e007f}\ud800-\udfff]/gu;
 
 /** What JSON.stringify leaves raw that a terminal would act on: C0, `"` and `\` it escapes itself. */
 const JSON_UNSAFE = /[\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u{e0000}-\u{e007f}\ud800-\udfff]/gu;

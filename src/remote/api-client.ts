@@ -52,7 +52,8 @@ export class ApiClient {
   constructor(target: ApiTarget, dispatcher?: Dispatcher) {
     this.base = parseApiUrl(target.url);
     this.token = target.token;
-    this.dispatcher = dispatcher ?? new Agent({ connect: { timeout: CONNECT_TIMEOUT_MS }, headersTimeout: HEADERS_TIMEOUT_MS, bodyTimeout: 0 });
+    this.dispatcher =
+      dispatcher ?? new Agent({ connect: { timeout: CONNECT_TIMEOUT_MS }, headersTimeout: HEADERS_TIMEOUT_MS, bodyTimeout: 0 });
   }
 
   /** The URL of an API path with its query (repeated keys for arrays). */
@@ -84,11 +85,21 @@ export class ApiClient {
     let res: Dispatcher.ResponseData;
     try {
       // undici's request() follows no redirect (no redirect interceptor is composed in).
-      res = await request(url, { method, headers, body, dispatcher: this.dispatcher, ...(options.signal ? { signal: options.signal } : {}) });
+      res = await request(url, {
+        method,
+        headers,
+        body,
+        dispatcher: this.dispatcher,
+        ...(options.signal ? { signal: options.signal } : {}),
+      });
     } catch (e) {
       if (options.signal?.aborted) throw e;
       const code = (e as { code?: unknown }).code;
-      throw new AppError('api_unreachable', `cannot reach the API at ${redactUrl(this.base)}: ${(e as Error).message}${typeof code === 'string' ? ` (${code})` : ''}`, { cause: e });
+      throw new AppError(
+        'api_unreachable',
+        `cannot reach the API at ${redactUrl(this.base)}: ${(e as Error).message}${typeof code === 'string' ? ` (${code})` : ''}`,
+        { cause: e },
+      );
     }
     if (res.statusCode >= 200 && res.statusCode < 300) return res;
     if (options.accept?.includes(res.statusCode) && fromAdmin(res)) return res;
@@ -96,13 +107,20 @@ export class ApiClient {
   }
 
   /** GET (or another method) and parse the JSON answer. */
-  async json<T = any>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, options: Parameters<ApiClient['send']>[2] = {}): Promise<{ status: number; body: T }> {
+  async json<T = any>(
+    method: 'GET' | 'POST' | 'PATCH' | 'DELETE',
+    path: string,
+    options: Parameters<ApiClient['send']>[2] = {},
+  ): Promise<{ status: number; body: T }> {
     const res = await this.send(method, path, options);
     const text = await res.body.text();
     try {
       return { status: res.statusCode, body: JSON.parse(text) as T };
     } catch {
-      throw new AppError('api_error', `${method} ${path}: the answer is not JSON (is ${redactUrl(this.base)} a hookbucket admin listener?)`);
+      throw new AppError(
+        'api_error',
+        `${method} ${path}: the answer is not JSON (is ${redactUrl(this.base)} a hookbucket admin listener?)`,
+      );
     }
   }
 
@@ -119,15 +137,24 @@ export class ApiClient {
       return new AppError('unauthorized', `the API at ${redactUrl(this.base)} needs its admin token (401): ${why}`);
     }
     if (status >= 300 && status < 400) {
-      return new AppError('api_error', `${method} ${path}: the server answered a redirect (${status}); redirects are not followed: give --api the admin listener's own URL`);
+      return new AppError(
+        'api_error',
+        `${method} ${path}: the server answered a redirect (${status}); redirects are not followed: give --api the admin listener's own URL`,
+      );
     }
     if (!fromAdmin(res)) {
-      return new AppError('api_error', `${method} ${path}: ${redactUrl(this.base)} answered ${status} and is not a hookbucket admin listener (the admin port is --admin-port, default 8788; the ingest port has no API)`);
+      return new AppError(
+        'api_error',
+        `${method} ${path}: ${redactUrl(this.base)} answered ${status} and is not a hookbucket admin listener (the admin port is --admin-port, default 8788; the ingest port has no API)`,
+      );
     }
     if (parsed && typeof parsed.code === 'string' && typeof parsed.error === 'string') {
       return new AppError(parsed.code as ErrorCode, parsed.error);
     }
-    return new AppError('api_error', `${method} ${path}: the server answered ${status} without the API's error body (is ${redactUrl(this.base)} a hookbucket admin listener?)`);
+    return new AppError(
+      'api_error',
+      `${method} ${path}: the server answered ${status} without the API's error body (is ${redactUrl(this.base)} a hookbucket admin listener?)`,
+    );
   }
 
   async close(): Promise<void> {

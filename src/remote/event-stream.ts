@@ -45,7 +45,21 @@ export async function* parseSse(body: AsyncIterable<Buffer | Uint8Array | string
 export function tailEventFromJson(j: any): TailEvent {
   const at = Date.parse(j.at);
   if (j.event === 'request') {
-    return { kind: 'request', at, request: { id: j.id, bucket: j.bucket, receivedAt: at, method: j.method, path: j.path, query: j.query, size: j.size, state: j.state, generation: null } };
+    return {
+      kind: 'request',
+      at,
+      request: {
+        id: j.id,
+        bucket: j.bucket,
+        receivedAt: at,
+        method: j.method,
+        path: j.path,
+        query: j.query,
+        size: j.size,
+        state: j.state,
+        generation: null,
+      },
+    };
   }
   return {
     kind: 'attempt',

@@ -67,7 +67,8 @@ export class RemoteStore implements Store {
     const bucket = bucketFromJson(j);
     const before = this.seen.get(bucket.name);
     // bucket resume shows how long the pause lasted: the JSON has the pause's start, not the total.
-    if (before && before.pausedAt !== null && bucket.pausedAt === null) bucket.pausedTotalMs = before.pausedTotalMs + Math.max(0, bucket.updatedAt - before.pausedAt);
+    if (before && before.pausedAt !== null && bucket.pausedAt === null)
+      bucket.pausedTotalMs = before.pausedTotalMs + Math.max(0, bucket.updatedAt - before.pausedAt);
     if ((j as { requests?: unknown }).requests !== undefined) this.counts.set(bucket.name, countsFromJson(j));
     this.seen.set(bucket.name, bucket);
     return bucket;

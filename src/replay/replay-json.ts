@@ -32,4 +32,3 @@ export function progressJson(p: ReplayProgress) {
     paused: p.paused,
   };
 }
-

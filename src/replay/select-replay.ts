@@ -45,7 +45,10 @@ export async function selectReplay(store: Pick<Store, 'getBucket' | 'iterateRequ
   if (!bucket) throw new AppError('not_found', `bucket ${ask.bucket} not found`);
   if (bucket.deletingAt !== null) throw deletingError(ask.bucket);
   if (ask.to === null && bucket.destination === null) {
-    throw new AppError('invalid_option', `bucket ${ask.bucket} has no destination: set one (bucket update --destination) or replay --to <url>`);
+    throw new AppError(
+      'invalid_option',
+      `bucket ${ask.bucket} has no destination: set one (bucket update --destination) or replay --to <url>`,
+    );
   }
   const ids: string[] = [];
   const sample: StoredRequest[] = [];
@@ -69,12 +72,23 @@ export function dryRunJson(s: ReplaySelection) {
     bucket: s.bucket,
     destination: s.destination,
     count: s.ids.length,
-    sample: s.sample.map((r) => ({ id: r.id, received_at: iso(r.receivedAt), method: r.method, path: r.path, query: r.query, state: r.state })),
+    sample: s.sample.map((r) => ({
+      id: r.id,
+      received_at: iso(r.receivedAt),
+      method: r.method,
+      path: r.path,
+      query: r.query,
+      state: r.state,
+    })),
   };
 }
 
 /** Creates the replay of a selection (at least one request), recording its selectors as given. */
-export function startReplay(store: Pick<Store, 'createReplay'>, s: ReplaySelection, options: { rate: Rate | null; nowMs: number }): Promise<Replay> {
+export function startReplay(
+  store: Pick<Store, 'createReplay'>,
+  s: ReplaySelection,
+  options: { rate: Rate | null; nowMs: number },
+): Promise<Replay> {
   return store.createReplay({
     id: newId(),
     bucket: s.bucket,

@@ -79,7 +79,15 @@ export class RetentionLoop {
         pass.buckets[b.name] = r;
         if (r.requests > 0 || r.keptLive > 0) {
           logger.info(
-            { bucket: b.name, retain_ms: b.retainMs, states: b.retainStates, requests: r.requests, bytes: r.bytes, kept_live: r.keptLive, reclaimed_bytes: r.reclaimedBytes },
+            {
+              bucket: b.name,
+              retain_ms: b.retainMs,
+              states: b.retainStates,
+              requests: r.requests,
+              bytes: r.bytes,
+              kept_live: r.keptLive,
+              reclaimed_bytes: r.reclaimedBytes,
+            },
             'retention pruned old requests',
           );
         }

@@ -20,7 +20,10 @@ const LIVE_REQUEST_STATES = new Set(['pending', 'retrying', 'delivering', 'held'
 
 /** `delivered,failed` → the states, deduplicated in canonical order; an error message for anything else. */
 export function parsePruneStates(text: string): { ok: true; states: PrunableState[] } | { ok: false; message: string } {
-  const words = text.split(',').map((w) => w.trim().toLowerCase()).filter((w) => w !== '');
+  const words = text
+    .split(',')
+    .map((w) => w.trim().toLowerCase())
+    .filter((w) => w !== '');
   if (words.length === 0) return { ok: false, message: `name one or more of ${PRUNABLE_STATES.join(', ')}` };
   for (const w of words) {
     if (LIVE_REQUEST_STATES.has(w)) {

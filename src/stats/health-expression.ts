@@ -20,13 +20,10 @@
 
 export type CompareOp = '<' | '<=' | '>' | '>=' | '==' | '!=';
 
-export type Operand =
-  | { kind: 'number'; value: number }
-  | { kind: 'field'; name: string }
-  | { kind: 'null' };
+export type Operand = { kind: 'number'; value: number } | { kind: 'field'; name: string } | { kind: 'null' };
 
 export type Expr =
-  | { kind: 'compare'; op: CompareOp; left: Operand; right: Operand; /** The comparison as written. */ text: string }
+  | { kind: 'compare'; op: CompareOp; left: Operand; right: Operand /** The comparison as written. */; text: string }
   | { kind: 'not'; expr: Expr }
   | { kind: 'and' | 'or'; left: Expr; right: Expr };
 
@@ -98,7 +95,11 @@ export function tokenize(source: string): Token[] {
     if (num !== undefined) {
       // `5m` or `0.9x`: a number glued to letters is a typo, not a number and a field.
       if (/[a-z_.]/i.test(source[i + num.length] ?? '')) {
-        throw new ExpressionError(`${JSON.stringify(source.slice(i).match(/^[-\w.]+/)![0])} is not a number (plain numbers only, like 0.99 or 300)`, source, i);
+        throw new ExpressionError(
+          `${JSON.stringify(source.slice(i).match(/^[-\w.]+/)![0])} is not a number (plain numbers only, like 0.99 or 300)`,
+          source,
+          i,
+        );
       }
       tokens.push({ type: 'number', value: Number(num), pos: i, end: i + num.length });
       i += num.length;
@@ -160,7 +161,8 @@ export function parseExpression(source: string, options: ParseOptions): Expr {
       next();
       const inner = or();
       const close = next();
-      if (close.type !== ')') throw new ExpressionError(`expected ")" to close the "(" at column ${t.pos + 1}, found ${describe(close)}`, source, close.pos);
+      if (close.type !== ')')
+        throw new ExpressionError(`expected ")" to close the "(" at column ${t.pos + 1}, found ${describe(close)}`, source, close.pos);
       return inner;
     }
     return comparison();
@@ -180,7 +182,11 @@ export function parseExpression(source: string, options: ParseOptions): Expr {
     const op = next();
     if (op.type !== 'op') {
       const hint = left.kind === 'field' ? ` (compare it: ${left.name} > 0)` : '';
-      throw new ExpressionError(`expected a comparison (<, <=, >, >=, ==, !=) after ${JSON.stringify(source.slice(left.pos, left.end))}, found ${describe(op)}${hint}`, source, op.pos);
+      throw new ExpressionError(
+        `expected a comparison (<, <=, >, >=, ==, !=) after ${JSON.stringify(source.slice(left.pos, left.end))}, found ${describe(op)}${hint}`,
+        source,
+        op.pos,
+      );
     }
     const right = operand();
     if (left.kind !== 'field' && right.kind !== 'field') {

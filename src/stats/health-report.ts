@@ -16,7 +16,10 @@ const isWorkerField = (n: string): n is (typeof WORKER_FIELDS)[number] => (WORKE
 /** Parses an expression before any read; a syntax error or unknown field is invalid_option, its message led by `label`. */
 export function parseFailOn(source: string, label = '--fail-on'): Expr {
   try {
-    return parseExpression(source, { isField: (n) => isStatsField(n) || isWorkerField(n), fieldNames: [...NUMERIC_FIELDS, ...WORKER_FIELDS] });
+    return parseExpression(source, {
+      isField: (n) => isStatsField(n) || isWorkerField(n),
+      fieldNames: [...NUMERIC_FIELDS, ...WORKER_FIELDS],
+    });
   } catch (e) {
     if (e instanceof ExpressionError) throw new AppError('invalid_option', `${label}: ${e.describe()}`, { cause: e });
     throw e;

@@ -27,14 +27,25 @@ export interface StatsReport {
 }
 
 /** The stats of one bucket, or of every bucket together, over the window that ends now. */
-export async function loadStats(store: Pick<Store, 'statsSamples' | 'processes'>, bucket: string | undefined, windowMs: number, clock: Clock = systemClock): Promise<StatsReport> {
+export async function loadStats(
+  store: Pick<Store, 'statsSamples' | 'processes'>,
+  bucket: string | undefined,
+  windowMs: number,
+  clock: Clock = systemClock,
+): Promise<StatsReport> {
   const untilMs = clock.now();
   const sinceMs = untilMs - windowMs;
-  const { buckets, unattributedRejections } = await store.statsSamples({ ...(bucket !== undefined ? { bucket } : {}), sinceMs, untilMs: untilMs + 1 });
+  const { buckets, unattributedRejections } = await store.statsSamples({
+    ...(bucket !== undefined ? { bucket } : {}),
+    sinceMs,
+    untilMs: untilMs + 1,
+  });
   // All buckets: refusals that named no bucket (unknown_bucket, parse errors) count too.
   const fields = computeStats(buckets, untilMs, bucket === undefined ? unattributedRejections : {});
   const perBucket = bucket === undefined ? buckets.map((s) => ({ bucket: s.bucket, fields: computeStats([s], untilMs) })) : [];
-  const processes = (await store.processes(untilMs, { limit: PROCESSES_SHOWN })).filter((p) => p.alive || p.inflight > 0 || p.heartbeatAt >= sinceMs);
+  const processes = (await store.processes(untilMs, { limit: PROCESSES_SHOWN })).filter(
+    (p) => p.alive || p.inflight > 0 || p.heartbeatAt >= sinceMs,
+  );
   return { bucket: bucket ?? null, windowMs, sinceMs, untilMs, fields, perBucket, processes };
 }
 
@@ -76,4 +87,3 @@ export function statsJson(r: StatsReport) {
     })),
   };
 }
-

@@ -20,7 +20,9 @@ export function toBucket(r: Selectable<BucketsTable>): Bucket {
     jitter: r.jitter as Jitter,
   };
   const schedule: Schedule =
-    r.give_up_ms !== null ? { ...shape, giveUpMs: Number(r.give_up_ms) } : { ...shape, maxAttempts: Number(r.max_attempts ?? DEFAULT_SCHEDULE.maxAttempts) };
+    r.give_up_ms !== null
+      ? { ...shape, giveUpMs: Number(r.give_up_ms) }
+      : { ...shape, maxAttempts: Number(r.max_attempts ?? DEFAULT_SCHEDULE.maxAttempts) };
   const pairs = JSON.parse(r.forward_headers) as string[];
   const forwardHeaders: Array<[string, string]> = [];
   for (let i = 0; i + 1 < pairs.length; i += 2) forwardHeaders.push([pairs[i]!, pairs[i + 1]!]);
@@ -66,7 +68,8 @@ export function retentionColumns(p: { retainMs?: number | null; retainStates?: r
   const v: Partial<BucketsTable> = {};
   if (p.retainMs !== undefined) v.retain_ms = p.retainMs;
   if (p.retainStates !== undefined) {
-    const isDefault = p.retainStates.length === DEFAULT_PRUNE_STATES.length && p.retainStates.every((s) => DEFAULT_PRUNE_STATES.includes(s));
+    const isDefault =
+      p.retainStates.length === DEFAULT_PRUNE_STATES.length && p.retainStates.every((s) => DEFAULT_PRUNE_STATES.includes(s));
     v.retain_states = isDefault ? null : p.retainStates.join(',');
   }
   return v;
@@ -102,7 +105,20 @@ export function drainColumns(d: Partial<DrainSettings>): Partial<BucketsTable> {
   return v;
 }
 
-type DrainColumns = Omit<BucketsTable, 'name' | 'destination' | 'max_body' | 'ack_status' | 'ack_body' | 'ack_content_type' | 'paused' | 'created_at' | 'updated_at' | 'paused_at' | 'paused_total_ms'>;
+type DrainColumns = Omit<
+  BucketsTable,
+  | 'name'
+  | 'destination'
+  | 'max_body'
+  | 'ack_status'
+  | 'ack_body'
+  | 'ack_content_type'
+  | 'paused'
+  | 'created_at'
+  | 'updated_at'
+  | 'paused_at'
+  | 'paused_total_ms'
+>;
 
 /** A new bucket's row, unpaused, created at `nowMs`. */
 export function newBucketColumns(b: NewBucket, nowMs: number): Insertable<BucketsTable> {
@@ -144,5 +160,7 @@ export function pauseColumns(b: Bucket, nowMs: number): Partial<BucketsTable> {
 
 /** Columns that resume a bucket at `nowMs`, adding the pause to its paused total; none when it is not paused. */
 export function resumeColumns(b: Bucket, nowMs: number): Partial<BucketsTable> {
-  return b.paused ? { paused: 0, paused_at: null, paused_total_ms: b.pausedTotalMs + Math.max(0, nowMs - (b.pausedAt ?? nowMs)), updated_at: nowMs } : {};
+  return b.paused
+    ? { paused: 0, paused_at: null, paused_total_ms: b.pausedTotalMs + Math.max(0, nowMs - (b.pausedAt ?? nowMs)), updated_at: nowMs }
+    : {};
 }

@@ -109,7 +109,12 @@ export function openStore(config: Config, deps: OpenStoreDeps): StoreOpeners {
     // nor the ingest writer (a process start per command, so module loading counts).
     store: async (options = {}) => {
       const { SqliteStore } = await import('./sqlite/sqlite-store.js');
-      return SqliteStore.open({ path: config.db, durability: config.durability, busyTimeoutMs: options.lockWaitMs ?? config.lockTimeoutMs, clock: deps.clock });
+      return SqliteStore.open({
+        path: config.db,
+        durability: config.durability,
+        busyTimeoutMs: options.lockWaitMs ?? config.lockTimeoutMs,
+        clock: deps.clock,
+      });
     },
     drainStore: async (options = {}) => {
       const { SqliteDrainStore } = await import('./sqlite/sqlite-drain.js');
@@ -129,11 +134,18 @@ export function openStore(config: Config, deps: OpenStoreDeps): StoreOpeners {
  * opened it first). PostgreSQL: a small read-only pool whose statement_timeout is the budget
  * (postgres/pg-reader.ts). Close it before the store.
  */
-export async function openStoreReader<M extends ReadableMethod>(config: Config, deps: OpenStoreDeps, options: StoreReaderOptions<M>): Promise<StoreReader<M>> {
+export async function openStoreReader<M extends ReadableMethod>(
+  config: Config,
+  deps: OpenStoreDeps,
+  options: StoreReaderOptions<M>,
+): Promise<StoreReader<M>> {
   const readerDeps = { clock: deps.clock, ...(deps.useCallerClock === undefined ? {} : { useCallerClock: deps.useCallerClock }) };
   if (dialectOf(config.db) === 'postgres') {
     const { openPgReader } = await import('./postgres/pg-reader.js');
-    return openPgReader({ ...options, url: config.db, poolMax: Math.min(PG_READER_POOL_MAX, config.dbPool), connectTimeoutMs: PG_CONNECT_TIMEOUT_MS }, readerDeps);
+    return openPgReader(
+      { ...options, url: config.db, poolMax: Math.min(PG_READER_POOL_MAX, config.dbPool), connectTimeoutMs: PG_CONNECT_TIMEOUT_MS },
+      readerDeps,
+    );
   }
   const { openSqliteReader } = await import('./sqlite/sqlite-reader.js');
   return openSqliteReader({ ...options, path: config.db }, readerDeps);

@@ -37,7 +37,12 @@ export const zeroCounts = (): PruneCounts => ({ requests: 0, bytes: 0, deliverie
  * PRUNE_BATCH_BYTES of bodies after it) with the step; its counts lack deliveries and attempts,
  * which the caller counts or deletes.
  */
-export function choosePrunable(state: PrunableState, page: readonly string[], rows: readonly PruneCandidate[], receivedBeforeMs: number): { take: string[]; step: PruneStep } {
+export function choosePrunable(
+  state: PrunableState,
+  page: readonly string[],
+  rows: readonly PruneCandidate[],
+  receivedBeforeMs: number,
+): { take: string[]; step: PruneStep } {
   const old = rows.filter((r) => Number(r.at) < receivedBeforeMs && (state !== 'none' || Number(r.own) === 0));
   const counts = zeroCounts();
   const take: string[] = [];

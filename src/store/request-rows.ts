@@ -159,7 +159,16 @@ export function withBody(s: Omit<RequestSummary, 'generation'>, r: RequestBodyRo
 /** A whole requests row with its state (`requests show`). */
 export function toStoredRequest(row: RequestsTable & { state: RequestState }): StoredRequest {
   return withBody(
-    { id: row.id, bucket: row.bucket, receivedAt: Number(row.received_at), method: row.method, path: row.path, query: row.query, size: Number(row.size), state: row.state },
+    {
+      id: row.id,
+      bucket: row.bucket,
+      receivedAt: Number(row.received_at),
+      method: row.method,
+      path: row.path,
+      query: row.query,
+      size: Number(row.size),
+      state: row.state,
+    },
     row,
   );
 }

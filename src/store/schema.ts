@@ -61,14 +61,7 @@ export interface RequestsTable {
   trailers: string | null;
 }
 
-export type DeliveryState =
-  | 'pending'
-  | 'retrying'
-  | 'delivering'
-  | 'delivered'
-  | 'failed'
-  | 'exhausted'
-  | 'superseded';
+export type DeliveryState = 'pending' | 'retrying' | 'delivering' | 'delivered' | 'failed' | 'exhausted' | 'superseded';
 
 export interface DeliveriesTable {
   id: string;

@@ -39,7 +39,9 @@ export interface StatsRows {
 
 /** The oldest of a bucket's oldest pending, retrying and delivering requests (ids sort by time). */
 export function oldestWaitingId(r: StatsBucketRow | undefined): string | undefined {
-  return [r?.oldest_pending ?? null, r?.oldest_retrying ?? null, r?.oldest_delivering ?? null].filter((id): id is string => id !== null).sort()[0];
+  return [r?.oldest_pending ?? null, r?.oldest_retrying ?? null, r?.oldest_delivering ?? null]
+    .filter((id): id is string => id !== null)
+    .sort()[0];
 }
 
 /** Refusals by bucket, then by reason. */

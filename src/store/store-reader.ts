@@ -73,7 +73,10 @@ export const DEFAULT_MAX_QUEUED = 16;
 
 /** The error of a read that ran past its budget. */
 export function queryTimeoutError(method: string, budgetMs: number, detail?: string): AppError {
-  return new AppError('query_timeout', `${method} ran past its ${budgetMs} ms budget${detail ? ` (${detail})` : ''}; narrow the query (a shorter time range, fewer filters that scan bodies) or try again`);
+  return new AppError(
+    'query_timeout',
+    `${method} ran past its ${budgetMs} ms budget${detail ? ` (${detail})` : ''}; narrow the query (a shorter time range, fewer filters that scan bodies) or try again`,
+  );
 }
 
 /** The error of a call refused because too many are waiting. */

@@ -109,7 +109,17 @@ export function harEntry(r: StoredRequest, baseUrl: string): string {
     time: 0,
     request,
     // Not a forwarded exchange: HAR requires a response, and status 0 means none was recorded.
-    response: { status: 0, statusText: '', httpVersion: '', cookies: [], headers: [], content: { size: 0, mimeType: '' }, redirectURL: '', headersSize: -1, bodySize: -1 },
+    response: {
+      status: 0,
+      statusText: '',
+      httpVersion: '',
+      cookies: [],
+      headers: [],
+      content: { size: 0, mimeType: '' },
+      redirectURL: '',
+      headersSize: -1,
+      bodySize: -1,
+    },
     cache: {},
     timings: { send: 0, wait: 0, receive: 0 },
     _hookbucket: {
@@ -125,7 +135,8 @@ export function harEntry(r: StoredRequest, baseUrl: string): string {
   });
 }
 
-export const CURL_PREAMBLE = '#!/usr/bin/env bash\n# hookbucket requests export --format curl: one command per request (bash: $\'…\' quoting)\n';
+export const CURL_PREAMBLE =
+  "#!/usr/bin/env bash\n# hookbucket requests export --format curl: one command per request (bash: $'…' quoting)\n";
 
 /**
  * A runnable curl command that sends the request again to `baseUrl` + raw path + raw query:
@@ -151,7 +162,12 @@ export function curlCommand(r: StoredRequest, baseUrl: string): string {
   // curl's own choice is GET without a body and POST with one; -X names any other.
   else if (r.method !== (sendsBody ? 'POST' : 'GET')) args.push('-X', bashQuote(r.method));
   const suppress = ['user-agent', 'accept', ...(sendsBody ? ['content-type', 'expect'] : [])];
-  const canonical: Record<string, string> = { 'user-agent': 'User-Agent', accept: 'Accept', 'content-type': 'Content-Type', expect: 'Expect' };
+  const canonical: Record<string, string> = {
+    'user-agent': 'User-Agent',
+    accept: 'Accept',
+    'content-type': 'Content-Type',
+    expect: 'Expect',
+  };
   for (const name of suppress) if (!has(name)) args.push('-H', bashQuote(`${canonical[name]}:`));
   const framedByTransferEncoding = has('transfer-encoding');
   for (const [name, value] of headers) {
@@ -162,7 +178,10 @@ export function curlCommand(r: StoredRequest, baseUrl: string): string {
   }
   if (sendsBody) args.push('--data-binary', '@-');
   args.push(bashQuote(baseUrl + rawTarget(r.path, r.query)));
-  const comment = `# ${r.id} ${new Date(r.receivedAt).toISOString()} ${r.method} ${rawTarget(r.path || '/', r.query)}`.replace(/[\r\n]/g, ' ');
+  const comment = `# ${r.id} ${new Date(r.receivedAt).toISOString()} ${r.method} ${rawTarget(r.path || '/', r.query)}`.replace(
+    /[\r\n]/g,
+    ' ',
+  );
   if (!sendsBody) return `${comment}\n${args.join(' ')}\n`;
   // UTF-8 text goes as is inside single quotes (the export is written as UTF-8, so bash reads the
   // same bytes back); anything else, NUL included, as printf octal escapes.

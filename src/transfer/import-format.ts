@@ -4,7 +4,16 @@
  * come back exactly; a HAR from another tool works too (path and query from its URL, a leading
  * `/b/<bucket>` dropped, HTTP/2 pseudo-headers skipped).
  */
-import { headerBytes, isFieldValue, MAX_HEADER_BYTES, MAX_HEADER_COUNT, PARSED_METHODS, REFUSED_METHODS, repeatedHost, unsupportedTransferEncoding } from '../ingest/limits.js';
+import {
+  headerBytes,
+  isFieldValue,
+  MAX_HEADER_BYTES,
+  MAX_HEADER_COUNT,
+  PARSED_METHODS,
+  REFUSED_METHODS,
+  repeatedHost,
+  unsupportedTransferEncoding,
+} from '../ingest/limits.js';
 
 export interface ImportedRequest {
   method: string;
@@ -69,7 +78,8 @@ function checkFraming(rawHeaders: readonly string[], bodyLength: number): void {
     if (!DIGITS.test(value)) throw new ImportFormatError(`Content-Length ${JSON.stringify(value)} is not a byte count`);
     if (Number(value) !== bodyLength) throw new ImportFormatError(`Content-Length ${value} disagrees with the body of ${bodyLength} bytes`);
   }
-  if (chunked && lengths > 0) throw new ImportFormatError('Transfer-Encoding together with Content-Length (ingest refuses it: RFC 9112 §6.3)');
+  if (chunked && lengths > 0)
+    throw new ImportFormatError('Transfer-Encoding together with Content-Length (ingest refuses it: RFC 9112 §6.3)');
 }
 
 /**
@@ -80,14 +90,20 @@ function checkFraming(rawHeaders: readonly string[], bodyLength: number): void {
 function check(method: string, path: string, query: string | null, rawHeaders: string[], body: Buffer): void {
   if (!TOKEN.test(method)) throw new ImportFormatError(`method ${JSON.stringify(method)} is not an HTTP token`);
   // Node's parser answers 400 to a method it does not know, and it is case-sensitive (`get` is not GET).
-  if (!PARSED_METHODS.has(method)) throw new ImportFormatError(`method ${JSON.stringify(method)} is not one Node's HTTP parser accepts (ingest answers 400; methods are case-sensitive)`);
+  if (!PARSED_METHODS.has(method))
+    throw new ImportFormatError(
+      `method ${JSON.stringify(method)} is not one Node's HTTP parser accepts (ingest answers 400; methods are case-sensitive)`,
+    );
   if (REFUSED_METHODS.has(method)) throw new ImportFormatError(`method ${method} is refused at ingest (405) and never forwarded`);
   if (path !== '' && !path.startsWith('/')) throw new ImportFormatError(`path ${JSON.stringify(path)} must be empty or start with /`);
-  if (!TARGET_PART.test(path) || path.includes('?')) throw new ImportFormatError(`path ${JSON.stringify(path)} has characters a request target cannot carry`);
-  if (query !== null && !TARGET_PART.test(query)) throw new ImportFormatError(`query ${JSON.stringify(query)} has characters a request target cannot carry`);
+  if (!TARGET_PART.test(path) || path.includes('?'))
+    throw new ImportFormatError(`path ${JSON.stringify(path)} has characters a request target cannot carry`);
+  if (query !== null && !TARGET_PART.test(query))
+    throw new ImportFormatError(`query ${JSON.stringify(query)} has characters a request target cannot carry`);
   checkHeaderList(rawHeaders);
   if (rawHeaders.length / 2 > MAX_HEADER_COUNT) throw new ImportFormatError(`more than ${MAX_HEADER_COUNT} headers (ingest answers 431)`);
-  if (headerBytes(rawHeaders) > MAX_HEADER_BYTES) throw new ImportFormatError(`headers over ${MAX_HEADER_BYTES} bytes (ingest answers 431)`);
+  if (headerBytes(rawHeaders) > MAX_HEADER_BYTES)
+    throw new ImportFormatError(`headers over ${MAX_HEADER_BYTES} bytes (ingest answers 431)`);
   if (repeatedHost(rawHeaders)) throw new ImportFormatError('more than one Host header (ingest answers 400)');
   const te = unsupportedTransferEncoding(rawHeaders);
   if (te !== undefined) throw new ImportFormatError(`Transfer-Encoding ${JSON.stringify(te)} (ingest answers 501; only chunked)`);
@@ -148,7 +164,8 @@ function isWellFormed(text: string): boolean {
 function withTrailers(rawTrailers: string[]): { rawTrailers?: string[] } {
   checkHeaderList(rawTrailers, 'trailer');
   if (rawTrailers.length / 2 > MAX_HEADER_COUNT) throw new ImportFormatError(`more than ${MAX_HEADER_COUNT} trailers (ingest answers 431)`);
-  if (headerBytes(rawTrailers) > MAX_HEADER_BYTES) throw new ImportFormatError(`trailers over ${MAX_HEADER_BYTES} bytes (ingest answers 431)`);
+  if (headerBytes(rawTrailers) > MAX_HEADER_BYTES)
+    throw new ImportFormatError(`trailers over ${MAX_HEADER_BYTES} bytes (ingest answers 431)`);
   return rawTrailers.length > 0 ? { rawTrailers } : {};
 }
 
@@ -160,7 +177,9 @@ function decodeBody(text: string, encoding: unknown, what: string): Buffer {
   if (encoding === 'base64') {
     const body = decodeBase64(text);
     if (body === undefined) {
-      throw new ImportFormatError(`${what} is not valid base64 (RFC 4648 alphabet, whole groups of four, = padding only at the end; line breaks allowed)`);
+      throw new ImportFormatError(
+        `${what} is not valid base64 (RFC 4648 alphabet, whole groups of four, = padding only at the end; line breaks allowed)`,
+      );
     }
     return body;
   }
@@ -182,7 +201,8 @@ export function fromNdjsonRecord(rec: unknown): ImportedRequest {
     }
     rawHeaders.push(h[0], h[1]);
   }
-  const body = o.body === undefined || o.body === null ? Buffer.alloc(0) : decodeBody(str(o.body, 'body'), o.body_encoding ?? o.encoding, 'body');
+  const body =
+    o.body === undefined || o.body === null ? Buffer.alloc(0) : decodeBody(str(o.body, 'body'), o.body_encoding ?? o.encoding, 'body');
   check(method, path, query, rawHeaders, body);
   const rawTrailers: string[] = [];
   if (o.trailers !== undefined && o.trailers !== null) {
@@ -235,14 +255,19 @@ export function fromHarEntry(entry: unknown): ImportedRequest {
   }
   const post = req.postData as Record<string, unknown> | undefined;
   const body =
-    post && typeof post === 'object' && post.text !== undefined ? decodeBody(str(post.text, 'postData.text'), post._encoding ?? post.encoding, 'postData.text') : Buffer.alloc(0);
+    post && typeof post === 'object' && post.text !== undefined
+      ? decodeBody(str(post.text, 'postData.text'), post._encoding ?? post.encoding, 'postData.text')
+      : Buffer.alloc(0);
   check(method, path, query, rawHeaders, body);
   // HAR has no trailers; hookbucket's export writes them as `request._trailers`, {name, value} like headers.
   const rawTrailers: string[] = [];
   if (req._trailers !== undefined && req._trailers !== null) {
     if (!Array.isArray(req._trailers)) throw new ImportFormatError('request._trailers must be a list of {name, value}');
     for (const t of req._trailers as unknown[]) {
-      rawTrailers.push(str((t as Record<string, unknown> | null)?.name, 'trailer name'), str((t as Record<string, unknown> | null)?.value, 'trailer value'));
+      rawTrailers.push(
+        str((t as Record<string, unknown> | null)?.name, 'trailer name'),
+        str((t as Record<string, unknown> | null)?.value, 'trailer value'),
+      );
     }
   }
   return { method, path, query, rawHeaders, body, ...withTrailers(rawTrailers) };

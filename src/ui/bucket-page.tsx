@@ -29,7 +29,13 @@ function Field(props: { name: FilterField; label: string; value: string | undefi
   return (
     <label>
       <span>{props.label}</span>
-      <input type="text" name={props.name} value={props.value ?? ''} placeholder={props.placeholder} {...(props.list ? { list: props.list } : {})} />
+      <input
+        type="text"
+        name={props.name}
+        value={props.value ?? ''}
+        placeholder={props.placeholder}
+        {...(props.list ? { list: props.list } : {})}
+      />
     </label>
   );
 }
@@ -41,7 +47,11 @@ function settingsRows(b: Bucket): Array<[string, string]> {
     if (k === 'schedule' || k === 'name') continue;
     let text: string;
     if (k === 'destination') text = v === null ? 'none' : redactUrl(String(v));
-    else if (k === 'forward_headers') text = redactHeaders(v as Array<[string, string]>).map(([n, hv]) => `${n}: ${hv}`).join('; ') || 'none';
+    else if (k === 'forward_headers')
+      text =
+        redactHeaders(v as Array<[string, string]>)
+          .map(([n, hv]) => `${n}: ${hv}`)
+          .join('; ') || 'none';
     else if (v === null) text = 'none';
     else if (typeof v === 'object') text = JSON.stringify(v);
     else text = String(v);
@@ -81,7 +91,9 @@ function ScheduleTable(props: { bucket: Bucket }) {
           ))}
         </tbody>
       </table>
-      {paper.rows.length > shown.length ? <p class="muted">{`… ${paper.rows.length - shown.length} more attempts, the last (#${last.attempt}) at ${formatDuration(last.elapsedMs)}`}</p> : null}
+      {paper.rows.length > shown.length ? (
+        <p class="muted">{`… ${paper.rows.length - shown.length} more attempts, the last (#${last.attempt}) at ${formatDuration(last.elapsedMs)}`}</p>
+      ) : null}
       <p>
         {`Gives up on paper ${paper.giveUpMs === 0 ? '0s' : formatDuration(paper.giveUpMs)} after the first attempt (before jitter ${s.jitter}); time paused is not counted; a Retry-After can stretch a gap up to the cap.`}
       </p>
@@ -200,7 +212,9 @@ export function BucketPage(props: BucketPageProps) {
         )}
         <p class="pager">
           {props.before !== null ? <a href={`/buckets/${encodeURIComponent(name)}${filterQuery(values)}`}>Newest</a> : null}
-          {props.page?.nextCursor ? <a href={`/buckets/${encodeURIComponent(name)}${filterQuery(values, { before: props.page.nextCursor })}`}>Older</a> : null}
+          {props.page?.nextCursor ? (
+            <a href={`/buckets/${encodeURIComponent(name)}${filterQuery(values, { before: props.page.nextCursor })}`}>Older</a>
+          ) : null}
         </p>
       </section>
 

@@ -11,30 +11,32 @@ export function Layout(props: { title: string; auth: boolean; children?: Child }
     <>
       {raw('<!doctype html>')}
       <html lang="en">
-      <head>
-        <meta charset="utf-8" />
-        <meta name="viewport" content="width=device-width, initial-scale=1" />
-        <title>{`${props.title} · hookbucket`}</title>
-        <link rel="icon" href="data:," />
-        <link rel="stylesheet" href="/ui/style.css" />
-        <script src="/ui/app.js" defer></script>
-      </head>
-      <body>
-        <header>
-          <nav>
-            <a href="/" class="brand">hookbucket</a>
-            <a href="/">buckets</a>
-            <a href="/api/openapi.json">API</a>
-            <a href="/metrics">metrics</a>
-            {props.auth ? (
-              <form method="post" action="/logout" class="logout">
-                <button type="submit">Log out</button>
-              </form>
-            ) : null}
-          </nav>
-        </header>
-        <main>{props.children}</main>
-      </body>
+        <head>
+          <meta charset="utf-8" />
+          <meta name="viewport" content="width=device-width, initial-scale=1" />
+          <title>{`${props.title} · hookbucket`}</title>
+          <link rel="icon" href="data:," />
+          <link rel="stylesheet" href="/ui/style.css" />
+          <script src="/ui/app.js" defer></script>
+        </head>
+        <body>
+          <header>
+            <nav>
+              <a href="/" class="brand">
+                hookbucket
+              </a>
+              <a href="/">buckets</a>
+              <a href="/api/openapi.json">API</a>
+              <a href="/metrics">metrics</a>
+              {props.auth ? (
+                <form method="post" action="/logout" class="logout">
+                  <button type="submit">Log out</button>
+                </form>
+              ) : null}
+            </nav>
+          </header>
+          <main>{props.children}</main>
+        </body>
       </html>
     </>
   );

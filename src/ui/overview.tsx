@@ -5,7 +5,16 @@ import { Sparkline, type SparkSeries } from './sparkline.js';
 import { age, inline } from './text.js';
 
 /** The states shown as columns, in the order a request moves through them. */
-export const STATE_COLUMNS: readonly RequestState[] = ['pending', 'retrying', 'delivering', 'held', 'delivered', 'failed', 'exhausted', 'none'];
+export const STATE_COLUMNS: readonly RequestState[] = [
+  'pending',
+  'retrying',
+  'delivering',
+  'held',
+  'delivered',
+  'failed',
+  'exhausted',
+  'none',
+];
 
 export interface OverviewRow {
   bucket: Bucket;
@@ -15,7 +24,14 @@ export interface OverviewRow {
   series: SparkSeries;
 }
 
-export function OverviewPage(props: { rows: OverviewRow[]; total: number; nowMs: number; next: string | null; first: boolean; auth: boolean }) {
+export function OverviewPage(props: {
+  rows: OverviewRow[];
+  total: number;
+  nowMs: number;
+  next: string | null;
+  first: boolean;
+  auth: boolean;
+}) {
   return (
     <Layout title="Buckets" auth={props.auth}>
       <h1>Buckets</h1>
@@ -23,7 +39,9 @@ export function OverviewPage(props: { rows: OverviewRow[]; total: number; nowMs:
         {props.total} bucket(s). Sparkline: requests stored (blue) against deliveries (green, dashed) over the last hour, in 5-minute steps.
       </p>
       {props.rows.length === 0 ? (
-        <p>No buckets here. Create one with <code>hookbucket bucket create NAME --destination URL</code>.</p>
+        <p>
+          No buckets here. Create one with <code>hookbucket bucket create NAME --destination URL</code>.
+        </p>
       ) : (
         <div class="scroll">
           <table class="buckets">
@@ -46,7 +64,9 @@ export function OverviewPage(props: { rows: OverviewRow[]; total: number; nowMs:
                     <a href={`/buckets/${encodeURIComponent(r.bucket.name)}`}>{r.bucket.name}</a>
                     {r.bucket.deletingAt !== null ? <span class="tag">deleting</span> : null}
                   </td>
-                  <td class="url">{r.bucket.destination === null ? <span class="muted">none</span> : inline(redactUrl(r.bucket.destination))}</td>
+                  <td class="url">
+                    {r.bucket.destination === null ? <span class="muted">none</span> : inline(redactUrl(r.bucket.destination))}
+                  </td>
                   <td>{r.bucket.paused ? <span class="tag paused">paused</span> : 'no'}</td>
                   {STATE_COLUMNS.map((s) => (
                     <td class="num">{r.counts.states[s] ?? 0}</td>

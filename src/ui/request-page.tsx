@@ -24,12 +24,14 @@ export function bodyView(body: Buffer, type: string, reveal: boolean): BodyView 
   if (body.length <= BODY_SHOWN_BYTES) {
     try {
       const parsed: unknown = JSON.parse(shown);
-      if (parsed !== null && typeof parsed === 'object') return { kind: 'json', text: jsonText(JSON.stringify(reveal ? parsed : redactJson(parsed), null, 2)) };
+      if (parsed !== null && typeof parsed === 'object')
+        return { kind: 'json', text: jsonText(JSON.stringify(reveal ? parsed : redactJson(parsed), null, 2)) };
     } catch {
       // not JSON: shown as text below
     }
   }
-  if (/^application\/x-www-form-urlencoded\b/i.test(type.trim())) return { kind: 'form', text: block(reveal ? shown : redactQuery(shown, 'form')) };
+  if (/^application\/x-www-form-urlencoded\b/i.test(type.trim()))
+    return { kind: 'form', text: block(reveal ? shown : redactQuery(shown, 'form')) };
   return { kind: 'text', text: block(shown) };
 }
 
@@ -104,7 +106,14 @@ function Timeline(props: { history: DeliveryHistory[]; destination: string | nul
   );
 }
 
-export function RequestPage(props: { request: StoredRequest; history: DeliveryHistory[]; destination: string | null; reveal: boolean; nowMs: number; auth: boolean }) {
+export function RequestPage(props: {
+  request: StoredRequest;
+  history: DeliveryHistory[];
+  destination: string | null;
+  reveal: boolean;
+  nowMs: number;
+  auth: boolean;
+}) {
   const r = props.request;
   const pairs = headerPairs(r.rawHeaders);
   const shownHeaders = props.reveal ? pairs : redactHeaders(pairs);
@@ -119,7 +128,8 @@ export function RequestPage(props: { request: StoredRequest; history: DeliveryHi
   return (
     <Layout title={`Request ${r.id}`} auth={props.auth}>
       <h1>
-        {inline(r.method)} <span class="path">{inline(r.path + (r.query === null ? '' : `?${props.reveal ? r.query : redactQuery(r.query)}`))}</span>
+        {inline(r.method)}{' '}
+        <span class="path">{inline(r.path + (r.query === null ? '' : `?${props.reveal ? r.query : redactQuery(r.query)}`))}</span>
       </h1>
       <p>
         <a href={`/buckets/${encodeURIComponent(r.bucket)}`}>{`← bucket ${r.bucket}`}</a>
@@ -155,7 +165,10 @@ export function RequestPage(props: { request: StoredRequest; history: DeliveryHi
           </>
         ) : (
           <>
-            Credentials are redacted. <a href={`${self}?reveal=1`} class="js-reveal">Reveal</a>
+            Credentials are redacted.{' '}
+            <a href={`${self}?reveal=1`} class="js-reveal">
+              Reveal
+            </a>
           </>
         )}
       </p>
@@ -197,7 +210,9 @@ export function RequestPage(props: { request: StoredRequest; history: DeliveryHi
           </details>
         </>
       ) : null}
-      {view.kind !== 'empty' && !rawViews ? <p class="muted">Hex and base64 views show the bytes as stored: reveal credentials to see them.</p> : null}
+      {view.kind !== 'empty' && !rawViews ? (
+        <p class="muted">Hex and base64 views show the bytes as stored: reveal credentials to see them.</p>
+      ) : null}
 
       {trailers.length > 0 ? (
         <>

@@ -39,7 +39,14 @@ export function Sparkline(props: { series: SparkSeries }) {
     <svg class="spark" width={WIDTH} height={HEIGHT} viewBox={`0 0 ${WIDTH} ${HEIGHT}`} role="img" aria-label={label}>
       <title>{label}</title>
       <polyline class="spark-arrivals" fill="none" stroke="#1f6feb" stroke-width="1.5" points={sparkPoints(arrivals, max)} />
-      <polyline class="spark-deliveries" fill="none" stroke="#2da44e" stroke-width="1.5" stroke-dasharray="3 2" points={sparkPoints(deliveries, max)} />
+      <polyline
+        class="spark-deliveries"
+        fill="none"
+        stroke="#2da44e"
+        stroke-width="1.5"
+        stroke-dasharray="3 2"
+        points={sparkPoints(deliveries, max)}
+      />
     </svg>
   );
 }

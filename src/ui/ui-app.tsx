@@ -76,7 +76,11 @@ class SparkCache {
     for (const k of this.#bins.keys()) if (k < starts[0]!) this.#bins.delete(k);
     const series = new Map<string, SparkSeries>();
     const current = new Map<string, StatsSample>();
-    const zero = () => ({ arrivals: new Array<number>(SPARK_BINS).fill(0), deliveries: new Array<number>(SPARK_BINS).fill(0), binMs: SPARK_BIN_MS });
+    const zero = () => ({
+      arrivals: new Array<number>(SPARK_BINS).fill(0),
+      deliveries: new Array<number>(SPARK_BINS).fill(0),
+      binMs: SPARK_BIN_MS,
+    });
     for (let i = 0; i < starts.length; i++) {
       const since = starts[i]!;
       const until = since + SPARK_BIN_MS;
@@ -129,7 +133,8 @@ export function createUiApp(deps: UiDeps): Hono {
   const app = new Hono();
   const spark = new SparkCache(reads);
 
-  const errorPage = (c: Context, status: 400 | 404 | 503, title: string, message: string) => c.html(<ErrorPage title={title} message={message} auth={auth} />, status);
+  const errorPage = (c: Context, status: 400 | 404 | 503, title: string, message: string) =>
+    c.html(<ErrorPage title={title} message={message} auth={auth} />, status);
 
   app.onError((err, c) => {
     if (err instanceof AppError) {
@@ -159,7 +164,11 @@ export function createUiApp(deps: UiDeps): Hono {
       bucket: b,
       counts: counts.get(b.name) ?? EMPTY_COUNTS,
       oldestWaitingAt: activity.current.get(b.name)?.oldestWaitingAt ?? null,
-      series: activity.series.get(b.name) ?? { arrivals: new Array<number>(SPARK_BINS).fill(0), deliveries: new Array<number>(SPARK_BINS).fill(0), binMs: SPARK_BIN_MS },
+      series: activity.series.get(b.name) ?? {
+        arrivals: new Array<number>(SPARK_BINS).fill(0),
+        deliveries: new Array<number>(SPARK_BINS).fill(0),
+        binMs: SPARK_BIN_MS,
+      },
     }));
     const last = pageBuckets[pageBuckets.length - 1];
     const next = last !== undefined && from + overviewPageSize < sorted.length ? last.name : null;
@@ -187,10 +196,20 @@ export function createUiApp(deps: UiDeps): Hono {
     }
     const [counts, page] = await Promise.all([
       reads.bucketCounts(name),
-      filter === undefined ? Promise.resolve(null) : reads.listRequests(name, filter, { limit: requestsPageSize, ...(before && REQUEST_ID.test(before) ? { before } : {}) }),
+      filter === undefined
+        ? Promise.resolve(null)
+        : reads.listRequests(name, filter, { limit: requestsPageSize, ...(before && REQUEST_ID.test(before) ? { before } : {}) }),
     ]);
     return c.html(
-      <BucketPage bucket={bucket} counts={counts} values={values} page={page} filterError={filterError} before={before ?? null} auth={auth} />,
+      <BucketPage
+        bucket={bucket}
+        counts={counts}
+        values={values}
+        page={page}
+        filterError={filterError}
+        before={before ?? null}
+        auth={auth}
+      />,
       filterError === null ? 200 : 400,
     );
   });
@@ -202,7 +221,16 @@ export function createUiApp(deps: UiDeps): Hono {
     if (!request) throw new AppError('not_found', `request ${id} not found`);
     const [history, bucket] = await Promise.all([reads.requestHistory(id), reads.getBucket(request.bucket)]);
     const reveal = c.req.query('reveal') === '1';
-    return c.html(<RequestPage request={request} history={history} destination={bucket?.destination ?? null} reveal={reveal} nowMs={clock.now()} auth={auth} />);
+    return c.html(
+      <RequestPage
+        request={request}
+        history={history}
+        destination={bucket?.destination ?? null}
+        reveal={reveal}
+        nowMs={clock.now()}
+        auth={auth}
+      />,
+    );
   });
 
   return app;

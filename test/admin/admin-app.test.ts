@@ -40,7 +40,18 @@ interface Built {
   req: (path: string, init?: RequestInit & { peer?: string }) => Promise<Response>;
 }
 
-function build(o: { token?: string; maxRequests?: number; maxStreams?: number; sleep?: (ms: number) => Promise<void>; maxDelayed?: number; holdN?: number; api?: boolean; metrics?: boolean } = {}): Built {
+function build(
+  o: {
+    token?: string;
+    maxRequests?: number;
+    maxStreams?: number;
+    sleep?: (ms: number) => Promise<void>;
+    maxDelayed?: number;
+    holdN?: number;
+    api?: boolean;
+    metrics?: boolean;
+  } = {},
+): Built {
   const clock = new ManualClock();
   const logs: string[] = [];
   const logger = createLogger('info', new Writable({ write: (chunk, _e, done) => (logs.push(String(chunk)), done()) }));
@@ -76,7 +87,9 @@ function build(o: { token?: string; maxRequests?: number; maxStreams?: number; s
     return c.body(': open\n\n', 200, { 'content-type': 'text/event-stream' });
   });
   api.get('/page', (c) => c.html(`<script nonce="${cspNonce(c)}">1</script>`));
-  api.get('/raw', (c) => c.body('<b>stored</b>', 200, { 'content-type': 'application/octet-stream', 'content-security-policy': 'sandbox' }));
+  api.get('/raw', (c) =>
+    c.body('<b>stored</b>', 200, { 'content-type': 'application/octet-stream', 'content-security-policy': 'sandbox' }),
+  );
   api.get('/boom', () => {
     throw new Error('boom');
   });
@@ -92,7 +105,9 @@ function build(o: { token?: string; maxRequests?: number; maxStreams?: number; s
   const req = (path: string, init: RequestInit & { peer?: string } = {}) => {
     const headers = new Headers(init.headers);
     if (!headers.has('host')) headers.set('host', HOST);
-    return Promise.resolve(app.request(path, { ...init, headers }, { incoming: { socket: { remoteAddress: init.peer ?? '10.9.9.9' } } } as never));
+    return Promise.resolve(
+      app.request(path, { ...init, headers }, { incoming: { socket: { remoteAddress: init.peer ?? '10.9.9.9' } } } as never),
+    );
   };
   return { app, auth, limits, clock, logs, sleeps, slots, hold: { ...cd, release }, req };
 }
@@ -116,11 +131,24 @@ describe('admin auth', () => {
     const b = build({ token: TOKEN, metrics: true });
     const none = await b.req('/api/things');
     assert.equal(none.status, 401);
-    assert.deepEqual(await none.json(), { error: 'this admin route needs the admin token (Authorization: Bearer <token>, or log in at /login)', code: 'unauthorized' });
+    assert.deepEqual(await none.json(), {
+      error: 'this admin route needs the admin token (Authorization: Bearer <token>, or log in at /login)',
+      code: 'unauthorized',
+    });
     assert.match(none.headers.get('www-authenticate') ?? '', /^Bearer /);
     assert.equal((await b.req('/api/things', { headers: bearer() })).status, 200);
-    assert.equal((await b.req('/api/things', { headers: { authorization: `bearer   ${TOKEN}  ` } })).status, 200, 'scheme case-insensitive, spaces around');
-    for (const authorization of [`Bearer ${TOKEN}x`, `Bearer ${TOKEN.slice(1)}`, `Basic ${Buffer.from(`u:${TOKEN}`).toString('base64')}`, 'Bearer', TOKEN]) {
+    assert.equal(
+      (await b.req('/api/things', { headers: { authorization: `bearer   ${TOKEN}  ` } })).status,
+      200,
+      'scheme case-insensitive, spaces around',
+    );
+    for (const authorization of [
+      `Bearer ${TOKEN}x`,
+      `Bearer ${TOKEN.slice(1)}`,
+      `Basic ${Buffer.from(`u:${TOKEN}`).toString('base64')}`,
+      'Bearer',
+      TOKEN,
+    ]) {
       const r = await b.req('/api/things', { headers: { authorization } });
       assert.equal(r.status, 401, authorization);
       assert.equal(((await r.json()) as { code: string }).code, 'unauthorized');
@@ -146,7 +174,11 @@ describe('admin auth', () => {
 
   it('logs in with the form: an HttpOnly, SameSite=Strict session cookie that opens every route until it expires', async () => {
     const b = build({ token: TOKEN });
-    const r = await b.req('/login', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: ORIGIN }, body: new URLSearchParams({ token: TOKEN }).toString() });
+    const r = await b.req('/login', {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: ORIGIN },
+      body: new URLSearchParams({ token: TOKEN }).toString(),
+    });
     assert.equal(r.status, 303);
     assert.equal(r.headers.get('location'), '/');
     const setCookie = r.headers.get('set-cookie') ?? '';
@@ -165,7 +197,11 @@ describe('admin auth', () => {
   it('refuses a wrong, forged or foreign session cookie with 401', async () => {
     const b = build({ token: TOKEN });
     const now = b.clock.now();
-    for (const value of ['nonsense', issueSession('another-token-of-enough-length-000000', now), issueSession(TOKEN, now).replace(/.$/, (ch) => (ch === 'A' ? 'B' : 'A'))]) {
+    for (const value of [
+      'nonsense',
+      issueSession('another-token-of-enough-length-000000', now),
+      issueSession(TOKEN, now).replace(/.$/, (ch) => (ch === 'A' ? 'B' : 'A')),
+    ]) {
       const r = await b.req('/api/things', { headers: { cookie: `hookbucket_session=${value}` } });
       assert.equal(r.status, 401, value);
       assert.equal(((await r.json()) as { code: string }).code, 'unauthorized');
@@ -182,7 +218,11 @@ describe('admin auth', () => {
     assert.equal(bad.status, 401);
     assert.equal(((await bad.json()) as { code: string }).code, 'unauthorized');
     assert.equal(bad.headers.get('set-cookie'), null);
-    const form = await b.req('/login', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: ORIGIN }, body: 'token=wrong' });
+    const form = await b.req('/login', {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: ORIGIN },
+      body: 'token=wrong',
+    });
     assert.equal(form.status, 401);
     assert.match(await form.text(), /Wrong token/);
     assert.equal((await b.req('/login', { method: 'POST', headers: json, body: '{' })).status, 401, 'unparsable body: no token given');
@@ -196,8 +236,16 @@ describe('admin auth', () => {
     assert.equal(noOrigin.status, 403);
     assert.equal(((await noOrigin.json()) as { code: string }).code, 'origin_mismatch');
     assert.equal((await b.req('/login', { method: 'POST', headers: { ...form, origin: 'http://evil.example' }, body })).status, 403);
-    assert.equal((await b.req('/login', { method: 'POST', headers: { ...form, origin: 'http://127.0.0.1:8787' }, body })).status, 403, 'the ingest port is another origin');
-    assert.equal((await b.req('/api/things', { method: 'POST', headers: { ...form, origin: ORIGIN }, body: 'a=1' })).status, 415, 'form posts are for /login and /logout only');
+    assert.equal(
+      (await b.req('/login', { method: 'POST', headers: { ...form, origin: 'http://127.0.0.1:8787' }, body })).status,
+      403,
+      'the ingest port is another origin',
+    );
+    assert.equal(
+      (await b.req('/api/things', { method: 'POST', headers: { ...form, origin: ORIGIN }, body: 'a=1' })).status,
+      415,
+      'form posts are for /login and /logout only',
+    );
   });
 
   it('logs out by expiring the cookie', async () => {
@@ -210,7 +258,11 @@ describe('admin auth', () => {
 
   it('marks the cookie Secure when the request came over TLS (a proxy in front says so)', async () => {
     const b = build({ token: TOKEN });
-    const r = await b.req('/login', { method: 'POST', headers: { ...json, 'x-forwarded-proto': 'https' }, body: JSON.stringify({ token: TOKEN }) });
+    const r = await b.req('/login', {
+      method: 'POST',
+      headers: { ...json, 'x-forwarded-proto': 'https' },
+      body: JSON.stringify({ token: TOKEN }),
+    });
     assert.match(r.headers.get('set-cookie') ?? '', /; Secure$/);
   });
 
@@ -260,7 +312,11 @@ describe('admin auth', () => {
     assert.equal((await b.req('/api/things', { headers: bearer(), peer: '10.0.0.2' })).status, 200, 'other peers are served');
     wake();
     assert.equal((await delayed).status, 401);
-    assert.equal((await b.req('/api/things', { headers: bearer(), peer: '10.0.0.1' })).status, 200, 'once nothing waits, the peer is checked again');
+    assert.equal(
+      (await b.req('/api/things', { headers: bearer(), peer: '10.0.0.1' })).status,
+      200,
+      'once nothing waits, the peer is checked again',
+    );
   });
 
   it('keeps the bound on waiting answers for login guesses that arrive together, too', async () => {
@@ -285,7 +341,10 @@ describe('admin Host allow-list', () => {
       for (const path of ['/healthz', '/api/things', '/login']) {
         const r = await b.req(path, { headers: { host, ...bearer() } });
         assert.equal(r.status, 421, `${host} ${path}`);
-        assert.deepEqual(await r.json(), { error: 'this admin listener does not answer to that Host; add the name with --admin-host-name', code: 'host_not_allowed' });
+        assert.deepEqual(await r.json(), {
+          error: 'this admin listener does not answer to that Host; add the name with --admin-host-name',
+          code: 'host_not_allowed',
+        });
       }
     }
     for (const host of ['127.0.0.1:8788', 'localhost:8788', 'localhost', '[::1]:8788', 'admin.example.com', 'ADMIN.example.com:8788']) {
@@ -305,8 +364,26 @@ describe('admin mutating requests', () => {
     const b = build({ token: TOKEN });
     const body = JSON.stringify({ a: 1 });
     assert.equal((await b.req('/api/things', { method: 'POST', headers: { ...json, ...bearer() }, body })).status, 201);
-    assert.equal((await b.req('/api/things', { method: 'POST', headers: { 'content-type': 'application/json; charset=utf-8', origin: ORIGIN, ...bearer() }, body })).status, 201);
-    assert.equal((await b.req('/api/things', { method: 'POST', headers: { ...json, host: 'localhost:8788', origin: 'http://localhost:8788', 'sec-fetch-site': 'same-origin', ...bearer() }, body })).status, 201);
+    assert.equal(
+      (
+        await b.req('/api/things', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json; charset=utf-8', origin: ORIGIN, ...bearer() },
+          body,
+        })
+      ).status,
+      201,
+    );
+    assert.equal(
+      (
+        await b.req('/api/things', {
+          method: 'POST',
+          headers: { ...json, host: 'localhost:8788', origin: 'http://localhost:8788', 'sec-fetch-site': 'same-origin', ...bearer() },
+          body,
+        })
+      ).status,
+      201,
+    );
     assert.equal((await b.req('/api/things/x', { method: 'PATCH', headers: { ...json, ...bearer() }, body })).status, 200);
     assert.equal((await b.req('/api/things/x', { method: 'PUT', headers: { ...json, ...bearer() }, body })).status, 200);
     assert.equal((await b.req('/api/things/x', { method: 'DELETE', headers: { ...json, ...bearer() } })).status, 204);
@@ -314,8 +391,21 @@ describe('admin mutating requests', () => {
 
   it('refuse another Content-Type with 415 unsupported_media_type (a form or text/plain post skips the CORS preflight)', async () => {
     const b = build();
-    for (const [method, type] of [['POST', 'text/plain'], ['POST', undefined], ['POST', 'application/x-www-form-urlencoded'], ['POST', 'multipart/form-data; boundary=x'], ['POST', 'application/jsonx'], ['DELETE', undefined], ['PATCH', 'text/plain'], ['PUT', undefined]] as const) {
-      const r = await b.req(method === 'POST' ? '/api/things' : '/api/things/x', { method, headers: type ? { 'content-type': type } : {}, body: method === 'DELETE' ? null : '{"a":1}' });
+    for (const [method, type] of [
+      ['POST', 'text/plain'],
+      ['POST', undefined],
+      ['POST', 'application/x-www-form-urlencoded'],
+      ['POST', 'multipart/form-data; boundary=x'],
+      ['POST', 'application/jsonx'],
+      ['DELETE', undefined],
+      ['PATCH', 'text/plain'],
+      ['PUT', undefined],
+    ] as const) {
+      const r = await b.req(method === 'POST' ? '/api/things' : '/api/things/x', {
+        method,
+        headers: type ? { 'content-type': type } : {},
+        body: method === 'DELETE' ? null : '{"a":1}',
+      });
       assert.equal(r.status, 415, `${method} ${type}`);
       assert.equal(((await r.json()) as { code: string }).code, 'unsupported_media_type');
     }
@@ -357,7 +447,8 @@ describe('admin mutating requests', () => {
 });
 
 describe('admin response headers', () => {
-  const csp = /^default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'$/;
+  const csp =
+    /^default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'$/;
 
   it('sets nosniff, a strict CSP with frame-ancestors none, and no CORS header on every answer', async () => {
     const b = build({ token: TOKEN, maxRequests: 1 });
@@ -371,7 +462,13 @@ describe('admin response headers', () => {
       ['403', await b.req('/api/things', { method: 'POST', headers: { ...json, origin: 'http://evil.example' }, body: '{}' })],
       ['500', await b.req('/api/boom', { headers: bearer() })],
       ['healthz', await b.req('/healthz')],
-      ['OPTIONS preflight', await b.req('/api/things', { method: 'OPTIONS', headers: { origin: 'http://evil.example', 'access-control-request-method': 'POST' } })],
+      [
+        'OPTIONS preflight',
+        await b.req('/api/things', {
+          method: 'OPTIONS',
+          headers: { origin: 'http://evil.example', 'access-control-request-method': 'POST' },
+        }),
+      ],
       ['a route that set CORS headers', await b.req('/api/cors', { headers: bearer() })],
     ];
     for (const [what, r] of answers) {
@@ -379,7 +476,11 @@ describe('admin response headers', () => {
       assert.match(r.headers.get('content-security-policy') ?? '', csp, what);
       assert.equal(r.headers.get('x-frame-options'), 'DENY', what);
       assert.equal(r.headers.get('cache-control'), 'no-store', what);
-      assert.deepEqual([...r.headers.keys()].filter((k) => k.startsWith('access-control-')), [], what);
+      assert.deepEqual(
+        [...r.headers.keys()].filter((k) => k.startsWith('access-control-')),
+        [],
+        what,
+      );
     }
     assert.equal(answers.find(([w]) => w === '500')![1].status, 500);
     assert.deepEqual(await answers.find(([w]) => w === '500')![1].json(), { error: 'internal error', code: 'internal' });
@@ -390,7 +491,10 @@ describe('admin response headers', () => {
     const page = await b.req('/api/page');
     const nonce = /nonce="([^"]+)"/.exec(await page.text())![1]!;
     assert.ok(nonce.length >= 16);
-    assert.match(page.headers.get('content-security-policy') ?? '', new RegExp(`script-src 'self' 'nonce-${nonce.replace(/[+/]/g, '\\$&')}';`));
+    assert.match(
+      page.headers.get('content-security-policy') ?? '',
+      new RegExp(`script-src 'self' 'nonce-${nonce.replace(/[+/]/g, '\\$&')}';`),
+    );
     const second = await b.req('/api/page');
     assert.notEqual(/nonce="([^"]+)"/.exec(await second.text())![1], nonce, 'a nonce per response');
     const raw = await b.req('/api/raw');
@@ -430,9 +534,16 @@ describe('admin caps', () => {
     b.slots[0]!.release(); // twice is harmless
     assert.equal(b.limits.streams, 1);
     assert.equal((await b.req('/api/events')).status, 200);
-    assert.equal(b.slots.some((s) => s.signal.aborted), false);
+    assert.equal(
+      b.slots.some((s) => s.signal.aborted),
+      false,
+    );
     b.limits.closeStreams();
-    assert.equal(b.slots.slice(1).every((s) => s.signal.aborted), true, 'stopping aborts every open stream signal');
+    assert.equal(
+      b.slots.slice(1).every((s) => s.signal.aborted),
+      true,
+      'stopping aborts every open stream signal',
+    );
   });
 
   it('gives a route outside the admin app an unlimited stream slot (sub-apps tested on their own)', async () => {

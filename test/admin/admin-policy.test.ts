@@ -44,7 +44,12 @@ describe('the admin Host allow-list (DNS rebinding)', () => {
   });
 
   it('on a wildcard bind takes the interface addresses passed in, not 0.0.0.0', () => {
-    const list = hostAllowList({ bindHost: '0.0.0.0', port: 8788, extraNames: [], interfaceAddresses: ['192.168.1.20', 'fe80::1%eth0', '::1'] });
+    const list = hostAllowList({
+      bindHost: '0.0.0.0',
+      port: 8788,
+      extraNames: [],
+      interfaceAddresses: ['192.168.1.20', 'fe80::1%eth0', '::1'],
+    });
     assert.equal(isAllowedHost('192.168.1.20:8788', list), true);
     assert.equal(isAllowedHost('[fe80::1]:8788', list), true);
     assert.equal(isAllowedHost('0.0.0.0:8788', list), false);
@@ -60,9 +65,15 @@ describe('the admin Host allow-list (DNS rebinding)', () => {
 
 describe('PeerDelays: repeated failures from one peer wait longer, in bounded memory', () => {
   it('answers the first failure at once, then waits 250 ms doubling to 5 s', () => {
-    assert.deepEqual([1, 2, 3, 4, 5, 6, 7, 8, 100].map((n) => delayFor(n, { baseMs: 250, maxMs: 5000 })), [0, 250, 500, 1000, 2000, 4000, 5000, 5000, 5000]);
+    assert.deepEqual(
+      [1, 2, 3, 4, 5, 6, 7, 8, 100].map((n) => delayFor(n, { baseMs: 250, maxMs: 5000 })),
+      [0, 250, 500, 1000, 2000, 4000, 5000, 5000, 5000],
+    );
     const d = new PeerDelays();
-    assert.deepEqual([0, 1, 2, 3].map((t) => d.fail('10.0.0.1', t)), [0, 250, 500, 1000]);
+    assert.deepEqual(
+      [0, 1, 2, 3].map((t) => d.fail('10.0.0.1', t)),
+      [0, 250, 500, 1000],
+    );
     assert.equal(d.fail('10.0.0.2', 4), 0, 'another peer starts afresh');
   });
 
@@ -103,7 +114,11 @@ describe('admin listener settings', () => {
   });
 
   it('reads HOOKBUCKET_ADMIN_* from the environment and flags, with the usual precedence', () => {
-    const c = loadConfig({ HOOKBUCKET_ADMIN_PORT: '9001', HOOKBUCKET_ADMIN_HOST_NAMES: 'a.example, B.example:8443', HOOKBUCKET_ADMIN: 'false' }, {}, { adminHost: '::1' });
+    const c = loadConfig(
+      { HOOKBUCKET_ADMIN_PORT: '9001', HOOKBUCKET_ADMIN_HOST_NAMES: 'a.example, B.example:8443', HOOKBUCKET_ADMIN: 'false' },
+      {},
+      { adminHost: '::1' },
+    );
     assert.equal(c.adminPort, 9001);
     assert.equal(c.adminHost, '::1');
     assert.equal(c.admin, false);
@@ -113,8 +128,10 @@ describe('admin listener settings', () => {
   });
 
   it('isLoopbackAddress: 127/8, ::1 and localhost only', () => {
-    for (const h of ['127.0.0.1', '127.1.2.3', '::1', '[::1]', 'localhost', 'LOCALHOST', '::ffff:127.0.0.1']) assert.equal(isLoopbackAddress(h), true, h);
-    for (const h of ['0.0.0.0', '::', '10.0.0.1', '128.0.0.1', 'myhost', '127.0.0.1.evil.example', '::ffff:10.0.0.1']) assert.equal(isLoopbackAddress(h), false, h);
+    for (const h of ['127.0.0.1', '127.1.2.3', '::1', '[::1]', 'localhost', 'LOCALHOST', '::ffff:127.0.0.1'])
+      assert.equal(isLoopbackAddress(h), true, h);
+    for (const h of ['0.0.0.0', '::', '10.0.0.1', '128.0.0.1', 'myhost', '127.0.0.1.evil.example', '::ffff:10.0.0.1'])
+      assert.equal(isLoopbackAddress(h), false, h);
   });
 
   it('checkAdminListener refuses a non-loopback admin host without a token (usage, exit 2), saying why', () => {
@@ -130,13 +147,20 @@ describe('admin listener settings', () => {
     assert.equal(err?.exitCode, 2);
     assert.match(err!.message, /without HOOKBUCKET_ADMIN_TOKEN/);
     assert.doesNotThrow(() => checkAdminListener(loadConfig({ HOOKBUCKET_ADMIN_TOKEN: 't'.repeat(32) }, {}, { adminHost: '0.0.0.0' })));
-    assert.doesNotThrow(() => checkAdminListener(loadConfig({}, {}, { adminHost: '0.0.0.0', admin: false })), '--no-admin: nothing to check');
+    assert.doesNotThrow(
+      () => checkAdminListener(loadConfig({}, {}, { adminHost: '0.0.0.0', admin: false })),
+      '--no-admin: nothing to check',
+    );
     assert.doesNotThrow(() => checkAdminListener(loadConfig({}, {}, { adminHost: '::1' })));
   });
 
   it('checkAdminListener refuses a token with spaces or beyond printable ASCII, which no client could present', () => {
     for (const token of [` ${'t'.repeat(40)}`, `${'t'.repeat(40)}\n`, `${'t'.repeat(20)} ${'t'.repeat(20)}`, `${'t'.repeat(40)}é`]) {
-      assert.throws(() => checkAdminListener(loadConfig({ HOOKBUCKET_ADMIN_TOKEN: token }, {})), /printable ASCII without spaces/, JSON.stringify(token));
+      assert.throws(
+        () => checkAdminListener(loadConfig({ HOOKBUCKET_ADMIN_TOKEN: token }, {})),
+        /printable ASCII without spaces/,
+        JSON.stringify(token),
+      );
     }
   });
 
@@ -148,7 +172,8 @@ describe('admin listener settings', () => {
     const short = 's3cr3t-'.repeat(5).slice(0, 31);
     assert.throws(
       () => checkAdminListener(loadConfig({ HOOKBUCKET_ADMIN_TOKEN: short }, {})),
-      (e: { code: string; exitCode: number; message: string }) => e.code === 'invalid_option' && e.exitCode === 2 && /31 characters/.test(e.message) && !e.message.includes(short),
+      (e: { code: string; exitCode: number; message: string }) =>
+        e.code === 'invalid_option' && e.exitCode === 2 && /31 characters/.test(e.message) && !e.message.includes(short),
     );
   });
 });

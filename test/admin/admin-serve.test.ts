@@ -21,7 +21,10 @@ import { until } from '../helpers/until.js';
 const TOKEN = 'serve-test-token-0123456789abcdefghij';
 
 /** A GET with an explicit Host header (fetch sets its own). */
-function get(url: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
+function get(
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
   return new Promise((resolve, reject) => {
     const req = httpRequest(url, { headers, agent: false }, (res) => {
       let body = '';
@@ -91,7 +94,11 @@ describe('serve with the admin listener (real sockets)', () => {
 
   it('mounts the JSON API and /metrics: a bucket made through the API takes a webhook on the ingest port, which both report', async () => {
     const base = s.admin!.url;
-    const made = await fetch(`${base}/api/buckets`, { method: 'POST', headers: { 'content-type': 'application/json', origin: base }, body: JSON.stringify({ name: 'mounted' }) });
+    const made = await fetch(`${base}/api/buckets`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', origin: base },
+      body: JSON.stringify({ name: 'mounted' }),
+    });
     assert.equal(made.status, 201, await made.clone().text());
     const stored = await fetch(`${s.url}/b/mounted/hook`, { method: 'POST', body: 'hello' });
     assert.equal(stored.status, 200);
@@ -117,7 +124,11 @@ describe('serve with an admin token (real sockets)', () => {
   let running: Awaited<ReturnType<typeof startServer>>;
   const logs: string[] = [];
   before(async () => {
-    const config = loadConfig({ HOOKBUCKET_ADMIN_TOKEN: TOKEN }, {}, { db: t.db, port: 0, host: '127.0.0.1', adminPort: 0, minFreeDisk: '0', worker: false, logLevel: 'info' });
+    const config = loadConfig(
+      { HOOKBUCKET_ADMIN_TOKEN: TOKEN },
+      {},
+      { db: t.db, port: 0, host: '127.0.0.1', adminPort: 0, minFreeDisk: '0', worker: false, logLevel: 'info' },
+    );
     const logger = createLogger('info', new Writable({ write: (chunk, _e, done) => (logs.push(String(chunk)), done()) }));
     running = await startServer(config, { clock: systemClock, logger });
   });
@@ -139,7 +150,12 @@ describe('serve with an admin token (real sockets)', () => {
     assert.equal(JSON.parse(none.body).code, 'unauthorized');
     assert.equal((await get(`${base}/`, { authorization: `Bearer ${TOKEN}` })).status, 200);
     assert.equal((await get(`${base}/healthz`)).status, 200);
-    const login = await fetch(`${base}/login`, { method: 'POST', redirect: 'manual', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: base }, body: `token=${TOKEN}` });
+    const login = await fetch(`${base}/login`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: base },
+      body: `token=${TOKEN}`,
+    });
     assert.equal(login.status, 303);
     const cookie = login.headers.get('set-cookie')!.split(';')[0]!;
     assert.equal((await get(`${base}/`, { cookie })).status, 200);
@@ -179,10 +195,47 @@ describe('serve refuses an unsafe or impossible admin setup (the CLI binary)', (
   it('exits 1 with port_in_use when the admin port is taken, and when the ingest port is', async () => {
     const held = await holdPort();
     try {
-      const admin = await runCli(['--db', t.db, 'serve', '--host', '127.0.0.1', '--port', '0', '--admin-port', String(held.port), '--no-worker', '--min-free-disk', '0'], { HOOKBUCKET_ADMIN_TOKEN: '' });
+      const admin = await runCli(
+        [
+          '--db',
+          t.db,
+          'serve',
+          '--host',
+          '127.0.0.1',
+          '--port',
+          '0',
+          '--admin-port',
+          String(held.port),
+          '--no-worker',
+          '--min-free-disk',
+          '0',
+        ],
+        { HOOKBUCKET_ADMIN_TOKEN: '' },
+      );
       assert.equal(admin.code, 1, admin.stderr);
-      assert.match(admin.stderr, new RegExp(`^error \\[port_in_use\\]: admin port 127\\.0\\.0\\.1:${held.port} is already in use; each receiver on a host needs its own --admin-port`));
-      const ingest = await runCli(['--db', t.db, 'serve', '--host', '127.0.0.1', '--port', String(held.port), '--admin-port', '0', '--no-worker', '--min-free-disk', '0'], { HOOKBUCKET_ADMIN_TOKEN: '' });
+      assert.match(
+        admin.stderr,
+        new RegExp(
+          `^error \\[port_in_use\\]: admin port 127\\.0\\.0\\.1:${held.port} is already in use; each receiver on a host needs its own --admin-port`,
+        ),
+      );
+      const ingest = await runCli(
+        [
+          '--db',
+          t.db,
+          'serve',
+          '--host',
+          '127.0.0.1',
+          '--port',
+          String(held.port),
+          '--admin-port',
+          '0',
+          '--no-worker',
+          '--min-free-disk',
+          '0',
+        ],
+        { HOOKBUCKET_ADMIN_TOKEN: '' },
+      );
       assert.equal(ingest.code, 1, ingest.stderr);
       assert.match(ingest.stderr, new RegExp(`^error \\[port_in_use\\]: port 127\\.0\\.0\\.1:${held.port} is already in use`));
     } finally {
@@ -193,7 +246,16 @@ describe('serve refuses an unsafe or impossible admin setup (the CLI binary)', (
   it('serve --help shows the admin options and examples', async () => {
     const r = await runInProcess(['serve', '--help']);
     assert.equal(r.code, 0);
-    for (const s of ['--admin-port <port>', '--admin-host <host>', '--admin-host-name <name>', '--no-admin', 'HOOKBUCKET_ADMIN_TOKEN', 'serve --admin-port 0', 'docs/admin.md']) assert.ok(r.stdout.includes(s), s);
+    for (const s of [
+      '--admin-port <port>',
+      '--admin-host <host>',
+      '--admin-host-name <name>',
+      '--no-admin',
+      'HOOKBUCKET_ADMIN_TOKEN',
+      'serve --admin-port 0',
+      'docs/admin.md',
+    ])
+      assert.ok(r.stdout.includes(s), s);
   });
 });
 
@@ -219,8 +281,15 @@ describe('the admin listener in startServer: --no-admin, and stop', () => {
     const held = await holdPort();
     const t = tempDir();
     try {
-      const config = loadConfig({}, {}, { db: t.db, port: 0, host: '127.0.0.1', adminPort: held.port, minFreeDisk: '0', worker: false, logLevel: 'silent' });
-      await assert.rejects(startServer(config, { clock: systemClock, logger: silentLogger }), (e: { code: string }) => e.code === 'port_in_use');
+      const config = loadConfig(
+        {},
+        {},
+        { db: t.db, port: 0, host: '127.0.0.1', adminPort: held.port, minFreeDisk: '0', worker: false, logLevel: 'silent' },
+      );
+      await assert.rejects(
+        startServer(config, { clock: systemClock, logger: silentLogger }),
+        (e: { code: string }) => e.code === 'port_in_use',
+      );
     } finally {
       await new Promise<void>((r) => held.server.close(() => r()));
       t.remove();
@@ -238,7 +307,13 @@ describe('admin caps over a real socket', () => {
   before(async () => {
     const api = new Hono();
     // A streamed answer (an export): its request slot is held until the body is written.
-    api.get('/export', () => new Response(new ReadableStream<Uint8Array>({ start: (c) => void bodies.push(c) }), { headers: { 'content-type': 'application/x-ndjson' } }));
+    api.get(
+      '/export',
+      () =>
+        new Response(new ReadableStream<Uint8Array>({ start: (c) => void bodies.push(c) }), {
+          headers: { 'content-type': 'application/x-ndjson' },
+        }),
+    );
     api.get('/events', (c) => {
       const slot = takeStreamSlot(c);
       if (!slot) return c.json({ error: 'too many event streams', code: 'admin_busy' }, 503);

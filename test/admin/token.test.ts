@@ -48,7 +48,17 @@ describe('session cookies (stateless HMAC of the expiry, keyed by the token)', (
     assert.equal(verifySession(TOKEN, `v1.${Number(exp) + SESSION_TTL_MS}.${mac}`, now), false, 'extended expiry');
     const flipped = mac.slice(0, -1) + (mac.endsWith('A') ? 'B' : 'A');
     assert.equal(verifySession(TOKEN, `v1.${exp}.${flipped}`, now), false, 'changed MAC');
-    for (const bad of [undefined, '', 'v1', `v2.${exp}.${mac}`, `v1.${exp}.${mac}x`, `v1.${exp}.${mac.slice(1)}`, `v1.-5.${mac}`, `v1.${exp}.${mac}.x`, TOKEN]) {
+    for (const bad of [
+      undefined,
+      '',
+      'v1',
+      `v2.${exp}.${mac}`,
+      `v1.${exp}.${mac}x`,
+      `v1.${exp}.${mac.slice(1)}`,
+      `v1.-5.${mac}`,
+      `v1.${exp}.${mac}.x`,
+      TOKEN,
+    ]) {
       assert.equal(verifySession(TOKEN, bad, now), false, String(bad));
     }
   });

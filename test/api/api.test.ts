@@ -47,7 +47,15 @@ for (const dialect of DIALECTS) {
     describe('buckets', () => {
       it('creates, lists, shows, and refuses duplicates and bad input with the CLI codes', async () => {
         const { call } = apiOf(ctx);
-        const created = await call('POST', '/buckets', { name: 'stripe', destination: DEST, timeout: '30s', max_body: '1MiB', rate: '200/s', burst: 5, retain: '30d' });
+        const created = await call('POST', '/buckets', {
+          name: 'stripe',
+          destination: DEST,
+          timeout: '30s',
+          max_body: '1MiB',
+          rate: '200/s',
+          burst: 5,
+          retain: '30d',
+        });
         assert.equal(created.status, 201, JSON.stringify(created.json));
         assert.equal(created.json.name, 'stripe');
         assert.equal(created.json.timeout_ms, 30_000);
@@ -64,7 +72,12 @@ for (const dialect of DIALECTS) {
         assertError(await call('POST', '/buckets', { name: 'x', max_body: '101MiB' }), 400, 'invalid_input', /100MiB/);
         assertError(await call('POST', '/buckets', { name: 'x', timeout_ms: 5 }), 400, 'invalid_input', /timeout_ms/);
         assertError(await call('POST', '/buckets', { name: 'x', burst: 3 }), 400, 'invalid_option', /--burst needs --rate/);
-        assertError(await call('POST', '/buckets', { name: 'x', retain_states: 'failed' }), 400, 'invalid_option', /retain_states needs retain/);
+        assertError(
+          await call('POST', '/buckets', { name: 'x', retain_states: 'failed' }),
+          400,
+          'invalid_option',
+          /retain_states needs retain/,
+        );
         assertError(await call('POST', '/buckets', '{"name": "x"', {}), 400, 'invalid_input');
         // A body that is not JSON by its Content-Type is refused (a text/plain form post skips CORS preflight).
         const plain = await call('POST', '/buckets', JSON.stringify({ name: 'y' }), { 'Content-Type': 'text/plain' });
@@ -75,7 +88,10 @@ for (const dialect of DIALECTS) {
         await submitAll(ctx.set, [captured('stripe', T0 - 1000), captured('stripe', T0 - 500)]);
         const list = await call('GET', '/buckets');
         assert.equal(list.status, 200);
-        assert.deepEqual(list.json.buckets.map((b: Json) => b.name), ['stripe']);
+        assert.deepEqual(
+          list.json.buckets.map((b: Json) => b.name),
+          ['stripe'],
+        );
         assert.equal(list.json.buckets[0].requests, 2);
         assert.deepEqual(list.json.buckets[0].states, { pending: 2 });
         assert.deepEqual(list.json.unattributed_rejections, {});
@@ -90,7 +106,13 @@ for (const dialect of DIALECTS) {
 
       it('PATCH changes only what is given, and null removes a setting as the --no-* flags do', async () => {
         const { call } = apiOf(ctx);
-        await call('POST', '/buckets', { name: 'gh', destination: DEST, ack_body: 'ok', ack_content_type: 'text/plain', forward_headers: ['X-Env: prod', 'Authorization: Bearer abc'] });
+        await call('POST', '/buckets', {
+          name: 'gh',
+          destination: DEST,
+          ack_body: 'ok',
+          ack_content_type: 'text/plain',
+          forward_headers: ['X-Env: prod', 'Authorization: Bearer abc'],
+        });
         let r = await call('PATCH', '/buckets/gh', { rate: '50/s', burst: 10, cap: '6h', retry_on: '5xx,429' });
         assert.equal(r.status, 200, JSON.stringify(r.json));
         assert.equal(r.json.rate, '50/s');
@@ -98,9 +120,23 @@ for (const dialect of DIALECTS) {
         assert.equal(r.json.schedule.cap_ms, 6 * 3_600_000);
         assert.equal(r.json.schedule.base_ms, 30_000, 'schedule knobs not given stay');
         assert.equal(r.json.destination, DEST);
-        assert.deepEqual(r.json.forward_headers, [['X-Env', 'prod'], ['Authorization', 'Bearer abc']], 'stored values, unredacted');
+        assert.deepEqual(
+          r.json.forward_headers,
+          [
+            ['X-Env', 'prod'],
+            ['Authorization', 'Bearer abc'],
+          ],
+          'stored values, unredacted',
+        );
 
-        r = await call('PATCH', '/buckets/gh', { rate: null, destination: null, ack_body: null, ack_content_type: null, retry_on: null, forward_headers: null });
+        r = await call('PATCH', '/buckets/gh', {
+          rate: null,
+          destination: null,
+          ack_body: null,
+          ack_content_type: null,
+          retry_on: null,
+          forward_headers: null,
+        });
         assert.equal(r.status, 200, JSON.stringify(r.json));
         assert.equal(r.json.rate, null);
         assert.equal(r.json.burst, 1, 'no rate: burst back to 1, as --no-rate');
@@ -159,29 +195,66 @@ for (const dialect of DIALECTS) {
         await call('POST', '/buckets', { name: 'r', destination: DEST });
         const old = [captured('r', T0 - 3_600_000, { method: 'PUT', path: '/a' })];
         const recent = Array.from({ length: 5 }, (_, i) =>
-          captured('r', T0 - 600_000 + i * 1000, { path: i % 2 ? '/orders/1' : '/b', rawHeaders: ['Content-Type', 'application/json', 'X-Event', i === 2 ? 'push' : 'ping'], body: `{"n":${i},"c":"cus_${i}"}` }),
+          captured('r', T0 - 600_000 + i * 1000, {
+            path: i % 2 ? '/orders/1' : '/b',
+            rawHeaders: ['Content-Type', 'application/json', 'X-Event', i === 2 ? 'push' : 'ping'],
+            body: `{"n":${i},"c":"cus_${i}"}`,
+          }),
         );
         const oldId = (await submitAll(ctx.set, old))[0]!;
         const recentIds = await submitAll(ctx.set, recent);
 
         const all = await call('GET', '/buckets/r/requests');
         assert.equal(all.status, 200);
-        assert.deepEqual(all.json.requests.map((x: Json) => x.id), [...recentIds].reverse().concat(oldId), 'newest first');
+        assert.deepEqual(
+          all.json.requests.map((x: Json) => x.id),
+          [...recentIds].reverse().concat(oldId),
+          'newest first',
+        );
         assert.equal(all.json.next_cursor, null);
-        assert.deepEqual(Object.keys(all.json.requests[0]).sort(), ['attempts', 'generation', 'id', 'last_status', 'method', 'path', 'query', 'received_at', 'size', 'state'].sort());
+        assert.deepEqual(
+          Object.keys(all.json.requests[0]).sort(),
+          ['attempts', 'generation', 'id', 'last_status', 'method', 'path', 'query', 'received_at', 'size', 'state'].sort(),
+        );
 
         // 30m before the server's (manual) clock: the hour-old request is out.
         const since = await call('GET', '/buckets/r/requests?since=30m');
-        assert.deepEqual(since.json.requests.map((x: Json) => x.id), [...recentIds].reverse());
+        assert.deepEqual(
+          since.json.requests.map((x: Json) => x.id),
+          [...recentIds].reverse(),
+        );
         const until = await call('GET', `/buckets/r/requests?until=${encodeURIComponent(new Date(T0 - 1_800_000).toISOString())}`);
-        assert.deepEqual(until.json.requests.map((x: Json) => x.id), [oldId]);
-        assert.deepEqual((await call('GET', '/buckets/r/requests?method=put')).json.requests.map((x: Json) => x.id), [oldId]);
-        assert.deepEqual((await call('GET', '/buckets/r/requests?path=/orders/*')).json.requests.map((x: Json) => x.id), [recentIds[3], recentIds[1]]);
-        assert.deepEqual((await call('GET', '/buckets/r/requests?header=x-event=push&header=Content-Type=application/json')).json.requests.map((x: Json) => x.id), [recentIds[2]]);
+        assert.deepEqual(
+          until.json.requests.map((x: Json) => x.id),
+          [oldId],
+        );
+        assert.deepEqual(
+          (await call('GET', '/buckets/r/requests?method=put')).json.requests.map((x: Json) => x.id),
+          [oldId],
+        );
+        assert.deepEqual(
+          (await call('GET', '/buckets/r/requests?path=/orders/*')).json.requests.map((x: Json) => x.id),
+          [recentIds[3], recentIds[1]],
+        );
+        assert.deepEqual(
+          (await call('GET', '/buckets/r/requests?header=x-event=push&header=Content-Type=application/json')).json.requests.map(
+            (x: Json) => x.id,
+          ),
+          [recentIds[2]],
+        );
         assert.deepEqual((await call('GET', '/buckets/r/requests?header=x-event=push&header=Content-Type=text/plain')).json.requests, []);
-        assert.deepEqual((await call('GET', '/buckets/r/requests?search=cus_4')).json.requests.map((x: Json) => x.id), [recentIds[4]]);
-        assert.deepEqual((await call('GET', `/buckets/r/requests?id=${recentIds[0]},${oldId}`)).json.requests.map((x: Json) => x.id), [recentIds[0], oldId]);
-        assert.deepEqual((await call('GET', `/buckets/r/requests?id=${recentIds[0]}&id=${oldId}`)).json.requests.map((x: Json) => x.id), [recentIds[0], oldId]);
+        assert.deepEqual(
+          (await call('GET', '/buckets/r/requests?search=cus_4')).json.requests.map((x: Json) => x.id),
+          [recentIds[4]],
+        );
+        assert.deepEqual(
+          (await call('GET', `/buckets/r/requests?id=${recentIds[0]},${oldId}`)).json.requests.map((x: Json) => x.id),
+          [recentIds[0], oldId],
+        );
+        assert.deepEqual(
+          (await call('GET', `/buckets/r/requests?id=${recentIds[0]}&id=${oldId}`)).json.requests.map((x: Json) => x.id),
+          [recentIds[0], oldId],
+        );
         assert.equal((await call('GET', '/buckets/r/requests?state=pending&state=delivered')).json.requests.length, 6);
 
         // A 503 answer to the oldest: retrying, last status 503; the status filter finds it.
@@ -189,8 +262,14 @@ for (const dialect of DIALECTS) {
         assert.equal(c.claimed[0]!.requestId, oldId);
         await ctx.set.drain.complete([result(c.claimed[0]!, T0 + 10, 'retry', { status: 503, nextAttemptAt: T0 + 60_000 })]);
         const failing = await call('GET', '/buckets/r/requests?status=5xx');
-        assert.deepEqual(failing.json.requests.map((x: Json) => [x.id, x.state, x.last_status, x.attempts]), [[oldId, 'retrying', 503, 1]]);
-        assert.deepEqual((await call('GET', '/buckets/r/requests?state=retrying')).json.requests.map((x: Json) => x.id), [oldId]);
+        assert.deepEqual(
+          failing.json.requests.map((x: Json) => [x.id, x.state, x.last_status, x.attempts]),
+          [[oldId, 'retrying', 503, 1]],
+        );
+        assert.deepEqual(
+          (await call('GET', '/buckets/r/requests?state=retrying')).json.requests.map((x: Json) => x.id),
+          [oldId],
+        );
 
         // Pages of 2 until next_cursor is null: every request once, in order.
         const seen: string[] = [];
@@ -221,16 +300,32 @@ for (const dialect of DIALECTS) {
         // NULs, invalid UTF-8 (0xff, a lone continuation byte, a truncated sequence), and text.
         const body = Buffer.from([0x00, 0xff, 0x80, 0x41, 0x00, 0xe2, 0x82, 0x0a, 0x3c, 0x62, 0x3e, 0xc3]);
         const [binId] = await submitAll(ctx.set, [
-          captured('bin', T0 - 1000, { body, rawHeaders: ['content-type', 'application/octet-stream', 'X-Dup', '1', 'x-dup', '2'], query: 'a=1&token=s3cret', rawTrailers: ['X-Checksum', 'abc'] }),
+          captured('bin', T0 - 1000, {
+            body,
+            rawHeaders: ['content-type', 'application/octet-stream', 'X-Dup', '1', 'x-dup', '2'],
+            query: 'a=1&token=s3cret',
+            rawTrailers: ['X-Checksum', 'abc'],
+          }),
         ]);
-        const [htmlId] = await submitAll(ctx.set, [captured('bin', T0 - 500, { body: '<script>alert(1)</script>', rawHeaders: ['Content-Type', 'text/html; charset=utf-8'] })]);
-        const [jsonId] = await submitAll(ctx.set, [captured('bin', T0 - 400, { body: '{"password":"hunter2"}', rawHeaders: ['Content-Type', 'application/json', 'Authorization', 'Bearer secret-token'] })]);
+        const [htmlId] = await submitAll(ctx.set, [
+          captured('bin', T0 - 500, { body: '<script>alert(1)</script>', rawHeaders: ['Content-Type', 'text/html; charset=utf-8'] }),
+        ]);
+        const [jsonId] = await submitAll(ctx.set, [
+          captured('bin', T0 - 400, {
+            body: '{"password":"hunter2"}',
+            rawHeaders: ['Content-Type', 'application/json', 'Authorization', 'Bearer secret-token'],
+          }),
+        ]);
 
         const shown = await call('GET', `/requests/${binId}`);
         assert.equal(shown.status, 200);
         assert.equal(shown.json.body_encoding, 'base64');
         assert.deepEqual(Buffer.from(shown.json.body, 'base64'), body);
-        assert.deepEqual(shown.json.headers, [['content-type', 'application/octet-stream'], ['X-Dup', '1'], ['x-dup', '2']]);
+        assert.deepEqual(shown.json.headers, [
+          ['content-type', 'application/octet-stream'],
+          ['X-Dup', '1'],
+          ['x-dup', '2'],
+        ]);
         assert.deepEqual(shown.json.trailers, [['X-Checksum', 'abc']]);
         assert.equal(shown.json.query, 'a=1&token=s3cret', 'stored bytes: no redaction');
         assert.equal(shown.json.sha256, createHash('sha256').update(body).digest('hex'));
@@ -265,11 +360,18 @@ for (const dialect of DIALECTS) {
         const { call } = apiOf(ctx);
         await call('POST', '/buckets', { name: 'ex', destination: DEST });
         const body = Buffer.from([0x00, 0xff, 0x01]);
-        const ids = await submitAll(ctx.set, [captured('ex', T0 - 3000, { body }), captured('ex', T0 - 2000, { method: 'PUT' }), captured('ex', T0 - 1000)]);
+        const ids = await submitAll(ctx.set, [
+          captured('ex', T0 - 3000, { body }),
+          captured('ex', T0 - 2000, { method: 'PUT' }),
+          captured('ex', T0 - 1000),
+        ]);
         const nd = await call('GET', '/buckets/ex/export');
         assert.equal(nd.status, 200);
         assert.equal(nd.res.headers.get('content-type'), 'application/x-ndjson');
-        const lines = (await nd.res.text()).trimEnd().split('\n').map((l) => JSON.parse(l) as Json);
+        const lines = (await nd.res.text())
+          .trimEnd()
+          .split('\n')
+          .map((l) => JSON.parse(l) as Json);
         assert.equal(lines.length, 3);
         assert.deepEqual(Buffer.from(lines[0]!.body, 'base64'), body);
         const puts = await call('GET', '/buckets/ex/export?method=PUT&format=har');
@@ -302,7 +404,11 @@ for (const dialect of DIALECTS) {
         const dry = await call('POST', '/buckets/rp/replays', { state: 'pending', dry_run: true });
         assert.equal(dry.status, 200);
         assert.deepEqual([dry.json.dry_run, dry.json.count, dry.json.destination, dry.json.sample.length], [true, 3, DEST, 3]);
-        assert.deepEqual(dry.json.sample.map((s: Json) => s.id), ids, 'oldest first');
+        assert.deepEqual(
+          dry.json.sample.map((s: Json) => s.id),
+          ids,
+          'oldest first',
+        );
 
         const none = await call('POST', '/buckets/rp/replays', { state: 'failed', confirm: true });
         assert.deepEqual([none.status, none.json], [200, { replay: null, count: 0 }]);
@@ -316,7 +422,10 @@ for (const dialect of DIALECTS) {
         assert.equal(made.json.superseded_at_start, 2);
 
         const list = await call('GET', '/replays?bucket=rp');
-        assert.deepEqual(list.json.replays.map((x: Json) => x.id), [made.json.id]);
+        assert.deepEqual(
+          list.json.replays.map((x: Json) => x.id),
+          [made.json.id],
+        );
         assert.equal(list.json.replays[0].progress.total, 2);
         assert.deepEqual((await call('GET', '/replays?bucket=other')).json, { replays: [] }, 'a bucket without replays lists none');
         const one = await call('GET', `/replays/${made.json.id}`);
@@ -325,9 +434,19 @@ for (const dialect of DIALECTS) {
         assert.equal(one.json.settled, false);
         assertError(await call('GET', '/replays/019ae0c4-5b7e-7c3a-9f1e-2b8d4c6a1e00'), 404, 'not_found');
 
-        assertError(await call('POST', '/buckets/rp/replays', { id: '019ae0c4-5b7e-7c3a-9f1e-2b8d4c6a1e00', confirm: true }), 404, 'not_found', /not in bucket rp/);
+        assertError(
+          await call('POST', '/buckets/rp/replays', { id: '019ae0c4-5b7e-7c3a-9f1e-2b8d4c6a1e00', confirm: true }),
+          404,
+          'not_found',
+          /not in bucket rp/,
+        );
         assertError(await call('POST', '/buckets/nope/replays', { all: true, confirm: true }), 404, 'not_found');
-        assertError(await call('POST', '/buckets/rp/replays', { all: true, to: 'ftp://x', confirm: true }), 400, 'invalid_input', /body\.to/);
+        assertError(
+          await call('POST', '/buckets/rp/replays', { all: true, to: 'ftp://x', confirm: true }),
+          400,
+          'invalid_input',
+          /body\.to/,
+        );
         await call('PATCH', '/buckets/rp', { destination: null });
         assertError(await call('POST', '/buckets/rp/replays', { all: true, confirm: true }), 400, 'invalid_option', /no destination/);
         const to = await call('POST', '/buckets/rp/replays', { all: true, to: 'http://127.0.0.1:9/staging', confirm: true });
@@ -348,7 +467,10 @@ for (const dialect of DIALECTS) {
         assert.equal(all.json.received, 2);
         assert.equal(all.json.window_ms, 3_600_000);
         assert.equal(all.json.until, new Date(T0).toISOString(), 'the window ends at the server clock');
-        assert.deepEqual(all.json.buckets.map((b: Json) => b.bucket), ['s']);
+        assert.deepEqual(
+          all.json.buckets.map((b: Json) => b.bucket),
+          ['s'],
+        );
         const one = await call('GET', '/stats?bucket=s&window=15m');
         assert.deepEqual([one.json.bucket, one.json.window_ms, one.json.pending, one.json.buckets], ['s', 900_000, 2, undefined]);
         assertError(await call('GET', '/stats?bucket=nope'), 404, 'not_found');
@@ -364,7 +486,10 @@ for (const dialect of DIALECTS) {
         assert.equal(sick.status, 503);
         assert.equal(sick.json.healthy, false);
         assert.equal(sick.json.expression, 'pending >= 2 && workers_alive < 1');
-        assert.deepEqual(sick.json.tripped.map((t: Json) => t.condition), ['pending >= 2', 'workers_alive < 1']);
+        assert.deepEqual(
+          sick.json.tripped.map((t: Json) => t.condition),
+          ['pending >= 2', 'workers_alive < 1'],
+        );
 
         const plain = await call('GET', '/health');
         assert.deepEqual([plain.status, plain.json.healthy, plain.json.expression], [200, true, null]);
@@ -376,7 +501,8 @@ for (const dialect of DIALECTS) {
         for (const code of ['storage_error', 'query_timeout'] as const) {
           const failing: StoreReads = new Proxy(ctx.set.store, {
             get(target, prop, receiver) {
-              if (prop === 'statsSamples') return async () => Promise.reject(new AppError(code as 'storage_error', `reads failed (${code})`));
+              if (prop === 'statsSamples')
+                return async () => Promise.reject(new AppError(code as 'storage_error', `reads failed (${code})`));
               const v = Reflect.get(target, prop, receiver) as unknown;
               return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
             },
@@ -397,9 +523,15 @@ describe('admin api: mounted, errors', () => {
 
   it('answers in the error shape when mounted at /api: unknown routes, wrong methods, oversized bodies', async () => {
     const parent = new Hono();
-    parent.route('/api', createApiApp({ store: ctx.set.store, reads: ctx.set.store, clock: ctx.clock, logger: silentLogger, config: { maxBodyBytes: 1024 } }));
+    parent.route(
+      '/api',
+      createApiApp({ store: ctx.set.store, reads: ctx.set.store, clock: ctx.clock, logger: silentLogger, config: { maxBodyBytes: 1024 } }),
+    );
     const req = async (method: string, path: string, body?: string) => {
-      const res = await parent.request(path, { method, ...(body === undefined ? {} : { body, headers: { 'Content-Type': 'application/json' } }) });
+      const res = await parent.request(path, {
+        method,
+        ...(body === undefined ? {} : { body, headers: { 'Content-Type': 'application/json' } }),
+      });
       return { status: res.status, json: (await res.json()) as Json };
     };
     const created = await req('POST', '/api/buckets', JSON.stringify({ name: 'm' }));

@@ -53,8 +53,15 @@ describe('admin api: events hub', () => {
     const [rb] = await submitAll(ctx.set, [captured('b', T0 + 2)]);
     await hub.pollOnce();
     assert.deepEqual(Object.fromEntries(tails), { a: 1, b: 1, quiet: 1 }, 'one tail per bucket per tick, not one per client');
-    for (const c of onA) assert.deepEqual(c.got.map((e) => [e.event, e.data.id, e.bucket]), [['request', ra, 'a']]);
-    assert.deepEqual(onB.got.map((e) => [e.event, e.data.id, e.bucket]), [['request', rb, 'b']]);
+    for (const c of onA)
+      assert.deepEqual(
+        c.got.map((e) => [e.event, e.data.id, e.bucket]),
+        [['request', ra, 'a']],
+      );
+    assert.deepEqual(
+      onB.got.map((e) => [e.event, e.data.id, e.bucket]),
+      [['request', rb, 'b']],
+    );
     assert.deepEqual(all.got.map((e) => e.data.id).sort(), [ra, rb].sort());
     assert.deepEqual(Object.keys(onA[0]!.got[0]!.data).sort(), ['at', 'bucket', 'event', 'id', 'method', 'path', 'query', 'size', 'state']);
 
@@ -69,7 +76,10 @@ describe('admin api: events hub', () => {
 
     // Ids count up; nothing is sent twice.
     const ids = all.got.map((e) => e.seq);
-    assert.deepEqual(ids, [...ids].sort((x, y) => x - y));
+    assert.deepEqual(
+      ids,
+      [...ids].sort((x, y) => x - y),
+    );
     await hub.pollOnce();
     assert.equal(all.got.length, 3);
   });
@@ -90,11 +100,18 @@ describe('admin api: events hub', () => {
     const back = collector(['a']);
     const r = await hub.subscribe(back.sub, seen.id);
     assert.equal(r.resumed, 'resumed');
-    assert.deepEqual(back.got.map((e) => e.data.id), [missed]);
+    assert.deepEqual(
+      back.got.map((e) => e.data.id),
+      [missed],
+    );
     r.unsubscribe();
 
     assert.equal((await hub.subscribe(collector(['a']).sub, 'ffffffff.1')).resumed, 'reset', 'an id of another server start');
-    assert.equal((await hub.subscribe(collector(['c']).sub, seen.id)).resumed, 'reset', "c's cursor began after that id: what came before was never read");
+    assert.equal(
+      (await hub.subscribe(collector(['c']).sub, seen.id)).resumed,
+      'reset',
+      "c's cursor began after that id: what came before was never read",
+    );
     const current = collector(['a']);
     await hub.subscribe(current.sub);
     await submitAll(ctx.set, [captured('a', T0 + 3), captured('a', T0 + 4)]);
@@ -106,7 +123,11 @@ describe('admin api: events hub', () => {
 });
 
 /** Reads an SSE body until `done(text)` holds; fails after 5 s (a missing event, not a slow one). */
-async function readUntil(reader: ReadableStreamDefaultReader<Uint8Array>, state: { text: string }, done: (text: string) => boolean): Promise<void> {
+async function readUntil(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  state: { text: string },
+  done: (text: string) => boolean,
+): Promise<void> {
   const decoder = new TextDecoder();
   const deadline = Date.now() + 5000;
   while (!done(state.text)) {
@@ -138,7 +159,14 @@ describe('admin api: GET /events', () => {
   it('streams request events with resumable ids and heartbeats, and lets go of a closed client', async () => {
     await ctx.set.store.createBucket({ name: 'ev', destination: DEST });
     const hub = new EventHub({ reads: ctx.set.store, clock: ctx.clock, logger: silentLogger, pollMs: 20 });
-    const app = createApiApp({ store: ctx.set.store, reads: ctx.set.store, clock: ctx.clock, logger: silentLogger, events: hub, config: { heartbeatMs: 50 } });
+    const app = createApiApp({
+      store: ctx.set.store,
+      reads: ctx.set.store,
+      clock: ctx.clock,
+      logger: silentLogger,
+      events: hub,
+      config: { heartbeatMs: 50 },
+    });
 
     const res = await app.request('/events?bucket=ev');
     assert.equal(res.status, 200);
@@ -151,7 +179,17 @@ describe('admin api: GET /events', () => {
     const [e1] = sseEvents(s.text);
     assert.equal(e1!.event, 'request');
     assert.match(e1!.id!, /^[0-9a-f]+\.\d+$/);
-    assert.deepEqual(JSON.parse(e1!.data!), { event: 'request', at: new Date(T0 + 1).toISOString(), id: id1, method: 'POST', path: '/x', query: null, size: 7, state: 'pending', bucket: 'ev' });
+    assert.deepEqual(JSON.parse(e1!.data!), {
+      event: 'request',
+      at: new Date(T0 + 1).toISOString(),
+      id: id1,
+      method: 'POST',
+      path: '/x',
+      query: null,
+      size: 7,
+      state: 'pending',
+      bucket: 'ev',
+    });
     await readUntil(reader, s, (t) => t.includes(': heartbeat'));
     await reader.cancel();
     const deadline = Date.now() + 5000;
@@ -164,7 +202,10 @@ describe('admin api: GET /events', () => {
     const r2 = again.body!.getReader();
     const s2 = { text: '' };
     await readUntil(r2, s2, (t) => t.includes('event: request'));
-    assert.deepEqual(sseEvents(s2.text).map((e) => [e.event, JSON.parse(e.data!).id]), [['request', id2]]);
+    assert.deepEqual(
+      sseEvents(s2.text).map((e) => [e.event, JSON.parse(e.data!).id]),
+      [['request', id2]],
+    );
     await r2.cancel();
 
     const stale = await app.request('/events?bucket=ev&last_event_id=0000.5');

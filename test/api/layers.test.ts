@@ -13,7 +13,9 @@ describe('admin api: layering', () => {
     assert.ok(files.length >= 8, `found ${files.length} files`);
     const upward = files
       .flatMap(importsOf)
-      .filter((e) => e.target !== null && (e.target.startsWith('src/cli/') || ['src/main.ts', 'src/app.ts', 'src/server.ts'].includes(e.target)));
+      .filter(
+        (e) => e.target !== null && (e.target.startsWith('src/cli/') || ['src/main.ts', 'src/app.ts', 'src/server.ts'].includes(e.target)),
+      );
     assert.deepEqual(upward, []);
   });
 });

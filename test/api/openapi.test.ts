@@ -23,7 +23,15 @@ function appWith(basePath?: string) {
   });
 }
 
-type Doc = { openapi: string; servers: Array<{ url: string }>; paths: Record<string, Record<string, { parameters?: Array<{ name: string; in: string }>; requestBody?: unknown; responses: Record<string, unknown> }>>; components: { schemas: Record<string, unknown> } };
+type Doc = {
+  openapi: string;
+  servers: Array<{ url: string }>;
+  paths: Record<
+    string,
+    Record<string, { parameters?: Array<{ name: string; in: string }>; requestBody?: unknown; responses: Record<string, unknown> }>
+  >;
+  components: { schemas: Record<string, unknown> };
+};
 
 describe('admin api: OpenAPI document', () => {
   it('is OpenAPI 3.1 at /openapi.json and lists every registered route, and only those', async () => {
@@ -79,7 +87,18 @@ describe('admin api: OpenAPI document', () => {
         assert.ok(errors.length > 0, `${method} ${path} documents its errors`);
       }
     }
-    for (const name of ['Bucket', 'BucketSettings', 'BucketCreate', 'RequestPage', 'StoredRequest', 'Replay', 'ReplayCreate', 'Stats', 'Health', 'Error']) {
+    for (const name of [
+      'Bucket',
+      'BucketSettings',
+      'BucketCreate',
+      'RequestPage',
+      'StoredRequest',
+      'Replay',
+      'ReplayCreate',
+      'Stats',
+      'Health',
+      'Error',
+    ]) {
       assert.ok(doc.components.schemas[name], name);
     }
   });

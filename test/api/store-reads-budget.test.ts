@@ -46,7 +46,11 @@ for (const dialect of pgTestServer() === undefined ? (['sqlite'] as const) : (['
     /** How long the slow search took on the reader with a large budget, ms. */
     let slowMs = 0;
     const open = (options: Partial<StoreReaderOptions<(typeof STORE_READ_METHODS)[number]>>) =>
-      openStoreReader(f.config, { clock: f.clock, useCallerClock: f.useCallerClock }, { methods: STORE_READ_METHODS, budgetMs: 60_000, ...options });
+      openStoreReader(
+        f.config,
+        { clock: f.clock, useCallerClock: f.useCallerClock },
+        { methods: STORE_READ_METHODS, budgetMs: 60_000, ...options },
+      );
 
     before(async () => {
       f = await openFixture(dialect);
@@ -58,7 +62,7 @@ for (const dialect of pgTestServer() === undefined ? (['sqlite'] as const) : (['
       await f?.close();
     });
 
-    it('a slow read leaves the main thread\'s event loop free: its timers keep firing meanwhile', async (t: TestContext) => {
+    it("a slow read leaves the main thread's event loop free: its timers keep firing meanwhile", async (t: TestContext) => {
       const reads = await openStoreReads(f.config, { budgetMs: 60_000, clock: f.clock, useCallerClock: f.useCallerClock });
       try {
         const off = await ticksDuring(() => reads.listRequests('big', ABSENT, { limit: 10 }));
@@ -66,9 +70,12 @@ for (const dialect of pgTestServer() === undefined ? (['sqlite'] as const) : (['
         slowMs = off.ms;
         // The same search on the main store, for contrast: on SQLite it holds the event loop.
         const main = await ticksDuring(() => f.store.listRequests('big', ABSENT, { limit: 10 }));
-        t.diagnostic(`search of ${ROWS} x ${BODY_BYTES} B bodies: reader ${off.ms.toFixed(0)} ms with ${off.ticks} main-thread ticks; main store ${main.ms.toFixed(0)} ms with ${main.ticks} ticks`);
+        t.diagnostic(
+          `search of ${ROWS} x ${BODY_BYTES} B bodies: reader ${off.ms.toFixed(0)} ms with ${off.ticks} main-thread ticks; main store ${main.ms.toFixed(0)} ms with ${main.ticks} ticks`,
+        );
         assert.ok(off.ticks >= 10, `${off.ticks} ticks of a 1 ms interval during the read`);
-        if (dialect === 'sqlite') assert.equal(main.ticks, 0, 'the main store\'s synchronous search holds every timer (the contrast this reader exists for)');
+        if (dialect === 'sqlite')
+          assert.equal(main.ticks, 0, "the main store's synchronous search holds every timer (the contrast this reader exists for)");
       } finally {
         await reads.close();
       }
@@ -90,7 +97,10 @@ for (const dialect of pgTestServer() === undefined ? (['sqlite'] as const) : (['
           // Right after the timeout: the old thread is abandoned (its statement still running) and a fresh one is starting.
           assert.deepEqual({ ...reads.status(), queued: 0 }, { threadsStarted: 2, abandoned: 1, queued: 0, running: 0 });
         } else {
-          const e = await slow.then(() => undefined, (x: Error) => x);
+          const e = await slow.then(
+            () => undefined,
+            (x: Error) => x,
+          );
           assert.match(String(e?.message), /cancelled by the database/, 'statement_timeout ended it on the server');
         }
         assert.equal((await behind)?.name, 'big');
@@ -100,7 +110,14 @@ for (const dialect of pgTestServer() === undefined ? (['sqlite'] as const) : (['
           assert.equal(reads.status().threadsStarted, 2);
         } else {
           await until(
-            async () => (await withPgClient(f.config.db, (c) => c.query(`select count(*)::int as n from pg_stat_activity where application_name = 'hookbucket-admin-reads' and state = 'active'`))).rows[0].n === 0,
+            async () =>
+              (
+                await withPgClient(f.config.db, (c) =>
+                  c.query(
+                    `select count(*)::int as n from pg_stat_activity where application_name = 'hookbucket-admin-reads' and state = 'active'`,
+                  ),
+                )
+              ).rows[0].n === 0,
             'no statement of the reader still running on the server',
           );
         }
@@ -127,7 +144,10 @@ for (const dialect of pgTestServer() === undefined ? (['sqlite'] as const) : (['
         const bucket = await waiting[0];
         const list = await waiting[1];
         assert.equal(bucket?.name, 'big');
-        assert.deepEqual(list.map((b) => b.name), ['big']);
+        assert.deepEqual(
+          list.map((b) => b.name),
+          ['big'],
+        );
         assert.equal((await reads.getBucket('big'))?.name, 'big', 'room again once they are done');
       } finally {
         await reads.close();
@@ -151,7 +171,10 @@ for (const dialect of pgTestServer() === undefined ? (['sqlite'] as const) : (['
 
       it('close() during a slow read fails it (and the calls waiting) and returns', async () => {
         const reads = await open({});
-        const slow = assert.rejects(reads.listRequests('big', ABSENT, { limit: 10 }), (e: unknown) => isAppError('storage_error')(e) && /closed/.test((e as Error).message));
+        const slow = assert.rejects(
+          reads.listRequests('big', ABSENT, { limit: 10 }),
+          (e: unknown) => isAppError('storage_error')(e) && /closed/.test((e as Error).message),
+        );
         const waiting = assert.rejects(reads.getBucket('big'), isAppError('storage_error'));
         await reads.close();
         await slow;
@@ -163,7 +186,7 @@ for (const dialect of pgTestServer() === undefined ? (['sqlite'] as const) : (['
 }
 
 if (pgTestServer() === undefined) {
-  describe('the admin reader\'s budget (postgres)', () => {
+  describe("the admin reader's budget (postgres)", () => {
     it('skipped', { skip: PG_SKIP_REASON }, () => undefined);
   });
 }

@@ -32,7 +32,11 @@ export interface Fixture {
 }
 
 function testConfig(db: string): Config {
-  return loadConfig({}, {}, { db, port: 0, host: '127.0.0.1', durability: 'normal', minFreeDisk: '0', lockTimeoutMs: '5s', logLevel: 'silent', worker: false });
+  return loadConfig(
+    {},
+    {},
+    { db, port: 0, host: '127.0.0.1', durability: 'normal', minFreeDisk: '0', lockTimeoutMs: '5s', logLevel: 'silent', worker: false },
+  );
 }
 
 export const DIALECT_NAMES: ReadonlyArray<'sqlite' | 'postgres'> = pgTestServer() === undefined ? ['sqlite'] : ['sqlite', 'postgres'];
@@ -106,7 +110,9 @@ export async function seed(f: Fixture): Promise<Seeded> {
   sink.countRejection('', 'unknown_bucket');
   sink.countRejection('', 'unknown_bucket');
   await Promise.all(alphaReqs.map((r) => sink.submit(r, { createDelivery: true })));
-  await Promise.all(Array.from({ length: 5 }, (_, i) => sink.submit(captured('beta', T0 + 20 + i, { body: `beta ${i}` }), { createDelivery: true })));
+  await Promise.all(
+    Array.from({ length: 5 }, (_, i) => sink.submit(captured('beta', T0 + 20 + i, { body: `beta ${i}` }), { createDelivery: true })),
+  );
 
   // Attempts: the first six delivered, the next three answered 500 and retried later, with binary excerpts.
   const bucket = (await drain.listBuckets()).find((b) => b.name === 'alpha');
@@ -127,11 +133,27 @@ export async function seed(f: Fixture): Promise<Seeded> {
 
   const alpha = alphaReqs.map((r) => r.id);
   const replayId = newId();
-  await store.createReplay({ id: replayId, bucket: 'alpha', requestIds: alpha.slice(0, 4), selection: { ids: alpha.slice(0, 4) }, destination: null, rate: null, nowMs: at + 200 });
+  await store.createReplay({
+    id: replayId,
+    bucket: 'alpha',
+    requestIds: alpha.slice(0, 4),
+    selection: { ids: alpha.slice(0, 4) },
+    destination: null,
+    rate: null,
+    nowMs: at + 200,
+  });
   await store.pauseBucket('beta');
   await drain.acquireWorkerLease('worker-1', '{"host":"test"}', f.clock.now(), 60 * 60_000);
-  await drain.heartbeat({ id: 'worker-1', roles: ['worker'], host: 'test', pid: 42, info: '{}', leaseMs: 60_000 }, f.clock.now(), 60 * 60_000);
-  await store.heartbeat({ id: 'receiver-1', roles: ['receiver'], host: 'test', pid: 43, info: '{"url":"x"}', leaseMs: null }, f.clock.now(), 60 * 60_000);
+  await drain.heartbeat(
+    { id: 'worker-1', roles: ['worker'], host: 'test', pid: 42, info: '{}', leaseMs: 60_000 },
+    f.clock.now(),
+    60 * 60_000,
+  );
+  await store.heartbeat(
+    { id: 'receiver-1', roles: ['receiver'], host: 'test', pid: 43, info: '{"url":"x"}', leaseMs: null },
+    f.clock.now(),
+    60 * 60_000,
+  );
   return { alpha, binaryId: alpha[0]!, largeId: alpha[1]!, largeBody, replayId };
 }
 
@@ -146,7 +168,13 @@ export async function seedMany(store: Store, bucket: string, n: number, bodyByte
     const body = randomBytes(bodyBytes);
     const BATCH = 500;
     for (let done = 0; done < n; done += BATCH) {
-      const items: ImportItem[] = Array.from({ length: Math.min(BATCH, n - done) }, () => ({ method: 'POST', path: '', query: null, rawHeaders: ['Content-Type', 'application/octet-stream'], body }));
+      const items: ImportItem[] = Array.from({ length: Math.min(BATCH, n - done) }, () => ({
+        method: 'POST',
+        path: '',
+        query: null,
+        rawHeaders: ['Content-Type', 'application/octet-stream'],
+        body,
+      }));
       await importer.write({ name: b.name, createdAt: b.createdAt }, items, { createDelivery: false });
     }
   } finally {

@@ -69,7 +69,10 @@ async function failure(p: Promise<unknown>): Promise<{ code: string; message: st
 describe('the admin reader: the cases cover every read method', () => {
   it('each of STORE_READ_METHODS has at least one case', () => {
     const covered = new Set(CASES.map((c) => c[0]));
-    assert.deepEqual(STORE_READ_METHODS.filter((m) => !covered.has(m)), []);
+    assert.deepEqual(
+      STORE_READ_METHODS.filter((m) => !covered.has(m)),
+      [],
+    );
   });
 });
 
@@ -97,10 +100,14 @@ for (const dialect of DIALECT_NAMES) {
       });
     }
 
-    it('bodies come back as Buffers, byte-exact (binary, empty, 100 KiB), and attempts\' response excerpts too', async () => {
+    it("bodies come back as Buffers, byte-exact (binary, empty, 100 KiB), and attempts' response excerpts too", async () => {
       const bin = await reads.getRequest(s.binaryId);
       assert.ok(bin && Buffer.isBuffer(bin.body));
-      assert.ok(bin.body.equals(Buffer.concat([Buffer.from(Array.from({ length: 256 }, (_, i) => i)), Buffer.from([0, 0, 0xff, 0xfe, 0x0d, 0x0a])])));
+      assert.ok(
+        bin.body.equals(
+          Buffer.concat([Buffer.from(Array.from({ length: 256 }, (_, i) => i)), Buffer.from([0, 0, 0xff, 0xfe, 0x0d, 0x0a])]),
+        ),
+      );
       const large = await reads.getRequest(s.largeId);
       assert.ok(large && Buffer.isBuffer(large.body) && large.body.equals(s.largeBody));
       const empty = await reads.getRequest(s.alpha[2]!);
@@ -115,7 +122,7 @@ for (const dialect of DIALECT_NAMES) {
       for (const e of attempts) assert.ok(e.kind === 'attempt' && Buffer.isBuffer(e.attempt.responseBody), 'an excerpt is a Buffer');
     });
 
-    it('tail looks back from the caller\'s clock, not the thread\'s', async () => {
+    it("tail looks back from the caller's clock, not the thread's", async () => {
       // The attempts were made at T0 + 1 min, months before the real now: read at the system time
       // they would be past tail's 15-minute look-back.
       const events = (await reads.tail('alpha', { requestId: s.alpha.at(-1)!, sinceMs: 0, seen: [] })).events;
@@ -128,7 +135,7 @@ for (const dialect of DIALECT_NAMES) {
       assert.equal(counts.get('alpha')?.requests, 15);
     });
 
-    it('errors come back as AppErrors with the Store\'s code and message', async () => {
+    it("errors come back as AppErrors with the Store's code and message", async () => {
       for (const [m, args] of [
         ['listRequests', ['missing', {}, { limit: 5 }]],
         ['countRequests', ['missing', {}]],
@@ -149,7 +156,10 @@ for (const dialect of DIALECT_NAMES) {
       const r = captured('gamma', T0 + 5_000, { body: Buffer.from([1, 2, 3, 0]) });
       await f.sink.submit(r, { createDelivery: false });
       const page = await reads.listRequests('gamma', {}, { limit: 10 });
-      assert.deepEqual(page.requests.map((x) => x.id), [r.id]);
+      assert.deepEqual(
+        page.requests.map((x) => x.id),
+        [r.id],
+      );
       assert.ok((await reads.getRequest(r.id))?.body.equals(Buffer.from([1, 2, 3, 0])));
       await f.store.pauseBucket('gamma');
       assert.equal((await reads.getBucket('gamma'))?.paused, true);
@@ -158,10 +168,14 @@ for (const dialect of DIALECT_NAMES) {
 
     it('the reader cannot write: its connection is read-only', async () => {
       // Not a read method: reached only by naming it past the types, as a bug would.
-      const writer = await openStoreReader(f.config, { clock: f.clock, useCallerClock: f.useCallerClock }, {
-        methods: ['pauseBucket'] as unknown as ReadableMethod[],
-        budgetMs: 30_000,
-      });
+      const writer = await openStoreReader(
+        f.config,
+        { clock: f.clock, useCallerClock: f.useCallerClock },
+        {
+          methods: ['pauseBucket'] as unknown as ReadableMethod[],
+          budgetMs: 30_000,
+        },
+      );
       try {
         const e = await failure((writer as unknown as { pauseBucket(n: string): Promise<unknown> }).pauseBucket('alpha'));
         assert.ok(e.isAppError, `${e.code}: ${e.message}`);
@@ -204,7 +218,7 @@ describe('the admin reader (sqlite): opening', () => {
     }
   });
 
-  it('a database not migrated to this program\'s schema is refused with schema_mismatch, and left unmigrated', async () => {
+  it("a database not migrated to this program's schema is refused with schema_mismatch, and left unmigrated", async () => {
     const t = tempDir('hookbucket-reads-old-');
     try {
       const raw = new BetterSqlite3(t.db);
@@ -218,7 +232,9 @@ describe('the admin reader (sqlite): opening', () => {
       assert.equal(e.code, 'schema_mismatch');
       assert.match(e.message, /2020-01-01-old/);
       const check = new BetterSqlite3(t.db, { readonly: true });
-      assert.deepEqual(check.prepare(`select name from sqlite_master where type = 'table' order by name`).pluck().all(), ['hookbucket_migration']);
+      assert.deepEqual(check.prepare(`select name from sqlite_master where type = 'table' order by name`).pluck().all(), [
+        'hookbucket_migration',
+      ]);
       check.close();
     } finally {
       t.remove();

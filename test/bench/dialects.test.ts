@@ -40,7 +40,13 @@ describe('dialect benchmarks: pure parts', () => {
       passesPerDelivery: 0,
       load1: 0,
     });
-    const s = summarizeDrainDialects([run('sqlite', 100, 10), run('sqlite', 300, 30), run('sqlite', 200, 20), run('postgres', 50, 40), run('postgres', 70, 60)]);
+    const s = summarizeDrainDialects([
+      run('sqlite', 100, 10),
+      run('sqlite', 300, 30),
+      run('sqlite', 200, 20),
+      run('postgres', 50, 40),
+      run('postgres', 70, 60),
+    ]);
     assert.deepEqual(
       s.map((x) => [x.dialect, x.deliveriesPerS, x.workerCpuUsPerDelivery, x.pgCpuUsPerDelivery]),
       [

@@ -8,14 +8,29 @@ import { parseWakeOptions, percentiles, workerOrder } from '../../bench/wake-lat
 
 describe('scale-out benchmarks: pure parts', () => {
   it('rotates the worker counts so each runs first, in the middle and last once in three rounds', () => {
-    assert.deepEqual([1, 2, 3, 4].map((r) => rotation([1, 2, 3], r)), [
-      [1, 2, 3],
-      [2, 3, 1],
-      [3, 1, 2],
-      [1, 2, 3],
-    ]);
-    assert.deepEqual([receiverOrder(1), receiverOrder(2)], [[1, 2], [2, 1]]);
-    assert.deepEqual([workerOrder(1), workerOrder(2)], [[3, 1], [1, 3]]);
+    assert.deepEqual(
+      [1, 2, 3, 4].map((r) => rotation([1, 2, 3], r)),
+      [
+        [1, 2, 3],
+        [2, 3, 1],
+        [3, 1, 2],
+        [1, 2, 3],
+      ],
+    );
+    assert.deepEqual(
+      [receiverOrder(1), receiverOrder(2)],
+      [
+        [1, 2],
+        [2, 1],
+      ],
+    );
+    assert.deepEqual(
+      [workerOrder(1), workerOrder(2)],
+      [
+        [3, 1],
+        [1, 3],
+      ],
+    );
   });
 
   it('parses options with defaults and refuses bad ones', () => {
@@ -38,7 +53,17 @@ describe('scale-out benchmarks: pure parts', () => {
 
   it('combines loads run at once: summed rates and counts, the worse latencies', () => {
     const part = (reqPerSec: number, p99Ms: number): LoadSummary => ({
-      server: 'receiver', connections: 32, durationS: 10, reqPerSec, p50Ms: p99Ms / 4, p99Ms, maxMs: p99Ms * 2, ok2xx: reqPerSec * 10, non2xx: 1, errors: 0, cutOff: 2,
+      server: 'receiver',
+      connections: 32,
+      durationS: 10,
+      reqPerSec,
+      p50Ms: p99Ms / 4,
+      p99Ms,
+      maxMs: p99Ms * 2,
+      ok2xx: reqPerSec * 10,
+      non2xx: 1,
+      errors: 0,
+      cutOff: 2,
     });
     const c = combine([part(1000, 40), part(1200, 60)]);
     assert.deepEqual([c.connections, c.reqPerSec, c.p50Ms, c.p99Ms, c.ok2xx, c.non2xx, c.cutOff], [64, 2200, 15, 60, 22000, 2, 4]);

@@ -8,13 +8,26 @@ import { intOption, machineLines, numberOption, parseFlags, problemLines, ratio 
 const pg: PgCpu = { readable: true, databaseUs: {}, databaseTotalUs: 4_000, backends: 2, auxUs: {}, auxTotalUs: 400, commits: 9 };
 
 const loadOf = (ok2xx: number, non2xx: number, errors: number, cutOff: number): LoadSummary => ({
-  server: 'receiver', connections: 8, durationS: 1, reqPerSec: ok2xx, p50Ms: 1, p99Ms: 2, maxMs: 3, ok2xx, non2xx, errors, cutOff,
+  server: 'receiver',
+  connections: 8,
+  durationS: 1,
+  reqPerSec: ok2xx,
+  p50Ms: 1,
+  p99Ms: 2,
+  maxMs: 3,
+  ok2xx,
+  non2xx,
+  errors,
+  cutOff,
 });
 
 describe('what the benchmarks share: pure parts', () => {
   it('parses flags and number options, with the option named in every refusal', () => {
     // parseArgs' values have no prototype: spread into a plain object to compare.
-    assert.deepEqual({ ...parseFlags(['--rounds', '2', '--json'], { rounds: { type: 'string' }, json: { type: 'boolean', default: false } }) }, { rounds: '2', json: true });
+    assert.deepEqual(
+      { ...parseFlags(['--rounds', '2', '--json'], { rounds: { type: 'string' }, json: { type: 'boolean', default: false } }) },
+      { rounds: '2', json: true },
+    );
     assert.throws(() => parseFlags(['--nope'], { rounds: { type: 'string' } }), /nope/);
     assert.equal(intOption('--rounds', undefined, 3, 1, 20), 3);
     assert.equal(intOption('--rounds', '', 3, 1, 20), 3);
@@ -39,17 +52,28 @@ describe('what the benchmarks share: pure parts', () => {
   it('checks a drain: every delivery delivered, every request once at the consumer', () => {
     const ok = { requests: 3, states: { delivered: 3 } };
     assert.deepEqual(drainProblems('r1', 3, ok, { at: [1, 2, 3], seq: [], distinctIds: 3 }), []);
-    assert.deepEqual(drainProblems('r1', 3, { requests: 3, states: { delivered: 2, retrying: 1 } }, { at: [1, 2, 3, 3], seq: [], distinctIds: 3 }), [
-      'r1: 2 of 3 deliveries delivered in the db (states {"delivered":2,"retrying":1})',
-      'r1: the consumer got 4 requests (3 distinct) of 3',
-    ]);
+    assert.deepEqual(
+      drainProblems('r1', 3, { requests: 3, states: { delivered: 2, retrying: 1 } }, { at: [1, 2, 3, 3], seq: [], distinctIds: 3 }),
+      [
+        'r1: 2 of 3 deliveries delivered in the db (states {"delivered":2,"retrying":1})',
+        'r1: the consumer got 4 requests (3 distinct) of 3',
+      ],
+    );
     assert.deepEqual(drainFigures([1_300, 1_000, 1_200, 1_100], 4, 8_000, pg), {
-      deliveriesPerS: 10, spanMs: 300, workerCpuUsPerDelivery: 2_000, pgCpuUsPerDelivery: 1_000, pgAuxCpuUsPerDelivery: 100, pg,
+      deliveriesPerS: 10,
+      spanMs: 300,
+      workerCpuUsPerDelivery: 2_000,
+      pgCpuUsPerDelivery: 1_000,
+      pgAuxCpuUsPerDelivery: 100,
+      pg,
     });
   });
 
   it('checks a load: non-2xx and errors of the warm-up and measured run, stored against acked', () => {
-    assert.deepEqual(loadProblems('r1', loadOf(5, 1, 0, 0), loadOf(9, 0, 2, 0)), ['r1 warm-up: 1 non-2xx responses', 'r1 measured: 2 connection errors/timeouts']);
+    assert.deepEqual(loadProblems('r1', loadOf(5, 1, 0, 0), loadOf(9, 0, 2, 0)), [
+      'r1 warm-up: 1 non-2xx responses',
+      'r1 measured: 2 connection errors/timeouts',
+    ]);
     assert.deepEqual(loadProblems('r1', undefined, loadOf(9, 0, 0, 0)), []);
     assert.equal(checkStoredLoads(14, [loadOf(5, 0, 0, 0), loadOf(9, 0, 0, 0)]).verdict, 'equal');
     assert.deepEqual(checkStoredLoads(11, [undefined, loadOf(9, 0, 0, 3)]), { stored: 11, acked: 9, cutOff: 3, verdict: 'cut-off' });

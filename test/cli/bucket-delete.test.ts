@@ -50,7 +50,12 @@ describe('bucket delete through the real binary: a name never inherits old rows'
     assert.match(list.text, /deleting: leak: requests left to purge; finish with: hookbucket bucket delete <name>/);
     const listJson = (await cli('bucket', 'list', '--json')).json();
     assert.deepEqual(
-      listJson.buckets.map((b: { name: string; deleting: boolean; requests: number; destination: string | null }) => [b.name, b.deleting, b.requests, b.destination]),
+      listJson.buckets.map((b: { name: string; deleting: boolean; requests: number; destination: string | null }) => [
+        b.name,
+        b.deleting,
+        b.requests,
+        b.destination,
+      ]),
       [['leak', true, OLD, null]],
     );
     const show = await cli('bucket', 'show', 'leak');
@@ -74,7 +79,11 @@ describe('bucket delete through the real binary: a name never inherits old rows'
     ]) {
       const r = await cli(...args);
       assert.equal(r.code, 1, args.join(' '));
-      assert.match(r.stderr, /^error \[bucket_deleting\]: bucket leak is being deleted; finish it with: hookbucket bucket delete leak/, args.join(' '));
+      assert.match(
+        r.stderr,
+        /^error \[bucket_deleting\]: bucket leak is being deleted; finish it with: hookbucket bucket delete leak/,
+        args.join(' '),
+      );
     }
     const once = await cli('worker', '--once', '--json');
     assert.equal(once.code, 0, once.stderr);
@@ -94,7 +103,7 @@ describe('bucket delete through the real binary: a name never inherits old rows'
     assert.deepEqual(
       newC.received.map((r) => r.body.toString()),
       ['new 0'],
-      'the new destination gets only the new bucket\'s request',
+      "the new destination gets only the new bucket's request",
     );
     assert.equal(oldC.received.length, 0);
   });

@@ -5,7 +5,21 @@ import { tempDir } from '../helpers/temp-dir.js';
 
 /** The drain settings part of `bucket show --json`, for whole-object comparisons. */
 function drainFields(j: Record<string, unknown>) {
-  const keys = ['rate', 'burst', 'concurrency', 'timeout_ms', 'schedule', 'retry_on', 'retry_budget', 'retry_floor', 'forward_path', 'forward_raw_path', 'forward_headers', 'paused', 'paused_at'];
+  const keys = [
+    'rate',
+    'burst',
+    'concurrency',
+    'timeout_ms',
+    'schedule',
+    'retry_on',
+    'retry_budget',
+    'retry_floor',
+    'forward_path',
+    'forward_raw_path',
+    'forward_headers',
+    'paused',
+    'paused_at',
+  ];
   return Object.fromEntries(keys.map((k) => [k, j[k]]));
 }
 
@@ -51,18 +65,52 @@ describe('bucket drain settings through the real binary', () => {
     assert.match(human.text, /^schedule {10}base 30s, multiplier 3, cap 3h, give up after 14 attempts, jitter upper$/m);
     assert.match(human.text, /^retry on {10}5xx,408,425,429,network,timeout,tls \(default\)$/m);
     assert.match(human.text, /allowed retries per 60 s = 0\.1 × first attempts \+ 1 × 60$/m);
-    assert.match(human.text, /^forward path {6}on: the sub-path after \/b\/<name> is appended without dot-segments or empty segments, never above the destination path$/m);
+    assert.match(
+      human.text,
+      /^forward path {6}on: the sub-path after \/b\/<name> is appended without dot-segments or empty segments, never above the destination path$/m,
+    );
     assert.match(human.text, /^forward headers {3}none$/m);
     assert.match(human.text, /^paused {12}no$/m);
   });
 
   it('create with every flag, then show --json round-trips each setting (create --json prints the same)', async () => {
     const c = await runCli([
-      ...db, 'bucket', 'create', 'full', '--destination', 'http://127.0.0.1:9/in',
-      '--rate', '600/m', '--burst', '5', '--concurrency', '3', '--timeout', '1m30s',
-      '--base', '1m', '--multiplier', '2', '--cap', 'none', '--give-up', '48h', '--jitter', 'full',
-      '--retry-on', '5xx,429,network', '--retry-budget', '0.25', '--retry-floor', '30/m',
-      '--no-forward-path', '--forward-raw-path', '--forward-header', 'Authorization: Bearer s3cret', '--forward-header', 'X-Env:  prod ',
+      ...db,
+      'bucket',
+      'create',
+      'full',
+      '--destination',
+      'http://127.0.0.1:9/in',
+      '--rate',
+      '600/m',
+      '--burst',
+      '5',
+      '--concurrency',
+      '3',
+      '--timeout',
+      '1m30s',
+      '--base',
+      '1m',
+      '--multiplier',
+      '2',
+      '--cap',
+      'none',
+      '--give-up',
+      '48h',
+      '--jitter',
+      'full',
+      '--retry-on',
+      '5xx,429,network',
+      '--retry-budget',
+      '0.25',
+      '--retry-floor',
+      '30/m',
+      '--no-forward-path',
+      '--forward-raw-path',
+      '--forward-header',
+      'Authorization: Bearer s3cret',
+      '--forward-header',
+      'X-Env:  prod ',
       '--json',
     ]);
     assert.equal(c.code, 0, c.stderr);
@@ -77,7 +125,10 @@ describe('bucket drain settings through the real binary', () => {
       retry_floor: 0.5,
       forward_path: false,
       forward_raw_path: true,
-      forward_headers: [['Authorization', 'Bearer s3cret'], ['X-Env', 'prod']],
+      forward_headers: [
+        ['Authorization', 'Bearer s3cret'],
+        ['X-Env', 'prod'],
+      ],
       paused: false,
       paused_at: null,
     };
@@ -101,20 +152,61 @@ describe('bucket drain settings through the real binary', () => {
     assert.doesNotMatch(human.text, /s3cret/, 'credential values redacted in human output');
   });
 
-  it('update merges schedule knobs with the bucket\'s schedule; --max-attempts and --give-up replace each other', async () => {
-    assert.equal((await runCli([...db, 'bucket', 'create', 'sched', '--base', '1m', '--multiplier', '2', '--cap', '1h', '--max-attempts', '5', '--jitter', 'none'])).code, 0);
+  it("update merges schedule knobs with the bucket's schedule; --max-attempts and --give-up replace each other", async () => {
+    assert.equal(
+      (
+        await runCli([
+          ...db,
+          'bucket',
+          'create',
+          'sched',
+          '--base',
+          '1m',
+          '--multiplier',
+          '2',
+          '--cap',
+          '1h',
+          '--max-attempts',
+          '5',
+          '--jitter',
+          'none',
+        ])
+      ).code,
+      0,
+    );
 
     const capped = await update('sched', '--cap', '2h');
-    assert.deepEqual(capped.schedule, { base_ms: 60_000, multiplier: 2, cap_ms: 7_200_000, max_attempts: 5, give_up_ms: null, jitter: 'none' });
+    assert.deepEqual(capped.schedule, {
+      base_ms: 60_000,
+      multiplier: 2,
+      cap_ms: 7_200_000,
+      max_attempts: 5,
+      give_up_ms: null,
+      jitter: 'none',
+    });
 
     const giveUp = await update('sched', '--give-up', '24h');
-    assert.deepEqual(giveUp.schedule, { base_ms: 60_000, multiplier: 2, cap_ms: 7_200_000, max_attempts: null, give_up_ms: 86_400_000, jitter: 'none' });
+    assert.deepEqual(giveUp.schedule, {
+      base_ms: 60_000,
+      multiplier: 2,
+      cap_ms: 7_200_000,
+      max_attempts: null,
+      give_up_ms: 86_400_000,
+      jitter: 'none',
+    });
 
     const jitter = await update('sched', '--jitter', 'upper');
     assert.equal(jitter.schedule.give_up_ms, 86_400_000, 'a give-up stays when not replaced');
 
     const attempts = await update('sched', '--max-attempts', '7', '--multiplier', '3');
-    assert.deepEqual(attempts.schedule, { base_ms: 60_000, multiplier: 3, cap_ms: 7_200_000, max_attempts: 7, give_up_ms: null, jitter: 'upper' });
+    assert.deepEqual(attempts.schedule, {
+      base_ms: 60_000,
+      multiplier: 3,
+      cap_ms: 7_200_000,
+      max_attempts: 7,
+      give_up_ms: null,
+      jitter: 'upper',
+    });
 
     // The merged schedule is checked: a cap below the bucket's 1m base cannot work.
     const bad = await runCli([...db, 'bucket', 'update', 'sched', '--cap', '30s']);
@@ -160,10 +252,16 @@ describe('bucket drain settings through the real binary', () => {
     const raw = await runCli([...db, 'bucket', 'create', 'legacy', '--forward-raw-path', '--json']);
     assert.equal(raw.code, 0, raw.stderr);
     assert.deepEqual([raw.json().forward_path, raw.json().forward_raw_path], [true, true]);
-    assert.match((await runCli([...db, 'bucket', 'show', 'legacy'])).text, /^forward path {6}on, raw: .* \(unsafe behind a path-normalising proxy\)$/m);
+    assert.match(
+      (await runCli([...db, 'bucket', 'show', 'legacy'])).text,
+      /^forward path {6}on, raw: .* \(unsafe behind a path-normalising proxy\)$/m,
+    );
     const off = await update('legacy', '--no-forward-path');
     assert.deepEqual([off.forward_path, off.forward_raw_path], [false, true]);
-    assert.match((await runCli([...db, 'bucket', 'show', 'legacy'])).text, /^forward path {6}off: every request goes to the destination as it is \(raw path kept for when it is on\)$/m);
+    assert.match(
+      (await runCli([...db, 'bucket', 'show', 'legacy'])).text,
+      /^forward path {6}off: every request goes to the destination as it is \(raw path kept for when it is on\)$/m,
+    );
     const safe = await update('legacy', '--forward-path', '--no-forward-raw-path');
     assert.deepEqual(drainFields(safe), DEFAULTS);
     assert.deepEqual(drainFields(await show('legacy')), DEFAULTS);
@@ -209,7 +307,7 @@ describe('bucket drain settings through the real binary', () => {
     }
   });
 
-  it('every bucket command\'s --help shows examples, the new flags among them', async () => {
+  it("every bucket command's --help shows examples, the new flags among them", async () => {
     const [create, update, pause, resume] = await Promise.all(
       ['create', 'update', 'pause', 'resume'].map((c) => runCli(['bucket', c, '--help'])),
     );
@@ -217,7 +315,19 @@ describe('bucket drain settings through the real binary', () => {
       assert.equal(r.code, 0);
       assert.match(r.text, /Examples:\n {2}\$ hookbucket bucket /);
     }
-    for (const flag of ['--rate', '--burst', '--concurrency', '--timeout', '--base', '--give-up', '--retry-on', '--retry-budget', '--retry-floor', '--forward-header', '--no-forward-path']) {
+    for (const flag of [
+      '--rate',
+      '--burst',
+      '--concurrency',
+      '--timeout',
+      '--base',
+      '--give-up',
+      '--retry-on',
+      '--retry-budget',
+      '--retry-floor',
+      '--forward-header',
+      '--no-forward-path',
+    ]) {
       assert.match(create!.text, new RegExp(`^ {2}${flag}\\b`, 'm'), flag);
     }
     assert.match(update!.text, /^ {2}--no-rate /m);
@@ -230,7 +340,6 @@ describe('bucket drain settings through the real binary', () => {
     assert.match(update!.text, /\$ hookbucket bucket update stripe --no-rate/);
   });
 });
-
 
 describe('drain settings in-process: forward-header edits, and the whole table of bad values (exit 2, nothing changed)', () => {
   const t = tempDir();
@@ -296,12 +405,27 @@ describe('drain settings in-process: forward-header edits, and the whole table o
     };
     assert.deepEqual(
       await headers('create', 'hdr', '--forward-header', 'X-A: 1', '--forward-header', 'X-B: 2', '--forward-header', 'X-B: 3'),
-      [['X-A', '1'], ['X-B', '2'], ['X-B', '3']],
+      [
+        ['X-A', '1'],
+        ['X-B', '2'],
+        ['X-B', '3'],
+      ],
       'repeats kept, in order',
     );
-    assert.deepEqual(await headers('update', 'hdr', '--forward-header', 'x-b: 4'), [['X-A', '1'], ['x-b', '4']], 'X-B replaced by name, X-A kept');
+    assert.deepEqual(
+      await headers('update', 'hdr', '--forward-header', 'x-b: 4'),
+      [
+        ['X-A', '1'],
+        ['x-b', '4'],
+      ],
+      'X-B replaced by name, X-A kept',
+    );
     assert.deepEqual(await headers('update', 'hdr', '--no-forward-header', '--forward-header', 'X-C: 5'), [['X-C', '5']]);
-    assert.deepEqual(await headers('update', 'hdr', '--forward-header', 'X-D: 6', '--no-forward-header'), [['X-D', '6']], 'order does not matter');
+    assert.deepEqual(
+      await headers('update', 'hdr', '--forward-header', 'X-D: 6', '--no-forward-header'),
+      [['X-D', '6']],
+      'order does not matter',
+    );
     assert.deepEqual(await headers('update', 'hdr', '--ack-status', '202'), [['X-D', '6']], 'not given: kept');
     assert.deepEqual(await headers('update', 'hdr', '--no-forward-header'), []);
   });

@@ -48,7 +48,8 @@ function normaliser() {
 }
 
 /** JSON whose timing fields (durations, latencies, ages, rates over a window) become placeholders. */
-const TIMING = /^(reclaimed_bytes|duration_ms|gap_ms|latency_p\d+_ms|oldest_.*|.*_age_ms|elapsed_ms|eta_ms|rate_per_s|.*_per_s|.*_per_min|at|received_at|settled_at|started_at|next_attempt_at|created_at|finished_at|last_settled_at|deleting_at|heartbeat_at|stopped_at)$/;
+const TIMING =
+  /^(reclaimed_bytes|duration_ms|gap_ms|latency_p\d+_ms|oldest_.*|.*_age_ms|elapsed_ms|eta_ms|rate_per_s|.*_per_s|.*_per_min|at|received_at|settled_at|started_at|next_attempt_at|created_at|finished_at|last_settled_at|deleting_at|heartbeat_at|stopped_at)$/;
 function maskTimings(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(maskTimings);
   if (value && typeof value === 'object') {
@@ -87,27 +88,52 @@ async function runScenario(db: string, consumer: Consumer): Promise<Scenario> {
     const out = r.stdout
       .replace(/(latency_p\d+_ms) +\d+/g, '$1 <n>')
       .replace(/gave back .* of disk/, 'gave back <size> of disk')
-      .replace(/\b\d+(\.\d+)? ?(ms|s|m|h)\b/g, '<dur>').replace(/\b\d+(\.\d+)?\/(s|min|m)\b/g, '<rate>')
+      .replace(/\b\d+(\.\d+)? ?(ms|s|m|h)\b/g, '<dur>')
+      .replace(/\b\d+(\.\d+)?\/(s|min|m)\b/g, '<rate>')
       // A table column of ages ("LAST_BEAT 85ms ago", "1s ago") pads to its widest: alignment varies.
       .replace(/<dur> ago +/g, '<dur> ago ');
     steps.push({ name, code: r.code, out: norm(out), err: norm(r.stderr) });
     return r;
   };
   const post = async (path: string, init: { method?: string; body?: Buffer | string; headers?: Record<string, string> }) => {
-    const res = await fetch(`${server!.url}/b/shop${path}`, { method: init.method ?? 'POST', ...(init.body !== undefined ? { body: init.body } : {}), headers: init.headers ?? {} });
+    const res = await fetch(`${server!.url}/b/shop${path}`, {
+      method: init.method ?? 'POST',
+      ...(init.body !== undefined ? { body: init.body } : {}),
+      headers: init.headers ?? {},
+    });
     assert.equal(res.status, 200);
     return ((await res.json()) as { id: string }).id;
   };
-  const states = async (bucket: string) => JSON.parse((await runInProcess([...g, 'bucket', 'show', bucket, '--json'])).stdout).states as Record<string, number>;
+  const states = async (bucket: string) =>
+    JSON.parse((await runInProcess([...g, 'bucket', 'show', bucket, '--json'])).stdout).states as Record<string, number>;
 
   try {
-    const config = loadConfig({}, {}, { db, port: 0, host: '127.0.0.1', minFreeDisk: '0', logLevel: 'silent', worker: true, adminPort: 0, spoolDir: join(dir.dir, 'spool') });
+    const config = loadConfig(
+      {},
+      {},
+      {
+        db,
+        port: 0,
+        host: '127.0.0.1',
+        minFreeDisk: '0',
+        logLevel: 'silent',
+        worker: true,
+        adminPort: 0,
+        spoolDir: join(dir.dir, 'spool'),
+      },
+    );
     server = await startServer(config, { clock: systemClock, logger: silentLogger });
 
     // Buckets.
-    await run('bucket create shop', ['bucket', 'create', 'shop', '--destination', `${consumer.url}/hooks`, '--max-attempts', '1', '--jitter', 'none', '--json'], { json: true });
+    await run(
+      'bucket create shop',
+      ['bucket', 'create', 'shop', '--destination', `${consumer.url}/hooks`, '--max-attempts', '1', '--jitter', 'none', '--json'],
+      { json: true },
+    );
     await human('bucket create other', ['bucket', 'create', 'other']);
-    await run('bucket update', ['bucket', 'update', 'shop', '--timeout', '5s', '--rate', '100/s', '--burst', '10', '--json'], { json: true });
+    await run('bucket update', ['bucket', 'update', 'shop', '--timeout', '5s', '--rate', '100/s', '--burst', '10', '--json'], {
+      json: true,
+    });
     await human('bucket show', ['bucket', 'show', 'shop']);
     await run('bucket show --json', ['bucket', 'show', 'shop', '--json'], { json: true });
     await human('bucket list', ['bucket', 'list']);
@@ -116,7 +142,10 @@ async function runScenario(db: string, consumer: Consumer): Promise<Scenario> {
     // The fixture, over HTTP to `serve`: batch A is delivered (or exhausted on a 500), batch B held.
     const binary = Buffer.concat([Buffer.from([0xff, 0xfe, 0x00]), Buffer.from('xx needle xx'), Buffer.from([0xc3, 0x28])]);
     await post('/orders/1', { body: '{"type":"order.created","n":1}', headers: { 'content-type': 'application/json', 'x-kind': 'order' } });
-    const failId = await post('/orders/2/fail', { body: '{"type":"order.failed","n":2}', headers: { 'content-type': 'application/json', 'x-kind': 'order' } });
+    const failId = await post('/orders/2/fail', {
+      body: '{"type":"order.failed","n":2}',
+      headers: { 'content-type': 'application/json', 'x-kind': 'order' },
+    });
     const binaryId = await post('/customers/7', { method: 'PUT', body: binary, headers: { 'content-type': 'application/octet-stream' } });
     await post('/ping?token=secret&x=1', { method: 'GET' });
     await post('', { body: 'a=1&password=hunter2', headers: { 'content-type': 'application/x-www-form-urlencoded', 'X-Kind': 'form' } });
@@ -125,7 +154,10 @@ async function runScenario(db: string, consumer: Consumer): Promise<Scenario> {
     const boundary = new Date(Date.now()).toISOString();
     await new Promise((r) => setTimeout(r, 5));
     await human('bucket pause', ['bucket', 'pause', 'shop']);
-    await post('/orders/3', { body: '{"type":"order.created","n":3,"needle":true}', headers: { 'content-type': 'application/json', 'x-kind': 'order' } });
+    await post('/orders/3', {
+      body: '{"type":"order.created","n":3,"needle":true}',
+      headers: { 'content-type': 'application/json', 'x-kind': 'order' },
+    });
     await post('/refunds/1', { method: 'DELETE' });
     await post('/orders/4', { body: '{"type":"order.created","n":4}', headers: { 'content-type': 'application/json', 'x-kind': 'order' } });
 
@@ -178,7 +210,9 @@ async function runScenario(db: string, consumer: Consumer): Promise<Scenario> {
     await run('replay --dry-run', ['replay', 'shop', '--state', 'exhausted', '--dry-run', '--json'], { json: true });
     await human('replay --dry-run human', ['replay', 'shop', '--status', '5xx', '--dry-run']);
     consumer.fallback = { status: 200, body: 'fixed' };
-    await run('replay --wait --json', ['replay', 'shop', '--state', 'exhausted', '--yes', '--wait', '--timeout', '30s', '--json'], { json: true });
+    await run('replay --wait --json', ['replay', 'shop', '--state', 'exhausted', '--yes', '--wait', '--timeout', '30s', '--json'], {
+      json: true,
+    });
     await run('states after replay', ['bucket', 'show', 'shop', '--json'], { json: true });
     const again = await runInProcess([...g, 'replay', 'shop', '--path', '/refunds/*']);
     assert.equal(again.code, 0, again.stderr);
@@ -197,7 +231,9 @@ async function runScenario(db: string, consumer: Consumer): Promise<Scenario> {
     await human('health tripped', ['health', 'shop', '--fail-on', 'delivered > 3'], 3);
 
     // Tail: the real binary, bounded by --count; it says on stderr when its cursor is taken.
-    const child = spawn(process.execPath, [BIN, ...g, 'requests', 'tail', 'shop', '--json', '--count', '2'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [BIN, ...g, 'requests', 'tail', 'shop', '--json', '--count', '2'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let tailOut = '';
     child.stdout.on('data', (d) => (tailOut += d));
     const exited = new Promise<number>((r) => child.on('exit', (code) => r(code ?? -1)));
@@ -205,7 +241,10 @@ async function runScenario(db: string, consumer: Consumer): Promise<Scenario> {
     await post('/tail', { body: '{"tail":true}', headers: { 'content-type': 'application/json' } });
     assert.equal(await exited, 0);
     // The request's state is whatever the worker had done by the poll that found it.
-    const tailEvents = tailOut.trim().split('\n').map((l) => maskTimings({ ...JSON.parse(l), ...(l.includes('"event":"request"') ? { state: '<state>' } : {}) }));
+    const tailEvents = tailOut
+      .trim()
+      .split('\n')
+      .map((l) => maskTimings({ ...JSON.parse(l), ...(l.includes('"event":"request"') ? { state: '<state>' } : {}) }));
     steps.push({ name: 'tail --json --count 2', code: 0, out: norm(tailEvents.map((e) => JSON.stringify(e)).join('\n')), err: '' });
 
     // Prune: a dry run, then for real (every delivered request).

@@ -39,7 +39,11 @@ describe('mutating CLI commands under ingest and drain load', () => {
       while (!stop && sent < MAX_REQUESTS) {
         const n = sent++;
         try {
-          const res = await fetch(`${s.url}/b/load/e/${n}`, { method: 'POST', body: `event ${n}`, headers: { 'content-type': 'text/plain' } });
+          const res = await fetch(`${s.url}/b/load/e/${n}`, {
+            method: 'POST',
+            body: `event ${n}`,
+            headers: { 'content-type': 'text/plain' },
+          });
           await res.arrayBuffer();
           statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
         } catch {
@@ -75,7 +79,10 @@ describe('mutating CLI commands under ingest and drain load', () => {
     const failed = ran.filter((x) => x.r.code !== 0).map((x) => `${x.args}: exit ${x.r.code}: ${x.r.stderr.trim()}`);
     assert.deepEqual(failed, []);
     // Every command ran while requests were still being sent (not after the load's bound).
-    assert.ok(ran.every((x) => x.sentBefore < MAX_REQUESTS), `the load ended before ${ran.find((x) => x.sentBefore >= MAX_REQUESTS)?.args}`);
+    assert.ok(
+      ran.every((x) => x.sentBefore < MAX_REQUESTS),
+      `the load ended before ${ran.find((x) => x.sentBefore >= MAX_REQUESTS)?.args}`,
+    );
     assert.ok((statuses.get(200) ?? 0) > 0);
   });
 });

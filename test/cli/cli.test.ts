@@ -41,7 +41,10 @@ describe('CLI through the real binary', () => {
     assert.equal(cleared.json().destination, null);
 
     const list = await runCli([...db, 'bucket', 'list', '--json']);
-    assert.deepEqual(list.json().buckets.map((x: { name: string }) => x.name), ['stripe']);
+    assert.deepEqual(
+      list.json().buckets.map((x: { name: string }) => x.name),
+      ['stripe'],
+    );
     assert.deepEqual(list.json().unattributed_rejections, {});
     const human = await runCli([...db, 'bucket', 'list']);
     assert.match(human.text, /^NAME\s+REQUESTS/m);
@@ -81,7 +84,19 @@ describe('CLI through the real binary', () => {
   });
 
   it('shows help with examples for every command, exit 0', async () => {
-    for (const args of [[], ['serve'], ['bucket'], ['bucket', 'create'], ['bucket', 'list'], ['bucket', 'show'], ['bucket', 'update'], ['bucket', 'delete'], ['requests'], ['requests', 'list'], ['requests', 'show']]) {
+    for (const args of [
+      [],
+      ['serve'],
+      ['bucket'],
+      ['bucket', 'create'],
+      ['bucket', 'list'],
+      ['bucket', 'show'],
+      ['bucket', 'update'],
+      ['bucket', 'delete'],
+      ['requests'],
+      ['requests', 'list'],
+      ['requests', 'show'],
+    ]) {
       const r = await runCli([...args, '--help']);
       assert.equal(r.code, 0, args.join(' '));
       assert.match(r.text, /Examples:/, args.join(' '));
@@ -97,79 +112,89 @@ describe('CLI through the real binary', () => {
 });
 
 // Run twice: on the database file (--db) and through the server's admin API (--api, issue 14 point 5).
-for (const mode of ['db', 'api'] as const) describe(`CLI against a running server (${mode === 'db' ? '--db' : '--api'})`, () => {
-  let s: TestServer;
-  const target = () => (mode === 'db' ? ['--db', s.db] : ['--api', s.admin!.url]);
-  before(async () => {
-    s = await startTestServer();
-  });
-  after(() => s.stop());
-
-  it('a bucket created from the CLI while serving takes the very next request', async () => {
-    const c = await runCli([...target(), 'bucket', 'create', 'live']);
-    assert.equal(c.code, 0, c.stderr);
-    const r = await fetch(`${s.url}/b/live`, { method: 'POST', body: 'hi' });
-    assert.equal(r.status, 200);
-  });
-
-  it('requests show --raw returns the exact bytes; --json the headers as sent', async () => {
-    const body = Buffer.concat([randomBytes(4096), Buffer.from([0, 0xff, 0xfe])]);
-    const file = join(s.dir, 'body.bin');
-    writeFileSync(file, body);
-    const r = await fetch(`${s.url}/b/live/sub/path?x=1`, {
-      method: 'POST',
-      body,
-      headers: { 'Content-Type': 'application/octet-stream', 'X-Custom': 'A', 'Authorization': 'Bearer secret-token' },
+for (const mode of ['db', 'api'] as const)
+  describe(`CLI against a running server (${mode === 'db' ? '--db' : '--api'})`, () => {
+    let s: TestServer;
+    const target = () => (mode === 'db' ? ['--db', s.db] : ['--api', s.admin!.url]);
+    before(async () => {
+      s = await startTestServer();
     });
-    const { id } = (await r.json()) as { id: string };
+    after(() => s.stop());
 
-    const raw = await runCli([...target(), 'requests', 'show', id, '--raw']);
-    assert.equal(raw.code, 0);
-    assert.ok(raw.stdout.equals(body), 'identical bytes');
+    it('a bucket created from the CLI while serving takes the very next request', async () => {
+      const c = await runCli([...target(), 'bucket', 'create', 'live']);
+      assert.equal(c.code, 0, c.stderr);
+      const r = await fetch(`${s.url}/b/live`, { method: 'POST', body: 'hi' });
+      assert.equal(r.status, 200);
+    });
 
-    const j = (await runCli([...target(), 'requests', 'show', id, '--json'])).json();
-    assert.equal(j.id, id);
-    assert.equal(j.path, '/sub/path');
-    assert.equal(j.query, 'x=1');
-    assert.equal(j.body_encoding, 'base64');
-    assert.ok(Buffer.from(j.body, 'base64').equals(body));
-    const names = j.headers.map((h: [string, string]) => h[0].toLowerCase());
-    assert.ok(names.includes('x-custom'));
-    assert.deepEqual(j.headers.find((h: [string, string]) => h[0].toLowerCase() === 'authorization'), ['Authorization', 'Bearer secret-token']);
+    it('requests show --raw returns the exact bytes; --json the headers as sent', async () => {
+      const body = Buffer.concat([randomBytes(4096), Buffer.from([0, 0xff, 0xfe])]);
+      const file = join(s.dir, 'body.bin');
+      writeFileSync(file, body);
+      const r = await fetch(`${s.url}/b/live/sub/path?x=1`, {
+        method: 'POST',
+        body,
+        headers: { 'Content-Type': 'application/octet-stream', 'X-Custom': 'A', Authorization: 'Bearer secret-token' },
+      });
+      const { id } = (await r.json()) as { id: string };
 
-    const human = await runCli([...target(), 'requests', 'show', id]);
-    assert.equal(human.code, 0);
-    assert.doesNotMatch(human.text, /secret-token/, 'credentials redacted in human output');
-    assert.match(human.text, /authorization: \[redacted\]/i);
-    const revealed = await runCli([...target(), 'requests', 'show', id, '--reveal']);
-    assert.match(revealed.text, /secret-token/);
+      const raw = await runCli([...target(), 'requests', 'show', id, '--raw']);
+      assert.equal(raw.code, 0);
+      assert.ok(raw.stdout.equals(body), 'identical bytes');
 
-    const list = (await runCli([...target(), 'requests', 'list', 'live', '--json'])).json();
-    assert.equal(list.requests[0].id, id, 'newest first');
-    assert.ok(list.requests.length >= 1);
-    assert.equal(list.next_cursor, null);
-    const page = (await runCli([...target(), 'requests', 'list', 'live', '--limit', '1', '--json'])).json();
-    assert.equal(page.requests.length, 1);
-    const page2 = (await runCli([...target(), 'requests', 'list', 'live', '--limit', '1', '--cursor', page.next_cursor, '--json'])).json();
-    assert.notEqual(page2.requests[0].id, id);
+      const j = (await runCli([...target(), 'requests', 'show', id, '--json'])).json();
+      assert.equal(j.id, id);
+      assert.equal(j.path, '/sub/path');
+      assert.equal(j.query, 'x=1');
+      assert.equal(j.body_encoding, 'base64');
+      assert.ok(Buffer.from(j.body, 'base64').equals(body));
+      const names = j.headers.map((h: [string, string]) => h[0].toLowerCase());
+      assert.ok(names.includes('x-custom'));
+      assert.deepEqual(
+        j.headers.find((h: [string, string]) => h[0].toLowerCase() === 'authorization'),
+        ['Authorization', 'Bearer secret-token'],
+      );
+
+      const human = await runCli([...target(), 'requests', 'show', id]);
+      assert.equal(human.code, 0);
+      assert.doesNotMatch(human.text, /secret-token/, 'credentials redacted in human output');
+      assert.match(human.text, /authorization: \[redacted\]/i);
+      const revealed = await runCli([...target(), 'requests', 'show', id, '--reveal']);
+      assert.match(revealed.text, /secret-token/);
+
+      const list = (await runCli([...target(), 'requests', 'list', 'live', '--json'])).json();
+      assert.equal(list.requests[0].id, id, 'newest first');
+      assert.ok(list.requests.length >= 1);
+      assert.equal(list.next_cursor, null);
+      const page = (await runCli([...target(), 'requests', 'list', 'live', '--limit', '1', '--json'])).json();
+      assert.equal(page.requests.length, 1);
+      const page2 = (
+        await runCli([...target(), 'requests', 'list', 'live', '--limit', '1', '--cursor', page.next_cursor, '--json'])
+      ).json();
+      assert.notEqual(page2.requests[0].id, id);
+    });
+
+    it('pretty-prints JSON bodies and redacts secret-looking fields', async () => {
+      const r = await fetch(`${s.url}/b/live`, {
+        method: 'POST',
+        body: '{"event":"x","api_key":"sk_live_1","nested":{"password":"p"}}',
+        headers: { 'content-type': 'application/json' },
+      });
+      const { id } = (await r.json()) as { id: string };
+      const human = await runCli([...target(), 'requests', 'show', id]);
+      assert.match(human.text, /"event": "x"/);
+      assert.doesNotMatch(human.text, /sk_live_1|"p"/);
+    });
+
+    it('bucket delete refuses while deliveries are undelivered, unless --force', async () => {
+      await runCli([...target(), 'bucket', 'create', 'fwd', '--destination', 'http://127.0.0.1:9/']);
+      await fetch(`${s.url}/b/fwd`, { method: 'POST', body: 'x' });
+      const refused = await runCli([...target(), 'bucket', 'delete', 'fwd']);
+      assert.equal(refused.code, 1);
+      assert.match(refused.stderr, /bucket_not_empty/);
+      const forced = await runCli([...target(), 'bucket', 'delete', 'fwd', '--force', '--json']);
+      assert.equal(forced.code, 0, forced.stderr);
+      assert.equal(forced.json().requests, 1);
+    });
   });
-
-  it('pretty-prints JSON bodies and redacts secret-looking fields', async () => {
-    const r = await fetch(`${s.url}/b/live`, { method: 'POST', body: '{"event":"x","api_key":"sk_live_1","nested":{"password":"p"}}', headers: { 'content-type': 'application/json' } });
-    const { id } = (await r.json()) as { id: string };
-    const human = await runCli([...target(), 'requests', 'show', id]);
-    assert.match(human.text, /"event": "x"/);
-    assert.doesNotMatch(human.text, /sk_live_1|"p"/);
-  });
-
-  it('bucket delete refuses while deliveries are undelivered, unless --force', async () => {
-    await runCli([...target(), 'bucket', 'create', 'fwd', '--destination', 'http://127.0.0.1:9/']);
-    await fetch(`${s.url}/b/fwd`, { method: 'POST', body: 'x' });
-    const refused = await runCli([...target(), 'bucket', 'delete', 'fwd']);
-    assert.equal(refused.code, 1);
-    assert.match(refused.stderr, /bucket_not_empty/);
-    const forced = await runCli([...target(), 'bucket', 'delete', 'fwd', '--force', '--json']);
-    assert.equal(forced.code, 0, forced.stderr);
-    assert.equal(forced.json().requests, 1);
-  });
-});

@@ -31,8 +31,16 @@ describe('filter flags (pure)', () => {
   });
 
   it('filterJson gives flags back as absolute values', () => {
-    const f = filterFromOptions({ state: ['failed', 'failed', 'none'], since: parseTimeBound('1h'), status: { class: 5 }, header: [{ name: 'A', value: 'b' }] }, now);
-    assert.deepEqual(filterJson(f), { state: ['failed', 'none'], since: new Date(now - 3_600_000).toISOString(), header: ['A=b'], status: '5xx' });
+    const f = filterFromOptions(
+      { state: ['failed', 'failed', 'none'], since: parseTimeBound('1h'), status: { class: 5 }, header: [{ name: 'A', value: 'b' }] },
+      now,
+    );
+    assert.deepEqual(filterJson(f), {
+      state: ['failed', 'none'],
+      since: new Date(now - 3_600_000).toISOString(),
+      header: ['A=b'],
+      status: '5xx',
+    });
   });
 
   it('path globs: * stays in a segment, ** crosses, ? is one character; SQLite GLOB is a superset', () => {

@@ -40,7 +40,14 @@ describe('npm start', () => {
   it('passes a SIGTERM sent to npm on to the server, which shuts down gracefully', async () => {
     const npm = spawn('npm', ['start', '--silent'], {
       cwd: ROOT,
-      env: { ...process.env, HOOKBUCKET_DB: t.db, HOOKBUCKET_PORT: '0', HOOKBUCKET_ADMIN_PORT: '0', HOOKBUCKET_HOST: '127.0.0.1', HOOKBUCKET_WORKER: 'false' },
+      env: {
+        ...process.env,
+        HOOKBUCKET_DB: t.db,
+        HOOKBUCKET_PORT: '0',
+        HOOKBUCKET_ADMIN_PORT: '0',
+        HOOKBUCKET_HOST: '127.0.0.1',
+        HOOKBUCKET_WORKER: 'false',
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let log = '';

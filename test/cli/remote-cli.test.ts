@@ -26,7 +26,12 @@ describe('the CLI through --api against a real serve', () => {
     assert.equal(normalise(r.text), normalise(l.text));
     if (l.code !== 0) assert.equal(r.stderr.replace(/^error \[(\w+)\].*/s, '$1'), l.stderr.replace(/^error \[(\w+)\].*/s, '$1'));
   }
-  async function ingest(bucket: string, path: string, body: Buffer | string, headers: Record<string, string> = { 'content-type': 'application/json' }) {
+  async function ingest(
+    bucket: string,
+    path: string,
+    body: Buffer | string,
+    headers: Record<string, string> = { 'content-type': 'application/json' },
+  ) {
     const res = await request(`${srv.url}/b/${bucket}${path}`, { method: 'POST', headers, body });
     const text = await res.body.text();
     assert.equal(res.statusCode, 200, text);
@@ -38,7 +43,19 @@ describe('the CLI through --api against a real serve', () => {
     api = ['--api', srv.admin!.url];
     db = ['--db', srv.db];
     for (const args of [
-      ['bucket', 'create', 'stripe', '--destination', 'http://127.0.0.1:9/hooks?token=secret', '--rate', '20/s', '--burst', '5', '--forward-header', 'Authorization: Bearer xyz'],
+      [
+        'bucket',
+        'create',
+        'stripe',
+        '--destination',
+        'http://127.0.0.1:9/hooks?token=secret',
+        '--rate',
+        '20/s',
+        '--burst',
+        '5',
+        '--forward-header',
+        'Authorization: Bearer xyz',
+      ],
       ['bucket', 'create', 'github', '--give-up', '48h', '--retain', '7d', '--retain-state', 'delivered,none'],
       ['bucket', 'create', 'empty'],
     ]) {
@@ -46,8 +63,13 @@ describe('the CLI through --api against a real serve', () => {
       assert.equal(r.code, 0, r.stderr);
     }
     ids.json = await ingest('stripe', '/events/charge?x=1', '{"type":"charge.succeeded","amount":100}');
-    ids.binary = await ingest('stripe', '/bin', Buffer.from([0, 1, 2, 0xff, 0xfe, 0x1b, 0x5b, 0x32, 0x4a, 10, 13]), { 'content-type': 'application/octet-stream' });
-    ids.bom = await ingest('github', '/', Buffer.from('\ufeff{"bom":true}'), { 'content-type': 'application/json', 'x-github-event': 'push' });
+    ids.binary = await ingest('stripe', '/bin', Buffer.from([0, 1, 2, 0xff, 0xfe, 0x1b, 0x5b, 0x32, 0x4a, 10, 13]), {
+      'content-type': 'application/octet-stream',
+    });
+    ids.bom = await ingest('github', '/', Buffer.from('\ufeff{"bom":true}'), {
+      'content-type': 'application/json',
+      'x-github-event': 'push',
+    });
     ids.plain = await ingest('github', '/issues', 'hello', { 'content-type': 'text/plain', 'x-github-event': 'issues' });
   });
   after(async () => {
@@ -75,10 +97,74 @@ describe('the CLI through --api against a real serve', () => {
   });
 
   it('bucket create, update, pause, resume and delete through the API leave what the same commands leave locally', async () => {
-    const create = ['--destination', 'http://127.0.0.1:9/x', '--rate', '5/s', '--burst', '2', '--concurrency', '3', '--timeout', '5s', '--base', '10s', '--multiplier', '2', '--cap', '1h', '--max-attempts', '7', '--jitter', 'full', '--retry-on', '5xx,network', '--retry-budget', '0.2', '--retry-floor', '2', '--no-forward-path', '--forward-header', 'X-A: 1', '--max-body', '1MiB', '--ack-status', '202', '--ack-body', 'ok', '--ack-content-type', 'text/plain', '--retain', '30d', '--json'];
+    const create = [
+      '--destination',
+      'http://127.0.0.1:9/x',
+      '--rate',
+      '5/s',
+      '--burst',
+      '2',
+      '--concurrency',
+      '3',
+      '--timeout',
+      '5s',
+      '--base',
+      '10s',
+      '--multiplier',
+      '2',
+      '--cap',
+      '1h',
+      '--max-attempts',
+      '7',
+      '--jitter',
+      'full',
+      '--retry-on',
+      '5xx,network',
+      '--retry-budget',
+      '0.2',
+      '--retry-floor',
+      '2',
+      '--no-forward-path',
+      '--forward-header',
+      'X-A: 1',
+      '--max-body',
+      '1MiB',
+      '--ack-status',
+      '202',
+      '--ack-body',
+      'ok',
+      '--ack-content-type',
+      'text/plain',
+      '--retain',
+      '30d',
+      '--json',
+    ];
     const updates = [
-      ['--no-destination', '--no-rate', '--give-up', '6h', '--no-ack-body', '--no-retain', '--forward-header', 'X-B: 2', '--retry-on', 'default'],
-      ['--destination', 'http://127.0.0.1:9/y', '--rate', '10/m', '--cap', 'none', '--max-attempts', '3', '--no-forward-header', '--forward-raw-path', '--forward-path'],
+      [
+        '--no-destination',
+        '--no-rate',
+        '--give-up',
+        '6h',
+        '--no-ack-body',
+        '--no-retain',
+        '--forward-header',
+        'X-B: 2',
+        '--retry-on',
+        'default',
+      ],
+      [
+        '--destination',
+        'http://127.0.0.1:9/y',
+        '--rate',
+        '10/m',
+        '--cap',
+        'none',
+        '--max-attempts',
+        '3',
+        '--no-forward-header',
+        '--forward-raw-path',
+        '--forward-path',
+      ],
     ];
     const strip = (s: string, name: string) => {
       const j = JSON.parse(s) as Record<string, unknown>;
@@ -97,15 +183,31 @@ describe('the CLI through --api against a real serve', () => {
       assert.deepEqual(strip(ru.text, 'made-remote'), strip(lu.text, 'made-local'));
     }
     // The human lines, name swapped.
-    const swap = (s: string) => s.replaceAll('made-local', 'NAME').replaceAll('made-remote', 'NAME').replace(/after \d+(ms|s)/, 'after T');
-    for (const args of [['bucket', 'pause'], ['bucket', 'pause'], ['bucket', 'resume'], ['bucket', 'resume'], ['bucket', 'update']]) {
+    const swap = (s: string) =>
+      s
+        .replaceAll('made-local', 'NAME')
+        .replaceAll('made-remote', 'NAME')
+        .replace(/after \d+(ms|s)/, 'after T');
+    for (const args of [
+      ['bucket', 'pause'],
+      ['bucket', 'pause'],
+      ['bucket', 'resume'],
+      ['bucket', 'resume'],
+      ['bucket', 'update'],
+    ]) {
       const lo = await cli([...db, ...args, 'made-local']);
       const ro = await cli([...api, ...args, 'made-remote']);
       assert.equal(ro.code, lo.code, ro.stderr);
       assert.equal(swap(ro.text).replace(/since \S+\)/, 'since T)'), swap(lo.text).replace(/since \S+\)/, 'since T)'));
     }
     // Same refusals: the name taken, an invalid combination, a missing bucket.
-    for (const args of [['bucket', 'create', 'stripe'], ['bucket', 'create', 'x1', '--retain-state', 'none'], ['bucket', 'update', 'nope', '--rate', '1/s'], ['bucket', 'pause', 'nope'], ['bucket', 'delete', 'nope']]) {
+    for (const args of [
+      ['bucket', 'create', 'stripe'],
+      ['bucket', 'create', 'x1', '--retain-state', 'none'],
+      ['bucket', 'update', 'nope', '--rate', '1/s'],
+      ['bucket', 'pause', 'nope'],
+      ['bucket', 'delete', 'nope'],
+    ]) {
       const [lo, ro] = await both(args);
       same(lo, ro);
     }
@@ -168,7 +270,10 @@ describe('the CLI through --api against a real serve', () => {
       const [l, r] = await both(args);
       same(l, r, times);
     }
-    for (const args of [['stats', '--json'], ['stats', 'stripe', '--json']]) {
+    for (const args of [
+      ['stats', '--json'],
+      ['stats', 'stripe', '--json'],
+    ]) {
       const [l, r] = await both(args);
       assert.equal(r.code, 0, r.stderr);
       assert.equal(noTimes(r.text), noTimes(l.text));
@@ -194,7 +299,10 @@ describe('the CLI through --api against a real serve', () => {
       assert.equal(r.code, 0, r.stderr);
       assert.ok(Buffer.compare(r.stdout, l.stdout) === 0, `${format} export differs`);
     }
-    for (const args of [['requests', 'export', 'github', '--id', ids.plain!], ['requests', 'export', 'nope']]) {
+    for (const args of [
+      ['requests', 'export', 'github', '--id', ids.plain!],
+      ['requests', 'export', 'nope'],
+    ]) {
       const [l, r] = await both(args);
       same(l, r);
     }
@@ -212,8 +320,32 @@ describe('the CLI through --api against a real serve', () => {
     }
     // Real replays, one from each side; the server makes the remote one's id.
     const replayId = /^[0-9a-f-]{36}$/;
-    const lr = await cli([...db, 'replay', 'stripe', '--id', ids.json!, '--to', 'http://127.0.0.1:9/z', '--rate', '2/s', '--yes', '--json']);
-    const rr = await cli([...api, 'replay', 'stripe', '--id', ids.json!, '--to', 'http://127.0.0.1:9/z', '--rate', '2/s', '--yes', '--json']);
+    const lr = await cli([
+      ...db,
+      'replay',
+      'stripe',
+      '--id',
+      ids.json!,
+      '--to',
+      'http://127.0.0.1:9/z',
+      '--rate',
+      '2/s',
+      '--yes',
+      '--json',
+    ]);
+    const rr = await cli([
+      ...api,
+      'replay',
+      'stripe',
+      '--id',
+      ids.json!,
+      '--to',
+      'http://127.0.0.1:9/z',
+      '--rate',
+      '2/s',
+      '--yes',
+      '--json',
+    ]);
     assert.equal(rr.code, 0, rr.stderr);
     const lj = lr.json<Record<string, unknown>>();
     const rj = rr.json<Record<string, unknown>>();
@@ -221,7 +353,11 @@ describe('the CLI through --api against a real serve', () => {
     for (const j of [lj, rj]) for (const k of ['id', 'created_at']) delete j[k];
     assert.deepEqual(rj, lj);
     const norm = (s: string) => s.replace(/[0-9a-f]{8}-[0-9a-f-]{27}/g, 'ID').replace(/\d{4}-\d\d-\d\dT[\d:.]+Z/g, 'T');
-    for (const args of [['replays', 'list'], ['replays', 'list', '--json'], ['replays', 'list', '--bucket', 'github']]) {
+    for (const args of [
+      ['replays', 'list'],
+      ['replays', 'list', '--json'],
+      ['replays', 'list', '--bucket', 'github'],
+    ]) {
       const [l, r] = await both(args);
       same(l, r, norm);
     }
@@ -236,7 +372,13 @@ describe('the CLI through --api against a real serve', () => {
     const r1 = await cli([...api, ...db, 'bucket', 'list']);
     assert.equal(r1.code, 2);
     assert.match(r1.stderr, /error \[usage\]: --api and --db cannot be combined/);
-    for (const args of [['serve'], ['worker'], ['prune', '--older-than', '1d'], ['requests', 'import', 'stripe', '/dev/null'], ['migrate-data', '--from', 'a.db', '--to', 'x.db']]) {
+    for (const args of [
+      ['serve'],
+      ['worker'],
+      ['prune', '--older-than', '1d'],
+      ['requests', 'import', 'stripe', '/dev/null'],
+      ['migrate-data', '--from', 'a.db', '--to', 'x.db'],
+    ]) {
       const r = await cli([...api, ...args]);
       assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
       assert.match(r.stderr, /needs the database itself/);

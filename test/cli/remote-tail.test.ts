@@ -12,13 +12,17 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 const TOKEN = 'remote-tail-test-token-0123456789abcdef0123';
 
 /** Starts the real binary, resolves once it says it is following (stderr), and with its output once it exits. */
-function startTail(args: string[]): Promise<{ done: Promise<{ code: number | null; stdout: string; stderr: string }>; interrupt: () => void }> {
+function startTail(
+  args: string[],
+): Promise<{ done: Promise<{ code: number | null; stdout: string; stderr: string }>; interrupt: () => void }> {
   return new Promise((ready, fail) => {
     const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, HOOKBUCKET_ADMIN_TOKEN: TOKEN, HOOKBUCKET_API: '' } });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    const done = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+    const done = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
+      child.on('close', (code) => resolve({ code, stdout, stderr })),
+    );
     child.stderr.on('data', (c: Buffer) => {
       stderr += c.toString();
       if (stderr.includes('following')) ready({ done, interrupt: () => child.kill('SIGINT') });
@@ -105,8 +109,14 @@ describe('followEvents: reconnects with Last-Event-ID, stops on abort', () => {
       await new Promise((r) => server.close(r));
     }
     assert.deepEqual(seen, [undefined, 'h.2']);
-    assert.deepEqual(got, [1, 2, 3, 4].map((n) => ({ event: 'request', n })));
-    assert.ok(notes.some((t) => t.includes('resuming after event h.2')), notes.join('; '));
+    assert.deepEqual(
+      got,
+      [1, 2, 3, 4].map((n) => ({ event: 'request', n })),
+    );
+    assert.ok(
+      notes.some((t) => t.includes('resuming after event h.2')),
+      notes.join('; '),
+    );
   });
 
   it('parses multi-line data, CRLF, comments and events split across chunks', async () => {

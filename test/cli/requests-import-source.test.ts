@@ -25,7 +25,9 @@ describe('requests import reads its source once (real binary)', () => {
   const line = (n: number, over: Record<string, unknown> = {}) =>
     `${JSON.stringify({ method: 'POST', path: `/n${n}`, query: null, headers: [['Content-Type', 'text/plain']], body: `body ${n}`, body_encoding: 'utf8', ...over })}\n`;
   const paths = async () =>
-    ((await runCli(['--db', t.db, 'requests', 'list', 'b', '--json', '--limit', '1000'])).json().requests as Array<{ path: string }>).map((r) => r.path).reverse();
+    ((await runCli(['--db', t.db, 'requests', 'list', 'b', '--json', '--limit', '1000'])).json().requests as Array<{ path: string }>)
+      .map((r) => r.path)
+      .reverse();
 
   /**
    * Imports from a FIFO fed `first`; any reader that opens the FIFO after that gets `later`. Returns
@@ -106,7 +108,9 @@ describe('requests import reads its source once (real binary)', () => {
   });
 
   it('HAR: entries are checked and stored from one read; a bad entry stores nothing, naming it', async () => {
-    const entry = (n: number, method = 'POST') => ({ request: { method, url: `http://h/b/b/h${n}`, headers: [], postData: { text: 'x' } } });
+    const entry = (n: number, method = 'POST') => ({
+      request: { method, url: `http://h/b/b/h${n}`, headers: [], postData: { text: 'x' } },
+    });
     const first = JSON.stringify({ log: { version: '1.2', entries: [entry(1), entry(2, 'CONNECT')] } });
     const { r, reopened } = await importFromFifo('bad.har.fifo', first, JSON.stringify({ log: { entries: [entry(3)] } }));
     assert.equal(r.code, 2);

@@ -22,7 +22,12 @@ describe('requests list filters and pagination (real binary)', () => {
   const at: Record<string, number> = {};
   let seq = 0;
 
-  function put(bucket: string, name: string, receivedAt: number, r: { method?: string; path?: string; query?: string | null; headers?: string[]; body?: Buffer | string; delivery?: boolean }) {
+  function put(
+    bucket: string,
+    name: string,
+    receivedAt: number,
+    r: { method?: string; path?: string; query?: string | null; headers?: string[]; body?: Buffer | string; delivery?: boolean },
+  ) {
     const write = createBatchWriter(raw);
     const id = UUID.fromFieldsV7(receivedAt, randomInt(4096), randomInt(2 ** 30), randomInt(2 ** 32)).toString();
     const body = typeof r.body === 'string' ? Buffer.from(r.body) : (r.body ?? Buffer.from('{}'));
@@ -51,12 +56,16 @@ describe('requests list filters and pagination (real binary)', () => {
 
   /** What the drain worker leaves on the request's current delivery. */
   function outcome(name: string, state: string, attempts: number, lastStatus: number | null) {
-    raw.prepare('update deliveries set state = ?, attempts = ?, last_status = ? where request_id = ? and latest = 1').run(state, attempts, lastStatus, ids[name]);
+    raw
+      .prepare('update deliveries set state = ?, attempts = ?, last_status = ? where request_id = ? and latest = 1')
+      .run(state, attempts, lastStatus, ids[name]);
   }
 
   /** What a replay leaves: generation 1 superseded (no longer latest), generation 2 current. */
   function replayed(name: string, gen1Status: number, state: string, lastStatus: number | null) {
-    raw.prepare(`update deliveries set state = 'superseded', latest = 0, attempts = 3, last_status = ? where request_id = ?`).run(gen1Status, ids[name]);
+    raw
+      .prepare(`update deliveries set state = 'superseded', latest = 0, attempts = 3, last_status = ? where request_id = ?`)
+      .run(gen1Status, ids[name]);
     raw
       .prepare(
         `insert into deliveries (id, request_id, bucket, destination, generation, state, attempts, next_attempt_at, trigger, created_at, updated_at, last_status, latest)
@@ -86,9 +95,21 @@ describe('requests list filters and pagination (real binary)', () => {
     }
     raw = openSqlite(t.db, { durability: 'normal', busyTimeoutMs: 5000 });
     const min = 60_000;
-    put('a', 'r1', now - 180 * min, { headers: ['Content-Type', 'application/json', 'X-Event', 'charge.succeeded', 'x-event', 'dup'], body: '{"customer":"cus_1"}' });
-    put('a', 'r2', now - 120 * min, { method: 'PUT', path: '/events/refund/deep', headers: ['X-Event', 'refund'], body: '{"customer":"cus_2"}' });
-    put('a', 'r3', now - 50 * min, { path: '', headers: ['Content-Type', 'application/octet-stream'], body: Buffer.from([0xff, 0x00, 0xfe, ...Buffer.from('needle'), 0x80]) });
+    put('a', 'r1', now - 180 * min, {
+      headers: ['Content-Type', 'application/json', 'X-Event', 'charge.succeeded', 'x-event', 'dup'],
+      body: '{"customer":"cus_1"}',
+    });
+    put('a', 'r2', now - 120 * min, {
+      method: 'PUT',
+      path: '/events/refund/deep',
+      headers: ['X-Event', 'refund'],
+      body: '{"customer":"cus_2"}',
+    });
+    put('a', 'r3', now - 50 * min, {
+      path: '',
+      headers: ['Content-Type', 'application/octet-stream'],
+      body: Buffer.from([0xff, 0x00, 0xfe, ...Buffer.from('needle'), 0x80]),
+    });
     put('a', 'r4', now - 10 * min, { method: 'GET', query: 'x=1', body: '' });
     put('a', 'r7', now - 5 * min, { delivery: false, body: '{"customer":"cus_7"}' });
     put('a', 'r5', now - 2 * min, {});
@@ -130,7 +151,10 @@ describe('requests list filters and pagination (real binary)', () => {
     );
     assert.equal(all.next_cursor, null);
     const r4 = all.requests.find((r) => r.id === ids.r4)!;
-    assert.deepEqual([r4.method, r4.path, r4.query, r4.size, r4.received_at], ['GET', '/events/charge', 'x=1', 0, new Date(at.r4!).toISOString()]);
+    assert.deepEqual(
+      [r4.method, r4.path, r4.query, r4.size, r4.received_at],
+      ['GET', '/events/charge', 'x=1', 0, new Date(at.r4!).toISOString()],
+    );
 
     const human = await runCli([...db, 'requests', 'list', 'a']);
     assert.equal(human.code, 0, human.stderr);
@@ -152,7 +176,10 @@ describe('requests list filters and pagination (real binary)', () => {
 
   it('--state held in a paused bucket is pending and retrying (which then list as held)', async () => {
     const p = await list('p');
-    assert.deepEqual(p.requests.map((r) => r.state), ['delivered', 'held', 'held']);
+    assert.deepEqual(
+      p.requests.map((r) => r.state),
+      ['delivered', 'held', 'held'],
+    );
     assert.deepEqual(await names('p', '--state', 'held'), ['p2', 'p1']);
     assert.deepEqual(await names('p', '--state', 'pending,retrying'), []);
   });
@@ -195,7 +222,12 @@ describe('requests list filters and pagination (real binary)', () => {
     let cursor: string | null = null;
     let pages = 0;
     do {
-      const page: { requests: Array<Record<string, any>>; next_cursor: string | null } = await list('a', '--limit', '2', ...(cursor ? ['--cursor', cursor] : []));
+      const page: { requests: Array<Record<string, any>>; next_cursor: string | null } = await list(
+        'a',
+        '--limit',
+        '2',
+        ...(cursor ? ['--cursor', cursor] : []),
+      );
       seen.push(...page.requests.map((r) => r.id));
       cursor = page.next_cursor;
       pages++;
@@ -204,20 +236,43 @@ describe('requests list filters and pagination (real binary)', () => {
     assert.equal(pages, 4);
 
     const filtered = await list('a', '--state', 'delivered,failed,exhausted', '--limit', '2');
-    assert.deepEqual(filtered.requests.map((r) => r.id), [ids.r6, ids.r3]);
+    assert.deepEqual(
+      filtered.requests.map((r) => r.id),
+      [ids.r6, ids.r3],
+    );
     assert.equal(filtered.next_cursor, ids.r3);
     const rest = await list('a', '--state', 'delivered,failed,exhausted', '--limit', '2', '--cursor', filtered.next_cursor!);
-    assert.deepEqual(rest.requests.map((r) => r.id), [ids.r2, ids.r1]);
+    assert.deepEqual(
+      rest.requests.map((r) => r.id),
+      [ids.r2, ids.r1],
+    );
     assert.equal(rest.next_cursor, null, 'an exactly full last page has no next cursor');
 
-    const human = await runCli([...db, 'requests', 'list', 'a', '--state', 'delivered,failed,exhausted', '--header', 'Content-Type=application/json', '--limit', '1']);
+    const human = await runCli([
+      ...db,
+      'requests',
+      'list',
+      'a',
+      '--state',
+      'delivered,failed,exhausted',
+      '--header',
+      'Content-Type=application/json',
+      '--limit',
+      '1',
+    ]);
     assert.equal(human.code, 0, human.stderr);
     const hint = /^more: (.*)$/m.exec(human.text)?.[1];
     assert.ok(hint, human.text);
-    assert.match(hint, /^hookbucket requests list a --state delivered,failed,exhausted --header Content-Type=application\/json --limit 1 --cursor \S+$/);
+    assert.match(
+      hint,
+      /^hookbucket requests list a --state delivered,failed,exhausted --header Content-Type=application\/json --limit 1 --cursor \S+$/,
+    );
     const next = await runCli([...db, ...hint.split(' ').slice(1), '--json']);
     assert.equal(next.code, 0, next.stderr);
-    assert.deepEqual(next.json().requests.map((r: { id: string }) => r.id), [ids.r1]);
+    assert.deepEqual(
+      next.json().requests.map((r: { id: string }) => r.id),
+      [ids.r1],
+    );
   });
 
   it('refuses bad filters with exit 2 and an unknown bucket with 4', async () => {

@@ -20,13 +20,28 @@ describe('requests export / import (real binary, real server)', () => {
   let db: string[];
   let raw: SqliteDb;
   let host: string;
-  const binary = Buffer.concat([Buffer.from([0x00, 0xff, 0xfe, 0x80, 0x0a, 0x27, 0x25, 0x5c, 0x00]), randomBytes(3000), Buffer.from([0xc3])]);
+  const binary = Buffer.concat([
+    Buffer.from([0x00, 0xff, 0xfe, 0x80, 0x0a, 0x27, 0x25, 0x5c, 0x00]),
+    randomBytes(3000),
+    Buffer.from([0xc3]),
+  ]);
   const shellText = `it's "quoted" $(touch /tmp/hookbucket-pwned) \`id\` %s %% \\n \\\\ ${'\n'}line2\r\n\ttab é ✓ \u{1f600}`;
 
-  function request(method: string, target: string, headers: Array<[string, string]>, body: Buffer, framing: 'length' | 'chunked' = 'length'): Buffer {
-    const all: Array<[string, string]> = [['Host', host], ...headers, framing === 'chunked' ? ['Transfer-Encoding', 'chunked'] : ['Content-Length', String(body.length)]];
+  function request(
+    method: string,
+    target: string,
+    headers: Array<[string, string]>,
+    body: Buffer,
+    framing: 'length' | 'chunked' = 'length',
+  ): Buffer {
+    const all: Array<[string, string]> = [
+      ['Host', host],
+      ...headers,
+      framing === 'chunked' ? ['Transfer-Encoding', 'chunked'] : ['Content-Length', String(body.length)],
+    ];
     const head = Buffer.from(`${method} ${target} HTTP/1.1\r\n${all.map(([n, v]) => `${n}: ${v}\r\n`).join('')}\r\n`, 'latin1');
-    const framed = framing === 'chunked' ? Buffer.concat([Buffer.from(`${body.length.toString(16)}\r\n`), body, Buffer.from('\r\n0\r\n\r\n')]) : body;
+    const framed =
+      framing === 'chunked' ? Buffer.concat([Buffer.from(`${body.length.toString(16)}\r\n`), body, Buffer.from('\r\n0\r\n\r\n')]) : body;
     return Buffer.concat([head, framed]);
   }
 
@@ -84,8 +99,26 @@ describe('requests export / import (real binary, real server)', () => {
     );
     await send(request('POST', '/b/src/bin', [['Content-Type', 'application/octet-stream']], binary));
     await send(request('GET', '/b/src?only=query', [['Accept', 'text/plain']], Buffer.alloc(0)));
-    await send(request('PUT', '/b/src/chunked/', [['User-Agent', 'Stripe/1.0 (+https://stripe.com/docs/webhooks)']], Buffer.from('hello chunks'), 'chunked'));
-    await send(request('POST', '/b/src/shell%27s?q=%27%22', [['Content-Type', 'text/plain; charset=utf-8'], ['X-Quote', `it's "x" $HOME`]], Buffer.from(shellText)));
+    await send(
+      request(
+        'PUT',
+        '/b/src/chunked/',
+        [['User-Agent', 'Stripe/1.0 (+https://stripe.com/docs/webhooks)']],
+        Buffer.from('hello chunks'),
+        'chunked',
+      ),
+    );
+    await send(
+      request(
+        'POST',
+        '/b/src/shell%27s?q=%27%22',
+        [
+          ['Content-Type', 'text/plain; charset=utf-8'],
+          ['X-Quote', `it's "x" $HOME`],
+        ],
+        Buffer.from(shellText),
+      ),
+    );
   });
   after(async () => {
     raw?.close();
@@ -93,17 +126,18 @@ describe('requests export / import (real binary, real server)', () => {
   });
 
   it('stored what was sent (the starting point of every round trip)', async () => {
-    const list = (await cli('requests', 'list', 'src', '--json')).json().requests as Array<{ id: string; path: string; query: string | null }>;
-    assert.deepEqual(
-      list.map((r) => [r.path, r.query]).reverse(),
-      [
-        ['/a/%2e%2e/b', 'x=1&y=%20z&x=2'],
-        ['/bin', null],
-        ['', 'only=query'],
-        ['/chunked/', null],
-        ['/shell%27s', 'q=%27%22'],
-      ],
-    );
+    const list = (await cli('requests', 'list', 'src', '--json')).json().requests as Array<{
+      id: string;
+      path: string;
+      query: string | null;
+    }>;
+    assert.deepEqual(list.map((r) => [r.path, r.query]).reverse(), [
+      ['/a/%2e%2e/b', 'x=1&y=%20z&x=2'],
+      ['/bin', null],
+      ['', 'only=query'],
+      ['/chunked/', null],
+      ['/shell%27s', 'q=%27%22'],
+    ]);
     const first = (await cli('requests', 'show', list[list.length - 1]!.id, '--json')).json();
     assert.deepEqual(first.headers.slice(1), [
       ['Content-Type', 'application/json'],
@@ -136,9 +170,15 @@ describe('requests export / import (real binary, real server)', () => {
     assert.equal(a[0]!.body_encoding, 'utf8');
 
     const copies = (await cli('requests', 'list', 'copy', '--json')).json().requests as Array<{ id: string; state: string }>;
-    assert.deepEqual(copies.map((r) => r.state), ['none', 'none', 'none', 'none', 'none']);
+    assert.deepEqual(
+      copies.map((r) => r.state),
+      ['none', 'none', 'none', 'none', 'none'],
+    );
     const srcIds = new Set(((await cli('requests', 'list', 'src', '--json')).json().requests as Array<{ id: string }>).map((r) => r.id));
-    assert.ok(copies.every((r) => !srcIds.has(r.id)), 'new ids');
+    assert.ok(
+      copies.every((r) => !srcIds.has(r.id)),
+      'new ids',
+    );
     assert.equal(deliveries('copy'), 0);
 
     // Exported with a filter, the same flags as list.
@@ -172,12 +212,24 @@ describe('requests export / import (real binary, real server)', () => {
     const imp = (await cli('requests', 'import', 'harcopy', file('src.har'), '--deliver', '--json')).json();
     assert.deepEqual([imp.format, imp.imported, imp.deliveries], ['har', 5, 5]);
     assert.equal(deliveries('harcopy'), 5);
-    const states = ((await cli('requests', 'list', 'harcopy', '--json')).json().requests as Array<{ state: string; generation: number }>).map((r) => [r.state, r.generation]);
+    const states = (
+      (await cli('requests', 'list', 'harcopy', '--json')).json().requests as Array<{ state: string; generation: number }>
+    ).map((r) => [r.state, r.generation]);
     assert.deepEqual(states, Array(5).fill(['pending', 1]));
 
     await cli('requests', 'export', 'harcopy', '--out', file('harcopy.ndjson'));
     assert.deepEqual(exported(file('harcopy.ndjson')), exported(file('src.ndjson')));
-    await cli('requests', 'export', 'harcopy', '--format', 'har', '--out', file('harcopy.har'), '--base-url', 'https://hooks.example.com/b/src');
+    await cli(
+      'requests',
+      'export',
+      'harcopy',
+      '--format',
+      'har',
+      '--out',
+      file('harcopy.har'),
+      '--base-url',
+      'https://hooks.example.com/b/src',
+    );
     const again = JSON.parse(readFileSync(file('harcopy.har'), 'utf8'));
     assert.deepEqual(
       again.log.entries.map((e: any) => e.request),
@@ -194,7 +246,9 @@ describe('requests export / import (real binary, real server)', () => {
     const script = readFileSync(file('src.sh'), 'utf8');
     assert.equal(script.match(/^curl |\| curl /gm)?.length, 5);
     const run = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) =>
-      execFile('bash', [file('src.sh')], { encoding: 'utf8' }, (err, stdout, stderr) => resolve({ code: err ? Number(err.code ?? 1) : 0, stdout, stderr })),
+      execFile('bash', [file('src.sh')], { encoding: 'utf8' }, (err, stdout, stderr) =>
+        resolve({ code: err ? Number(err.code ?? 1) : 0, stdout, stderr }),
+      ),
     );
     assert.equal(run.code, 0, run.stderr);
     assert.equal(run.stdout.match(/"id":/g)?.length, 5, run.stdout);
@@ -216,7 +270,11 @@ describe('requests export / import (real binary, real server)', () => {
     assert.match(bad2.stderr, /line 2: header X-Bad/);
     writeFileSync(file('bad.har'), '{"log":{"version":"1.2"}}');
     assert.equal((await runCli([...db, 'requests', 'import', 'copy', file('bad.har')])).code, 2);
-    assert.equal(((await cli('requests', 'list', 'copy', '--json')).json().requests as unknown[]).length, 5, 'nothing stored by a refused import');
+    assert.equal(
+      ((await cli('requests', 'list', 'copy', '--json')).json().requests as unknown[]).length,
+      5,
+      'nothing stored by a refused import',
+    );
 
     const noDest = await runCli([...db, 'requests', 'import', 'copy', file('src.ndjson'), '--deliver']);
     assert.equal(noDest.code, 2);

@@ -35,10 +35,15 @@ interface Run {
 
 function run(args: string[]): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { encoding: 'buffer', env: { ...process.env, NO_COLOR: '1' }, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
-      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
-      resolve({ code, stdout, stderr, text: stdout.toString('utf8') });
-    });
+    execFile(
+      process.execPath,
+      [BIN, ...args],
+      { encoding: 'buffer', env: { ...process.env, NO_COLOR: '1' }, maxBuffer: 64 * 1024 * 1024 },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
+        resolve({ code, stdout, stderr, text: stdout.toString('utf8') });
+      },
+    );
   });
 }
 
@@ -51,7 +56,11 @@ function assertTerminalSafe(out: Buffer, what: string): void {
     assert.fail(`${what}: invalid UTF-8 reached the output`);
   }
   const m = FORBIDDEN.exec(text);
-  assert.equal(m, null, `${what}: U+${m?.[0].codePointAt(0)?.toString(16).padStart(4, '0')} at ${m?.index} in ${JSON.stringify(text.slice(Math.max(0, (m?.index ?? 0) - 40), (m?.index ?? 0) + 40))}`);
+  assert.equal(
+    m,
+    null,
+    `${what}: U+${m?.[0].codePointAt(0)?.toString(16).padStart(4, '0')} at ${m?.index} in ${JSON.stringify(text.slice(Math.max(0, (m?.index ?? 0) - 40), (m?.index ?? 0) + 40))}`,
+  );
 }
 
 function assertSafe(r: Run, what: string): void {
@@ -59,7 +68,20 @@ function assertSafe(r: Run, what: string): void {
   assertTerminalSafe(r.stderr, `${what} stderr`);
 }
 
-const SECRETS = ['qs-secret', 'qs-key', 'hmac-secret', 'auth-secret', 'json-secret', 'json-pass', 'form-secret', 'form-pw', 'sql-secret', 'dest-pw', 'dest-secret', 'fwd-secret'];
+const SECRETS = [
+  'qs-secret',
+  'qs-key',
+  'hmac-secret',
+  'auth-secret',
+  'json-secret',
+  'json-pass',
+  'form-secret',
+  'form-pw',
+  'sql-secret',
+  'dest-pw',
+  'dest-secret',
+  'fwd-secret',
+];
 
 function assertNoSecret(text: string, what: string): void {
   for (const s of SECRETS) assert.ok(!text.includes(s), `${what} shows ${s}`);
@@ -85,9 +107,22 @@ describe('nothing hostile reaches the terminal; secrets stay hidden (real binary
     // The consumer's 500 carries hostile text; to /bin it is latin1, not UTF-8.
     consumer = await startConsumer((req, res) => {
       res.writeHead(500, { 'content-type': 'text/plain' });
-      res.end(req.url?.includes('/bin') ? Buffer.concat([Buffer.from(`${OSC} caf`), Buffer.from([0xe9, 0x9b])]) : Buffer.from(`${HOSTILE} consumer said no`));
+      res.end(
+        req.url?.includes('/bin')
+          ? Buffer.concat([Buffer.from(`${OSC} caf`), Buffer.from([0xe9, 0x9b])])
+          : Buffer.from(`${HOSTILE} consumer said no`),
+      );
     });
-    const created = await run([...db, 'bucket', 'create', 'hostile', '--destination', `${consumer.url}/hook?token=dest-secret`, '--forward-header', 'X-Webhook-Key: fwd-secret']);
+    const created = await run([
+      ...db,
+      'bucket',
+      'create',
+      'hostile',
+      '--destination',
+      `${consumer.url}/hook?token=dest-secret`,
+      '--forward-header',
+      'X-Webhook-Key: fwd-secret',
+    ]);
     assert.equal(created.code, 0, created.stderr.toString());
 
     // Over a real socket: ingest stores bytes 0x80–0xff in header values (latin1: 0x9b is U+009B)
@@ -100,19 +135,35 @@ describe('nothing hostile reaches the terminal; secrets stay hidden (real binary
     await ingest(
       'json',
       'POST /b/hostile/json?token=qs-secret&api_key=qs-key&page=2 HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Shopify-Hmac-Sha256: hmac-secret\r\nAuthorization: Bearer auth-secret\r\n',
-      Buffer.from(JSON.stringify({ text: HOSTILE, token: 'json-secret', auth: { user: 'u', pass: 'json-pass' }, author: { name: 'Ada Lovelace' } })),
+      Buffer.from(
+        JSON.stringify({ text: HOSTILE, token: 'json-secret', auth: { user: 'u', pass: 'json-pass' }, author: { name: 'Ada Lovelace' } }),
+      ),
     );
     await ingest(
       'form',
       'POST /b/hostile/slack HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n',
       Buffer.from('token=form-secret&team_id=T1&password=form-pw&text=%1b%5d0%3bT'),
     );
-    await ingest('binary', 'POST /b/hostile/bin HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n', Buffer.concat([Buffer.from(OSC), Buffer.from([0xff, 0xfe, 0x9b, 0xc3])]));
+    await ingest(
+      'binary',
+      'POST /b/hostile/bin HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n',
+      Buffer.concat([Buffer.from(OSC), Buffer.from([0xff, 0xfe, 0x9b, 0xc3])]),
+    );
     await ingest('sql', 'POST /b/hostile/sql HTTP/1.1\r\nHost: x\r\n', Buffer.from('x'));
 
     // By import: a header value with byte 0x9b, and a body that is text with escapes plus invalid UTF-8.
     const file = join(s.dir, 'hostile.ndjson');
-    const imported = { method: 'POST', path: '/imported', query: null, headers: [['X-Imp', 'a\u009bb'], ['Content-Type', 'text/plain']], body: Buffer.concat([Buffer.from(`${HOSTILE}\n`), Buffer.from([0xff, 0x80])]).toString('base64'), body_encoding: 'base64' };
+    const imported = {
+      method: 'POST',
+      path: '/imported',
+      query: null,
+      headers: [
+        ['X-Imp', 'a\u009bb'],
+        ['Content-Type', 'text/plain'],
+      ],
+      body: Buffer.concat([Buffer.from(`${HOSTILE}\n`), Buffer.from([0xff, 0x80])]).toString('base64'),
+      body_encoding: 'base64',
+    };
     writeFileSync(file, `${JSON.stringify(imported)}\n`);
     const imp = await run([...db, 'requests', 'import', 'hostile', file, '--json']);
     assert.equal(imp.code, 0, imp.stderr.toString());
@@ -128,7 +179,13 @@ describe('nothing hostile reaches the terminal; secrets stay hidden (real binary
       sql
         .prepare('UPDATE requests SET path = ?, query = ?, headers = ?, body = ? WHERE id = ?')
         // \ud800 is stored as the invalid UTF-8 bytes ed a0 80 in a TEXT column.
-        .run(`/p${HOSTILE}\ud800`, `x=${OSC}&token=sql-secret`, JSON.stringify([`X-${OSC}`, `v${HOSTILE}`, 'Content-Type', 'text/plain']), Buffer.from(`${HOSTILE} body`), ids.sql);
+        .run(
+          `/p${HOSTILE}\ud800`,
+          `x=${OSC}&token=sql-secret`,
+          JSON.stringify([`X-${OSC}`, `v${HOSTILE}`, 'Content-Type', 'text/plain']),
+          Buffer.from(`${HOSTILE} body`),
+          ids.sql,
+        );
       sql.prepare('UPDATE attempts SET error_message = ? WHERE request_id = ?').run(`connect ${HOSTILE}`, ids.sql);
       sql
         .prepare("UPDATE buckets SET destination = ?, ack_content_type = ?, ack_body = ?, forward_headers = ? WHERE name = 'hostile'")
@@ -148,7 +205,9 @@ describe('nothing hostile reaches the terminal; secrets stay hidden (real binary
     const sql2 = new Database(s.db);
     try {
       sql2.prepare('UPDATE replays SET destination = ?').run(`http://user:dest-pw@127.0.0.1:1/${OSC}?token=dest-secret`);
-      sql2.prepare('UPDATE deliveries SET destination = ? WHERE destination IS NOT NULL').run(`http://user:dest-pw@127.0.0.1:1/${OSC}?token=dest-secret`);
+      sql2
+        .prepare('UPDATE deliveries SET destination = ? WHERE destination IS NOT NULL')
+        .run(`http://user:dest-pw@127.0.0.1:1/${OSC}?token=dest-secret`);
     } finally {
       sql2.close();
     }
@@ -184,13 +243,21 @@ describe('nothing hostile reaches the terminal; secrets stay hidden (real binary
 
     const bin = (await run([...db, 'requests', 'show', ids.binary!])).text;
     assert.match(bin, new RegExp(`binary: ${Buffer.byteLength(OSC) + 4} bytes`), 'invalid UTF-8 goes to the hex dump');
-    assert.match(bin, /response \(20 bytes, not UTF-8\): \\x1b\]0;TITLE\\x07\\x1b\[2J caf\\xe9\\x9b$/m, 'a response that is not UTF-8 as escaped text');
+    assert.match(
+      bin,
+      /response \(20 bytes, not UTF-8\): \\x1b\]0;TITLE\\x07\\x1b\[2J caf\\xe9\\x9b$/m,
+      'a response that is not UTF-8 as escaped text',
+    );
 
     const sqlShow = (await run([...db, 'requests', 'show', ids.sql!])).text;
     assert.match(sqlShow, /request {3}POST \/p\\x1b\]0;TITLE.*\?x=\\x1b.*&token=\[redacted\]/);
     assert.match(sqlShow, /^ {2}X-\\x1b\]0;TITLE\\x07\\x1b\[2J: v\\x1b/m);
     assert.match(sqlShow, /connect \\x1b\]0;TITLE/, 'attempt error message escaped');
-    assert.match(sqlShow, /→ http:\/\/\[redacted\]@127\.0\.0\.1:1\/\\x1b\]0;TITLE\\x07\\x1b\[2J\?token=\[redacted\]/, 'the destination redacted and escaped');
+    assert.match(
+      sqlShow,
+      /→ http:\/\/\[redacted\]@127\.0\.0\.1:1\/\\x1b\]0;TITLE\\x07\\x1b\[2J\?token=\[redacted\]/,
+      'the destination redacted and escaped',
+    );
   });
 
   it('--reveal shows every secret, still escaped', async () => {
@@ -201,7 +268,18 @@ describe('nothing hostile reaches the terminal; secrets stay hidden (real binary
       seen.push(r.text);
     }
     const all = seen.join('\n');
-    for (const secret of ['qs-secret', 'qs-key', 'hmac-secret', 'auth-secret', 'json-secret', 'json-pass', 'form-secret', 'form-pw', 'sql-secret', 'dest-pw']) {
+    for (const secret of [
+      'qs-secret',
+      'qs-key',
+      'hmac-secret',
+      'auth-secret',
+      'json-secret',
+      'json-pass',
+      'form-secret',
+      'form-pw',
+      'sql-secret',
+      'dest-pw',
+    ]) {
       assert.ok(all.includes(secret), `--reveal shows ${secret}`);
     }
     const list = await run([...db, 'requests', 'list', 'hostile', '--reveal']);
@@ -256,7 +334,10 @@ describe('nothing hostile reaches the terminal; secrets stay hidden (real binary
     assert.deepEqual(sqlJson.headers[0], [`X-${OSC}`, `v${HOSTILE}`]);
     assert.equal(sqlJson.body, `${HOSTILE} body`);
     const textJson = JSON.parse((await run([...db, 'requests', 'show', ids.text!, '--json'])).text);
-    assert.deepEqual(textJson.headers.find((h: string[]) => h[0] === 'X-C1'), ['X-C1', 'a\u009bb']);
+    assert.deepEqual(
+      textJson.headers.find((h: string[]) => h[0] === 'X-C1'),
+      ['X-C1', 'a\u009bb'],
+    );
     const bucketJson = JSON.parse((await run([...db, 'bucket', 'show', 'hostile', '--json'])).text);
     assert.equal(bucketJson.ack_body, `ok ${HOSTILE}`);
   });
@@ -267,13 +348,17 @@ describe('nothing hostile reaches the terminal; secrets stay hidden (real binary
       const out: Buffer[] = [];
       const err: Buffer[] = [];
       child.stdout.on('data', (d: Buffer) => out.push(d));
-      const following = new Promise<void>((resolve) => child.stderr.on('data', (d: Buffer) => (err.push(d), Buffer.concat(err).includes('following') && resolve())));
+      const following = new Promise<void>((resolve) =>
+        child.stderr.on('data', (d: Buffer) => (err.push(d), Buffer.concat(err).includes('following') && resolve())),
+      );
       const exited = new Promise<number>((resolve) => child.on('close', (code) => resolve(code ?? -1)));
       await following;
       const sql = new Database(s.db);
       try {
         sql
-          .prepare('INSERT INTO requests (id, bucket, received_at, method, path, query, headers, body, size, sha256, peer) SELECT ?, bucket, ?, method, ?, ?, headers, body, size, sha256, peer FROM requests WHERE id = ?')
+          .prepare(
+            'INSERT INTO requests (id, bucket, received_at, method, path, query, headers, body, size, sha256, peer) SELECT ?, bucket, ?, method, ?, ?, headers, body, size, sha256, peer FROM requests WHERE id = ?',
+          )
           .run(newId(), Date.now(), `/tail${HOSTILE}`, `token=qs-secret&x=${OSC}`, ids.text);
       } finally {
         sql.close();
@@ -334,7 +419,10 @@ describe('nothing hostile reaches the terminal; secrets stay hidden (real binary
     const r = await run([...db, 'bucket', 'create', 'creds', '--destination', 'http://user:s3cret@127.0.0.1/x?token=t0ken']);
     assert.equal(r.code, 2);
     const err = r.stderr.toString();
-    assert.match(err, /^error \[usage\]: option '--destination <url>' argument 'http:\/\/\[redacted\]@127\.0\.0\.1\/x\?token=\[redacted\]' is invalid/);
+    assert.match(
+      err,
+      /^error \[usage\]: option '--destination <url>' argument 'http:\/\/\[redacted\]@127\.0\.0\.1\/x\?token=\[redacted\]' is invalid/,
+    );
     assert.ok(!err.includes('s3cret') && !err.includes('t0ken'), err);
   });
 

@@ -45,11 +45,19 @@ describe('loadConfig: the database, its pool and the spool folder', () => {
   it('keeps the spool folder beside a SQLite file by default, as before --spool-dir', () => {
     assert.equal(loadConfig({}, {}).spoolDir, 'data/hookbucket.db-spool');
     assert.equal(loadConfig({ HOOKBUCKET_DB: '/var/lib/hb/hb.db' }, {}).spoolDir, '/var/lib/hb/hb.db-spool');
-    assert.equal(loadConfig({ HOOKBUCKET_DB: '/var/lib/hb/hb.db' }, { HOOKBUCKET_SPOOL_DIR: '' }).spoolDir, '/var/lib/hb/hb.db-spool', 'empty: the default');
+    assert.equal(
+      loadConfig({ HOOKBUCKET_DB: '/var/lib/hb/hb.db' }, { HOOKBUCKET_SPOOL_DIR: '' }).spoolDir,
+      '/var/lib/hb/hb.db-spool',
+      'empty: the default',
+    );
   });
 
   it('takes a postgres:// or postgresql:// URL as is, with data/spool as the default spool folder', () => {
-    for (const url of ['postgres://app:s3cret@db.internal:5432/hookbucket', 'postgresql://app@127.0.0.1/hb?sslmode=require', 'POSTGRES://h/db']) {
+    for (const url of [
+      'postgres://app:s3cret@db.internal:5432/hookbucket',
+      'postgresql://app@127.0.0.1/hb?sslmode=require',
+      'POSTGRES://h/db',
+    ]) {
       const c = loadConfig({ HOOKBUCKET_DB: url }, {});
       assert.equal(c.db, url);
       assert.equal(c.spoolDir, join('data', 'spool'));

@@ -45,7 +45,10 @@ describe('drain worker: claiming ahead in the running loop', () => {
 
   const states = () =>
     Object.fromEntries(
-      (b.raw.prepare('select state, count(*) n from deliveries group by state').all() as Array<{ state: string; n: number }>).map((r) => [r.state, r.n]),
+      (b.raw.prepare('select state, count(*) n from deliveries group by state').all() as Array<{ state: string; n: number }>).map((r) => [
+        r.state,
+        r.n,
+      ]),
     );
   const answerAll = () => held.splice(0).forEach((r) => r.end('ok'));
   const released = (ids: string[]) => ids.flatMap((id) => b.attempts(id)).filter((a) => a.outcome === 'released');
@@ -81,7 +84,11 @@ describe('drain worker: claiming ahead in the running loop', () => {
     await deliverAll(ids);
     assert.equal(maxInflight, 2);
     assert.equal(consumer.received.length, ids.length);
-    for (const id of ids) assert.deepEqual(b.attempts(id).map((a) => a.outcome), ['delivered']);
+    for (const id of ids)
+      assert.deepEqual(
+        b.attempts(id).map((a) => a.outcome),
+        ['delivered'],
+      );
   });
 
   it('stop releases what was claimed ahead: not sent, not counted, due again', async () => {
@@ -92,7 +99,13 @@ describe('drain worker: claiming ahead in the running loop', () => {
     assert.equal(consumer.received.length, 2, 'nothing claimed ahead was sent');
     assert.deepEqual(states(), { delivered: 2, pending: 3 });
     const r = released(ids);
-    assert.deepEqual(r.map((a) => [a.reason, a.status]), [['released_on_shutdown', null], ['released_on_shutdown', null]]);
+    assert.deepEqual(
+      r.map((a) => [a.reason, a.status]),
+      [
+        ['released_on_shutdown', null],
+        ['released_on_shutdown', null],
+      ],
+    );
     for (const id of ids) {
       const d = b.delivery(id);
       if (d.state === 'pending') assert.equal(d.attempts, 0);
@@ -109,24 +122,29 @@ describe('drain worker: claiming ahead in the running loop', () => {
     await pause(100);
     assert.equal(consumer.received.length, 2);
     assert.deepEqual(states(), { delivered: 2, pending: 3 });
-    assert.deepEqual(released(ids).map((a) => a.reason), ['released_on_pause', 'released_on_pause']);
+    assert.deepEqual(
+      released(ids).map((a) => a.reason),
+      ['released_on_pause', 'released_on_pause'],
+    );
     // requests show says what happened to them.
     const lines = timelineLines(await b.store.requestHistory(released(ids)[0]!.request_id), `${consumer.url}/h`).join('\n');
     assert.match(lines, /released unsent: the bucket was paused \(not counted\)/);
   });
 
   for (const [what, change] of [
-    ['a delete\'s tombstone', `update buckets set deleting_at = 1 where name = 's'`],
+    ["a delete's tombstone", `update buckets set deleting_at = 1 where name = 's'`],
     ['a pause', `update buckets set paused = 1, paused_at = 1 where name = 's'`],
   ] as const) {
     it(`${what} committed by another connection stops the queue even before the next pass: a freed slot takes nothing`, async () => {
       await running(5);
       // As the CLI commits it: the bucket row and the epoch, in one transaction of another
       // connection. No wake(): the finished attempts' own refill must notice.
-      b.raw.transaction(() => {
-        b.raw.prepare(change).run();
-        b.raw.prepare(`update meta set value = value + 1 where key = 'bucket_epoch'`).run();
-      }).immediate();
+      b.raw
+        .transaction(() => {
+          b.raw.prepare(change).run();
+          b.raw.prepare(`update meta set value = value + 1 where key = 'bucket_epoch'`).run();
+        })
+        .immediate();
       answerAll();
       await until(() => (states().delivered ?? 0) === 2, 'the two sent delivered');
       await pause(200);
@@ -157,7 +175,13 @@ describe('drain worker: claiming ahead in the running loop', () => {
     b.clock.advance(58_500);
     answerAll();
     await until(() => released(ids).length >= 2, 'two released');
-    assert.deepEqual(released(ids).map((a) => [a.reason, a.status]), [['released_on_lease', null], ['released_on_lease', null]]);
+    assert.deepEqual(
+      released(ids).map((a) => [a.reason, a.status]),
+      [
+        ['released_on_lease', null],
+        ['released_on_lease', null],
+      ],
+    );
     // They are claimed again and delivered.
     await deliverAll(ids);
     assert.equal(consumer.received.length, ids.length);
@@ -167,7 +191,10 @@ describe('drain worker: claiming ahead in the running loop', () => {
     const { ids } = await running(5);
     held.shift()!.writeHead(429, { 'retry-after': '30' }).end('slow down');
     await until(() => released(ids).length === 2, 'the two queued released');
-    assert.deepEqual(released(ids).map((a) => a.reason), ['released_on_retry_after', 'released_on_retry_after']);
+    assert.deepEqual(
+      released(ids).map((a) => a.reason),
+      ['released_on_retry_after', 'released_on_retry_after'],
+    );
     answerAll();
     await until(() => states().delivered === 1, 'the other in-flight one delivered');
     await pause(100);
@@ -182,7 +209,10 @@ describe('drain worker: claiming ahead in the running loop', () => {
     await until(() => !w.active, 'the lease lost');
     answerAll();
     await until(() => released(ids).length === 2, 'the two queued released');
-    assert.deepEqual(released(ids).map((a) => a.reason), ['released_on_standby', 'released_on_standby']);
+    assert.deepEqual(
+      released(ids).map((a) => a.reason),
+      ['released_on_standby', 'released_on_standby'],
+    );
     await until(() => states().delivered === 2, 'the two sent recorded');
     assert.equal(consumer.received.length, 2);
   });
@@ -194,7 +224,10 @@ describe('drain worker: claiming ahead in the running loop', () => {
     await pause(100); // the next pass reads the new settings
     answerAll();
     await until(() => released(ids).length === 2, 'the two queued released');
-    assert.deepEqual(released(ids).map((a) => a.reason), ['released_on_rate', 'released_on_rate']);
+    assert.deepEqual(
+      released(ids).map((a) => a.reason),
+      ['released_on_rate', 'released_on_rate'],
+    );
     await deliverAll(ids);
     assert.equal(consumer.received.length, ids.length);
   });

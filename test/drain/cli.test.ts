@@ -34,7 +34,10 @@ describe('hookbucket schedule through the real binary', () => {
     const r = await runCli(['schedule', '--multiplier', '1', '--max-attempts', '5', '--jitter', 'full', '--json']);
     assert.equal(r.code, 0, r.stderr);
     const j = r.json();
-    assert.deepEqual(j.attempts.map((a: { gap_ms: number | null }) => a.gap_ms), [null, 30_000, 30_000, 30_000, 30_000]);
+    assert.deepEqual(
+      j.attempts.map((a: { gap_ms: number | null }) => a.gap_ms),
+      [null, 30_000, 30_000, 30_000, 30_000],
+    );
     assert.equal(j.give_up_on_paper_ms, 120_000);
     assert.equal(j.expected_give_up_ms, 60_000);
     assert.deepEqual(j.expected_give_up_ms_by_jitter, { full: 60_000, upper: 90_000, none: 120_000 });
@@ -65,7 +68,11 @@ describe('hookbucket schedule through the real binary', () => {
 
   it('exits 2 on conflicting or bad options', async () => {
     // A few through the binary (each run is a fresh process, about 0.7 s); the whole table in-process below.
-    const cases = [['--max-attempts', '3', '--give-up', '1h'], ['--jitter', 'wild'], ['--cap', '10s']];
+    const cases = [
+      ['--max-attempts', '3', '--give-up', '1h'],
+      ['--jitter', 'wild'],
+      ['--cap', '10s'],
+    ];
     const results = await Promise.all(cases.map((args) => runCli(['schedule', ...args])));
     results.forEach((r, i) => {
       assert.equal(r.code, 2, `${cases[i]!.join(' ')}: ${r.stderr}`);
@@ -81,7 +88,22 @@ describe('hookbucket simulate through the real binary', () => {
   after(() => t.remove());
 
   it('fixed 30 s: the storm in minute 10, and no drain', async () => {
-    const r = await runCli(['simulate', '--policy', 'fixed:30s', '--arrival', '600/m', '--outage', '10m', '--capacity', '30/s', '--timeout', '5s', '--duration', '120m', '--json']);
+    const r = await runCli([
+      'simulate',
+      '--policy',
+      'fixed:30s',
+      '--arrival',
+      '600/m',
+      '--outage',
+      '10m',
+      '--capacity',
+      '30/s',
+      '--timeout',
+      '5s',
+      '--duration',
+      '120m',
+      '--json',
+    ]);
     assert.equal(r.code, 0, r.stderr);
     const j = r.json();
     assert.equal(j.minutes.length, 120);
@@ -112,7 +134,26 @@ describe('hookbucket simulate through the real binary', () => {
   });
 
   it('--json for the default policy, with schedule, budget and rate flags', async () => {
-    const r = await runCli(['simulate', '--duration', '30m', '--rate', '11/s', '--burst', '2', '--max-attempts', '8', '--jitter', 'full', '--seed', '7', '--retry-budget', '0.2', '--retry-floor', '30/m', '--json']);
+    const r = await runCli([
+      'simulate',
+      '--duration',
+      '30m',
+      '--rate',
+      '11/s',
+      '--burst',
+      '2',
+      '--max-attempts',
+      '8',
+      '--jitter',
+      'full',
+      '--seed',
+      '7',
+      '--retry-budget',
+      '0.2',
+      '--retry-floor',
+      '30/m',
+      '--json',
+    ]);
     assert.equal(r.code, 0, r.stderr);
     const j = r.json();
     assert.deepEqual(j.policy, {
@@ -133,7 +174,11 @@ describe('hookbucket simulate through the real binary', () => {
   });
 
   it('exits 2 on bad options, and on policy flags with the naive sender', async () => {
-    const cases = [['--policy', 'fixed:soon'], ['--policy', 'fixed:30s', '--rate', '10/s'], ['--duration', '10s']];
+    const cases = [
+      ['--policy', 'fixed:soon'],
+      ['--policy', 'fixed:30s', '--rate', '10/s'],
+      ['--duration', '10s'],
+    ];
     const results = await Promise.all(cases.map((args) => runCli(['simulate', ...args])));
     results.forEach((r, i) => assert.equal(r.code, 2, `${cases[i]!.join(' ')}: ${r.stderr}`));
     assert.match(results[1]!.stderr, /--rate shape --policy default only/);
@@ -147,7 +192,6 @@ describe('hookbucket simulate through the real binary', () => {
     }
   });
 });
-
 
 describe('usage errors exit 2 (in-process, the whole table)', () => {
   const cases: string[][] = [

@@ -115,7 +115,10 @@ describe('drain cost follows due work, not the number of buckets', () => {
       { claims: 0, dueQueries: 1 },
     ];
     const alone = await busyScenario();
-    assert.deepEqual(alone.map(({ claims, dueQueries }) => ({ claims, dueQueries })), expected);
+    assert.deepEqual(
+      alone.map(({ claims, dueQueries }) => ({ claims, dueQueries })),
+      expected,
+    );
     assert.ok(alone.every((p) => p.nextDueQueries <= 1));
     assert.equal(consumer.received.filter((r) => r.url === '/busy').length, 3);
     await b.close();
@@ -171,7 +174,12 @@ describe('drain cost follows due work, not the number of buckets', () => {
     for (let pass = 0; pass < 3; pass++) {
       const seen = consumer.received.length;
       const r = await w.runOnce();
-      urls.push(consumer.received.slice(seen).map((x) => x.url).sort());
+      urls.push(
+        consumer.received
+          .slice(seen)
+          .map((x) => x.url)
+          .sort(),
+      );
       assert.equal(take().claims, r.started);
       // Passes that left due buckets behind ask for the next one at once.
       if (pass < 2) assert.equal(r.wakeAt, b.clock.now());
@@ -186,7 +194,15 @@ describe('drain cost follows due work, not the number of buckets', () => {
     const due = () => b.drain.dueBuckets(b.clock.now());
     assert.deepEqual(await due(), [], 'stored without a destination: nothing to deliver');
     // A replay --to of a bucket without a destination is due at once.
-    await b.store.createReplay({ id: newId(), bucket: 's', requestIds: [id!], selection: {}, destination: `${consumer.url}/to`, rate: null, nowMs: b.clock.now() });
+    await b.store.createReplay({
+      id: newId(),
+      bucket: 's',
+      requestIds: [id!],
+      selection: {},
+      destination: `${consumer.url}/to`,
+      rate: null,
+      nowMs: b.clock.now(),
+    });
     assert.deepEqual(await due(), ['s']);
     await w.runOnce();
     assert.equal(consumer.received.at(-1)!.url, '/to');

@@ -100,7 +100,13 @@ describe('fidelity: raw socket → hookbucket → worker → consumer', () => {
     await h.s.store.createBucket({
       name: 'fid-nopath',
       destination: `${consumer.url}/in/hook?k=v`,
-      drain: { forwardPath: false, forwardHeaders: [['Authorization', 'Bearer for-consumer'], ['X-Env', 'test']] },
+      drain: {
+        forwardPath: false,
+        forwardHeaders: [
+          ['Authorization', 'Bearer for-consumer'],
+          ['X-Env', 'test'],
+        ],
+      },
     });
   });
   after(async () => {
@@ -111,20 +117,34 @@ describe('fidelity: raw socket → hookbucket → worker → consumer', () => {
   it('keeps method, raw target, header order/case/repeats minus the dropped set, and the body bytes', async () => {
     const body = Buffer.concat([Buffer.from([0x00, 0xff, 0xfe, 0xc3, 0x28, 0xef, 0xbb, 0xbf, 0x00, 0x0d, 0x0a]), randomBytes(70_000)]);
     const sent = [
-      'X-Dup', 'one',
-      'Content-Type', 'application/octet-stream',
-      'x-dup', 'two',
-      'Connection', 'keep-alive, X-Hop',
-      'X-Hop', 'hop-secret',
-      'Keep-Alive', 'timeout=5',
-      'Proxy-Authorization', 'Basic eDp5',
-      'TE', 'trailers',
-      'X-MiXeD-Case', 'Value With  Inner Spaces',
-      'Trailer', 'X-Checksum',
-      'Upgrade', 'h2c',
-      'X-DUP', 'three',
-      'X-Hookbucket-Attempt', '99',
-      'X-Latin1', 'caf\u00e9',
+      'X-Dup',
+      'one',
+      'Content-Type',
+      'application/octet-stream',
+      'x-dup',
+      'two',
+      'Connection',
+      'keep-alive, X-Hop',
+      'X-Hop',
+      'hop-secret',
+      'Keep-Alive',
+      'timeout=5',
+      'Proxy-Authorization',
+      'Basic eDp5',
+      'TE',
+      'trailers',
+      'X-MiXeD-Case',
+      'Value With  Inner Spaces',
+      'Trailer',
+      'X-Checksum',
+      'Upgrade',
+      'h2c',
+      'X-DUP',
+      'three',
+      'X-Hookbucket-Attempt',
+      '99',
+      'X-Latin1',
+      'caf\u00e9',
     ];
     const id = await h.ingest(rawHttp('POST', '/b/fid/x/%2e%2e/y/a%2Fb%20c?a=1&a=2&b=%20', sent, body));
     await h.drain(1);
@@ -133,15 +153,24 @@ describe('fidelity: raw socket → hookbucket → worker → consumer', () => {
     // The sub-path's dot-segments go (src/policy/forward-path.ts); its other escapes and the query stay raw.
     assert.equal(got.url, '/in/hook/y/a%2Fb%20c?k=v&a=1&a=2&b=%20');
     assert.deepEqual(withoutFraming(got.rawHeaders), [
-      'X-Dup', 'one',
-      'Content-Type', 'application/octet-stream',
-      'x-dup', 'two',
-      'X-MiXeD-Case', 'Value With  Inner Spaces',
-      'X-DUP', 'three',
-      'X-Latin1', 'caf\u00e9',
-      'x-hookbucket-request-id', id,
-      'x-hookbucket-delivery-generation', '1',
-      'x-hookbucket-attempt', '1',
+      'X-Dup',
+      'one',
+      'Content-Type',
+      'application/octet-stream',
+      'x-dup',
+      'two',
+      'X-MiXeD-Case',
+      'Value With  Inner Spaces',
+      'X-DUP',
+      'three',
+      'X-Latin1',
+      'caf\u00e9',
+      'x-hookbucket-request-id',
+      id,
+      'x-hookbucket-delivery-generation',
+      '1',
+      'x-hookbucket-attempt',
+      '1',
     ]);
     assert.deepEqual(valuesOf(got.rawHeaders, 'host'), [new URL(consumer.url).host], "the consumer's host, not the sender's");
     assert.deepEqual(valuesOf(got.rawHeaders, 'content-length'), [String(body.length)]);
@@ -180,17 +209,25 @@ describe('fidelity: raw socket → hookbucket → worker → consumer', () => {
   });
 
   it('forwardPath off keeps only the query; bucket forward headers replace the stored ones', async () => {
-    const id = await h.ingest(rawHttp('POST', '/b/fid-nopath/x/y?q=1', ['Authorization', 'Bearer from-sender', 'X-A', '1'], Buffer.from('{}')));
+    const id = await h.ingest(
+      rawHttp('POST', '/b/fid-nopath/x/y?q=1', ['Authorization', 'Bearer from-sender', 'X-A', '1'], Buffer.from('{}')),
+    );
     await h.drain(1);
     const got = receivedFor(consumer, id);
     assert.equal(got.url, '/in/hook?k=v&q=1');
     assert.deepEqual(withoutFraming(got.rawHeaders), [
-      'X-A', '1',
-      'x-hookbucket-request-id', id,
-      'x-hookbucket-delivery-generation', '1',
-      'x-hookbucket-attempt', '1',
-      'Authorization', 'Bearer for-consumer',
-      'X-Env', 'test',
+      'X-A',
+      '1',
+      'x-hookbucket-request-id',
+      id,
+      'x-hookbucket-delivery-generation',
+      '1',
+      'x-hookbucket-attempt',
+      '1',
+      'Authorization',
+      'Bearer for-consumer',
+      'X-Env',
+      'test',
     ]);
   });
 });
@@ -260,7 +297,12 @@ describe("fidelity: providers' signatures verify on the forwarded bytes", () => 
 
   // Pretty-printed JSON with non-ASCII text: whitespace and UTF-8 bytes are part of what is signed.
   const payload = JSON.stringify(
-    { id: 'evt_1NG8Du2eZvKYlo2CUI79vXWy', object: 'event', type: 'payment_intent.succeeded', data: { object: { id: 'pi_1', amount: 2000, description: 'café ☕ «déjà vu»' } } },
+    {
+      id: 'evt_1NG8Du2eZvKYlo2CUI79vXWy',
+      object: 'event',
+      type: 'payment_intent.succeeded',
+      data: { object: { id: 'pi_1', amount: 2000, description: 'café ☕ «déjà vu»' } },
+    },
     null,
     2,
   );
@@ -282,7 +324,14 @@ describe("fidelity: providers' signatures verify on the forwarded bytes", () => 
     {
       name: 'github',
       mismatch: /X-Hub-Signature-256 does not match/,
-      headers: async (signed) => ['X-GitHub-Event', 'payment', 'X-GitHub-Delivery', randomUUID(), 'X-Hub-Signature-256', await sign(GITHUB_SECRET, signed)],
+      headers: async (signed) => [
+        'X-GitHub-Event',
+        'payment',
+        'X-GitHub-Delivery',
+        randomUUID(),
+        'X-Hub-Signature-256',
+        await sign(GITHUB_SECRET, signed),
+      ],
     },
     {
       name: 'standardwebhooks',
@@ -290,7 +339,14 @@ describe("fidelity: providers' signatures verify on the forwarded bytes", () => 
       headers: async (signed) => {
         const msgId = `msg_${randomBytes(8).toString('hex')}`;
         const at = new Date();
-        return ['webhook-id', msgId, 'webhook-timestamp', String(Math.floor(at.getTime() / 1000)), 'webhook-signature', new Webhook(SW_SECRET).sign(msgId, at, signed)];
+        return [
+          'webhook-id',
+          msgId,
+          'webhook-timestamp',
+          String(Math.floor(at.getTime() / 1000)),
+          'webhook-signature',
+          new Webhook(SW_SECRET).sign(msgId, at, signed),
+        ];
       },
     },
   ];
@@ -300,7 +356,10 @@ describe("fidelity: providers' signatures verify on the forwarded bytes", () => 
       const headers = ['Content-Type', 'application/json', ...(await p.headers(payload))];
       const id = await h.ingest(rawHttp('POST', '/b/signed', headers, Buffer.from(payload, 'utf8')));
       await h.drain(1);
-      assert.deepEqual(verdicts.find((v) => v.id === id), { id, provider: p.name, ok: true });
+      assert.deepEqual(
+        verdicts.find((v) => v.id === id),
+        { id, provider: p.name, ok: true },
+      );
       assert.ok(receivedFor(consumer, id).body.equals(Buffer.from(payload, 'utf8')));
       assert.equal((await h.s.store.getRequest(id))?.state, 'delivered');
     });

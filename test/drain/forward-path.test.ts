@@ -27,7 +27,10 @@ describe('the forwarded path never escapes the destination', () => {
 
   before(async () => {
     consumer = await startConsumer();
-    for (const [name, extra] of [['safe', []], ['legacy', ['--forward-raw-path']]] as const) {
+    for (const [name, extra] of [
+      ['safe', []],
+      ['legacy', ['--forward-raw-path']],
+    ] as const) {
       const r = await runCli([...db, 'bucket', 'create', name, '--destination', `${consumer.url}/webhooks/stripe`, ...extra]);
       assert.equal(r.code, 0, r.stderr);
     }
@@ -36,7 +39,10 @@ describe('the forwarded path never escapes the destination', () => {
       for (const bucket of ['safe', 'legacy']) {
         for (const [sent] of shapes) {
           const target = `/b/${bucket}${sent}`;
-          const res = await rawRequest(server.url, `POST ${target} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`);
+          const res = await rawRequest(
+            server.url,
+            `POST ${target} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`,
+          );
           assert.equal(res.status, 200, `${target}: ${res.body}`);
           ids.set(target, (JSON.parse(res.body.toString()) as { id: string }).id);
         }
@@ -62,8 +68,14 @@ describe('the forwarded path never escapes the destination', () => {
 
   for (const [sent, safe, raw] of shapes) {
     it(`default: /b/safe${sent} reaches the consumer as ${safe}; the stored path stays as sent`, async () => {
-      assert.ok(consumer.received.some((r) => r.url === safe), `received: ${consumer.received.map((r) => r.url).join(' ')}`);
-      const [shown, human] = await Promise.all([showJson(`/b/safe${sent}`), runCli([...db, 'requests', 'show', ids.get(`/b/safe${sent}`)!])]);
+      assert.ok(
+        consumer.received.some((r) => r.url === safe),
+        `received: ${consumer.received.map((r) => r.url).join(' ')}`,
+      );
+      const [shown, human] = await Promise.all([
+        showJson(`/b/safe${sent}`),
+        runCli([...db, 'requests', 'show', ids.get(`/b/safe${sent}`)!]),
+      ]);
       const [path, query] = sent.split('?');
       assert.equal(shown.path, path);
       assert.equal(shown.query, query ?? null);
@@ -72,7 +84,10 @@ describe('the forwarded path never escapes the destination', () => {
       assert.equal(shown.deliveries[0].attempt_log[0].url, `${consumer.url}${safe}`);
     });
     it(`--forward-raw-path: /b/legacy${sent} reaches the consumer as ${raw}`, () => {
-      assert.ok(consumer.received.some((r) => r.url === raw), `received: ${consumer.received.map((r) => r.url).join(' ')}`);
+      assert.ok(
+        consumer.received.some((r) => r.url === raw),
+        `received: ${consumer.received.map((r) => r.url).join(' ')}`,
+      );
     });
   }
 

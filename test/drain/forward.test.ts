@@ -31,12 +31,31 @@ describe('forwardHeaders: the stored list minus the dropped set, then ours, then
       [],
       ['X-Dup', 'one', 'Content-Type', 'application/json', 'x-dup', 'two', 'X-DUP', 'three', 'Stripe-Signature', 't=1,v1=ab', ...ours],
     ],
-    ['host and content-length dropped, any case', ['Host', 'in.example', 'X-A', '1', 'CONTENT-LENGTH', '5', 'HOST', 'again'], [], ['X-A', '1', ...ours]],
+    [
+      'host and content-length dropped, any case',
+      ['Host', 'in.example', 'X-A', '1', 'CONTENT-LENGTH', '5', 'HOST', 'again'],
+      [],
+      ['X-A', '1', ...ours],
+    ],
     [
       'hop-by-hop set and expect dropped',
       [
-        'Connection', 'keep-alive', 'Keep-Alive', 'timeout=5', 'TE', 'trailers', 'Trailer', 'X-T', 'Transfer-Encoding', 'chunked',
-        'Upgrade', 'h2c', 'Expect', '100-continue', 'X-Kept', 'yes',
+        'Connection',
+        'keep-alive',
+        'Keep-Alive',
+        'timeout=5',
+        'TE',
+        'trailers',
+        'Trailer',
+        'X-T',
+        'Transfer-Encoding',
+        'chunked',
+        'Upgrade',
+        'h2c',
+        'Expect',
+        '100-continue',
+        'X-Kept',
+        'yes',
       ],
       [],
       ['X-Kept', 'yes', ...ours],
@@ -62,10 +81,21 @@ describe('forwardHeaders: the stored list minus the dropped set, then ours, then
     [
       'bucket forward headers appended, replacing stored ones of the same name',
       ['Authorization', 'Bearer from-sender', 'X-A', '1', 'authorization', 'second'],
-      [['authorization', 'Bearer for-consumer'], ['X-Env', 'prod']],
+      [
+        ['authorization', 'Bearer for-consumer'],
+        ['X-Env', 'prod'],
+      ],
       ['X-A', '1', ...ours, 'authorization', 'Bearer for-consumer', 'X-Env', 'prod'],
     ],
-    ['bucket forward headers may repeat a name', ['X-A', '1'], [['X-Tag', 'a'], ['X-Tag', 'b']], ['X-A', '1', ...ours, 'X-Tag', 'a', 'X-Tag', 'b']],
+    [
+      'bucket forward headers may repeat a name',
+      ['X-A', '1'],
+      [
+        ['X-Tag', 'a'],
+        ['X-Tag', 'b'],
+      ],
+      ['X-A', '1', ...ours, 'X-Tag', 'a', 'X-Tag', 'b'],
+    ],
   ];
   for (const [name, stored, extra, want] of cases) {
     it(name, () => assert.deepEqual(forwardHeaders(stored, meta, extra), want));
@@ -108,7 +138,9 @@ describe('errorClassOf', () => {
 });
 
 /** A loopback HTTP server on port 0 whose handler each test sets. */
-async function listen(handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<{ server: Server; origin: string; close: () => Promise<void> }> {
+async function listen(
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+): Promise<{ server: Server; origin: string; close: () => Promise<void> }> {
   const server = createServer(handler);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -169,7 +201,15 @@ describe('forward() over real sockets', () => {
     try {
       const body = Buffer.from([0x00, 0xff, 0xfe, 0xc3, 0x28, 0x0a]);
       const r = expectResponse(
-        await forward(agent, request(srv.origin, { target: { origin: srv.origin, path: '/in/x/%2e%2e/y?a=1&a=2' }, method: 'PUT', headers: ['X-Dup', '1', 'x-dup', '2', 'Content-Type', 'application/octet-stream'], body })),
+        await forward(
+          agent,
+          request(srv.origin, {
+            target: { origin: srv.origin, path: '/in/x/%2e%2e/y?a=1&a=2' },
+            method: 'PUT',
+            headers: ['X-Dup', '1', 'x-dup', '2', 'Content-Type', 'application/octet-stream'],
+            body,
+          }),
+        ),
       );
       assert.equal(r.status, 201);
       assert.deepEqual(r.body, Buffer.from('created'));
@@ -186,7 +226,8 @@ describe('forward() over real sockets', () => {
       assert.ok(got.body.equals(body));
       const framing = new Set(['host', 'connection', 'content-length']);
       const rest: string[] = [];
-      for (let i = 0; i < got.rawHeaders.length; i += 2) if (!framing.has(got.rawHeaders[i]!.toLowerCase())) rest.push(got.rawHeaders[i]!, got.rawHeaders[i + 1]!);
+      for (let i = 0; i < got.rawHeaders.length; i += 2)
+        if (!framing.has(got.rawHeaders[i]!.toLowerCase())) rest.push(got.rawHeaders[i]!, got.rawHeaders[i + 1]!);
       assert.deepEqual(rest, ['X-Dup', '1', 'x-dup', '2', 'Content-Type', 'application/octet-stream']);
       const cl = got.rawHeaders.flatMap((v, i) => (i % 2 === 0 && v.toLowerCase() === 'content-length' ? [got.rawHeaders[i + 1]] : []));
       assert.deepEqual(cl, [String(body.length)]);
@@ -282,7 +323,9 @@ describe('forward() over real sockets', () => {
     });
     try {
       for (const method of ['POST', 'GET']) {
-        const r = expectResponse(await forward(agent, request(srv.origin, { method, body: method === 'GET' ? Buffer.alloc(0) : Buffer.from('x') })));
+        const r = expectResponse(
+          await forward(agent, request(srv.origin, { method, body: method === 'GET' ? Buffer.alloc(0) : Buffer.from('x') })),
+        );
         assert.equal(r.status, 307, method);
         assert.ok(r.headers.includes(`${target.origin}/moved`), 'the Location is kept as evidence');
       }
@@ -395,7 +438,10 @@ describe('forward() over real sockets', () => {
       if (arrived === 2) ac.abort();
     });
     try {
-      const both = await Promise.all([forward(agent, request(srv.origin, { aborter: ac })), forward(agent, request(srv.origin, { aborter: ac }))]);
+      const both = await Promise.all([
+        forward(agent, request(srv.origin, { aborter: ac })),
+        forward(agent, request(srv.origin, { aborter: ac })),
+      ]);
       for (const r of both) assert.equal(expectError(r).aborted, true);
       const late = expectError(await forward(agent, request(srv.origin, { aborter: ac })));
       assert.equal(late.aborted, true);
@@ -407,15 +453,36 @@ describe('forward() over real sockets', () => {
   });
 
   const openssl = spawnSync('openssl', ['version']).error === undefined;
-  it('tls: a self-signed certificate is refused as tls', { skip: openssl ? false : 'openssl is not installed: cannot make a self-signed certificate' }, async () => {
+  it('tls: a self-signed certificate is refused as tls', {
+    skip: openssl ? false : 'openssl is not installed: cannot make a self-signed certificate',
+  }, async () => {
     const t = tempDir('hookbucket-tls-');
     try {
       const key = join(t.dir, 'key.pem');
       const cert = join(t.dir, 'cert.pem');
-      execFileSync('openssl', [
-        'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-        '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1',
-      ], { stdio: 'ignore' });
+      execFileSync(
+        'openssl',
+        [
+          'req',
+          '-x509',
+          '-newkey',
+          'ec',
+          '-pkeyopt',
+          'ec_paramgen_curve:prime256v1',
+          '-nodes',
+          '-keyout',
+          key,
+          '-out',
+          cert,
+          '-days',
+          '1',
+          '-subj',
+          '/CN=127.0.0.1',
+          '-addext',
+          'subjectAltName=IP:127.0.0.1',
+        ],
+        { stdio: 'ignore' },
+      );
       let arrived = 0;
       const server = createHttpsServer({ key: readFileSync(key), cert: readFileSync(cert) }, (req, res) => {
         arrived++;

@@ -2,7 +2,14 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { DEFAULT_RETRY_BUDGET } from '../../src/policy/retry-budget.js';
 import { DEFAULT_SCHEDULE } from '../../src/policy/schedule.js';
-import { DEFAULT_POLICY, DEFAULT_SIMULATION, fixedPolicy, simulate, simulationProblem, type SimulationInput } from '../../src/drain/simulate.js';
+import {
+  DEFAULT_POLICY,
+  DEFAULT_SIMULATION,
+  fixedPolicy,
+  simulate,
+  simulationProblem,
+  type SimulationInput,
+} from '../../src/drain/simulate.js';
 import { parseRate } from '../../src/policy/token-bucket.js';
 
 const M = 60_000;

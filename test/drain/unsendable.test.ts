@@ -21,7 +21,7 @@ describe('a stored request the HTTP client refuses to send', () => {
     await consumer.close();
   });
 
-  it('forward() returns it as `unsendable` with undici\'s code, and nothing reaches the consumer', async () => {
+  it("forward() returns it as `unsendable` with undici's code, and nothing reaches the consumer", async () => {
     const res = await forward(b.agent, {
       target: { origin: consumer.url, path: '/hooks' },
       method: 'POST',

@@ -56,7 +56,10 @@ describe('hookbucket worker', () => {
     await store.createBucket({ name: 'slow', destination: consumer.url, drain: { timeoutMs: 60_000 } });
     const r = await runCli(['--db', t.db, 'worker', '--once', '--lease', '30s']);
     assert.equal(r.code, 2);
-    assert.match(r.stderr, /error \[invalid_option\]: --lease 30000 ms must be longer than every bucket's attempt timeout; slow has 60000 ms/);
+    assert.match(
+      r.stderr,
+      /error \[invalid_option\]: --lease 30000 ms must be longer than every bucket's attempt timeout; slow has 60000 ms/,
+    );
     await store.deleteBucket('slow', { force: true });
   });
 

@@ -131,7 +131,9 @@ describe('drain worker', () => {
     b.clock.set(t0 + 45_000);
     await w.runOnce();
     // a's second try went first (due earlier than c? both due; one slot) — whichever went, a year became the 60 s cap.
-    const rows = b.raw.prepare(`select next_attempt_at - started_at gap, next_why from attempts where status = 503 order by started_at`).all() as Array<{ gap: number; next_why: string }>;
+    const rows = b.raw
+      .prepare(`select next_attempt_at - started_at gap, next_why from attempts where status = 503 order by started_at`)
+      .all() as Array<{ gap: number; next_why: string }>;
     assert.equal(rows.length, 2);
     assert.deepEqual(rows[1], { gap: 60_000, next_why: 'retry_after' });
     void c;
@@ -151,7 +153,10 @@ describe('drain worker', () => {
     assert.equal(d.attempts, 3);
     assert.equal(d.last_status, 500);
     const rows = b.attempts(id!);
-    assert.deepEqual(rows.map((r) => r.outcome), ['retry', 'retry', 'exhausted']);
+    assert.deepEqual(
+      rows.map((r) => r.outcome),
+      ['retry', 'retry', 'exhausted'],
+    );
     assert.equal(rows[2]!.response_body.toString(), 'boom');
     assert.equal((await w.runOnce()).started, 0);
   });
@@ -237,7 +242,10 @@ describe('drain worker', () => {
 
   it('defers retries over the budget while first attempts still go', async () => {
     // fraction 0 and a floor of 1/60 per second: one retry per 60 s window.
-    await create('s', { retryBudget: { fraction: 0, floorPerSecond: 1 / 60 }, schedule: { baseMs: 1000, multiplier: 1, capMs: 1000, maxAttempts: 10, jitter: 'none' } });
+    await create('s', {
+      retryBudget: { fraction: 0, floorPerSecond: 1 / 60 },
+      schedule: { baseMs: 1000, multiplier: 1, capMs: 1000, maxAttempts: 10, jitter: 'none' },
+    });
     const [r1, r2] = b.ingest('s', {}, {});
     consumer.script({ status: 500 }, { status: 500 });
     const w = b.worker();

@@ -10,7 +10,12 @@ import { openSqlite, type SqliteDb } from '../../src/store/sqlite/open.js';
 export async function databaseAt(path: string, migration: string): Promise<{ raw: SqliteDb; close: () => Promise<void> }> {
   const raw = openSqlite(path, { durability: 'full', busyTimeoutMs: 2000 });
   const db = new Kysely<unknown>({ dialect: new SqliteDialect({ database: raw }) });
-  const migrator = new Migrator({ db, provider: migrationProvider, migrationTableName: 'hookbucket_migration', migrationLockTableName: 'hookbucket_migration_lock' });
+  const migrator = new Migrator({
+    db,
+    provider: migrationProvider,
+    migrationTableName: 'hookbucket_migration',
+    migrationLockTableName: 'hookbucket_migration_lock',
+  });
   const to = await migrator.migrateTo(migration);
   assert.equal(to.error, undefined);
   assert.equal(to.results?.at(-1)?.migrationName, migration);

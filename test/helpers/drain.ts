@@ -78,15 +78,28 @@ export async function drainBench(): Promise<DrainBench> {
       return items.map((i) => i.id);
     },
     worker(deps = {}) {
-      const w = new DrainWorker({ store: drain, dispatcher: agent, clock, logger: silentLogger, random: () => 0.5, leaseMs: 60_000, ...deps });
+      const w = new DrainWorker({
+        store: drain,
+        dispatcher: agent,
+        clock,
+        logger: silentLogger,
+        random: () => 0.5,
+        leaseMs: 60_000,
+        ...deps,
+      });
       workers.push(w);
       return w;
     },
     delivery(requestId) {
-      return raw.prepare('select * from deliveries where request_id = ? order by generation desc limit 1').get(requestId) as Record<string, any>;
+      return raw.prepare('select * from deliveries where request_id = ? order by generation desc limit 1').get(requestId) as Record<
+        string,
+        any
+      >;
     },
     attempts(requestId) {
-      return raw.prepare('select * from attempts where request_id = ? order by started_at, number').all(requestId) as Array<Record<string, any>>;
+      return raw.prepare('select * from attempts where request_id = ? order by started_at, number').all(requestId) as Array<
+        Record<string, any>
+      >;
     },
     async close() {
       for (const w of workers) await w.stop(0);

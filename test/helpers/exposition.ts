@@ -65,7 +65,9 @@ export function parseExposition(text: string): Exposition {
     types,
     find,
     value(name, labels = {}) {
-      const exact = samples.filter((s) => s.name === name && matches(s, labels) && Object.keys(s.labels).length === Object.keys(labels).length);
+      const exact = samples.filter(
+        (s) => s.name === name && matches(s, labels) && Object.keys(s.labels).length === Object.keys(labels).length,
+      );
       if (exact.length > 1) throw new Error(`${exact.length} samples of ${name} ${JSON.stringify(labels)}`);
       return exact[0]?.value;
     },

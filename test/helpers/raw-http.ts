@@ -52,7 +52,6 @@ export function rawRequest(
   });
 }
 
-
 function complete(raw: Buffer): boolean {
   let start = 0;
   // Skip interim 1xx responses.
@@ -90,4 +89,3 @@ function parse(raw: Buffer): Omit<RawResponse, 'raw' | 'closed'> {
     return { status, headers, body: raw.subarray(end + 4, end + 4 + len) };
   }
 }
-

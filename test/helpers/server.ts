@@ -20,7 +20,11 @@ export interface TestServer extends RunningServer {
  */
 export async function startTestServer(flags: Flags = {}): Promise<TestServer> {
   const t = tempDir();
-  const config = loadConfig({}, {}, { db: t.db, port: 0, host: '127.0.0.1', minFreeDisk: '0', logLevel: 'silent', worker: false, adminPort: 0, ...flags });
+  const config = loadConfig(
+    {},
+    {},
+    { db: t.db, port: 0, host: '127.0.0.1', minFreeDisk: '0', logLevel: 'silent', worker: false, adminPort: 0, ...flags },
+  );
   const running = await startServer(config, { clock: systemClock, logger: silentLogger });
   const store = await SqliteStore.open({ path: t.db, durability: 'full', busyTimeoutMs: 5000, clock: systemClock });
   return {

@@ -58,17 +58,23 @@ describe('bad input answers', () => {
   });
 
   it('Expect: 100-continue over the limit: 413 and no 100 Continue', async () => {
-    const res = await expectRefused('POST /b/small HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n', 413, 'body_too_large');
+    const res = await expectRefused(
+      'POST /b/small HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n',
+      413,
+      'body_too_large',
+    );
     assert.doesNotMatch(res.raw.toString('latin1'), /100 Continue/);
   });
 
   it('Expect: 100-continue within the limit: 100, then stored', async () => {
-    const res = await rawRequest(s.url, ['POST /b/small HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n', 'abc'], { chunkDelayMs: 100 });
+    const res = await rawRequest(s.url, ['POST /b/small HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n', 'abc'], {
+      chunkDelayMs: 100,
+    });
     assert.match(res.raw.toString('latin1'), /^HTTP\/1\.1 100 Continue/);
     assert.equal(res.status, 200);
   });
 
-  it('request line over 16 KiB: 414, even past Node\'s own parser limit', async () => {
+  it("request line over 16 KiB: 414, even past Node's own parser limit", async () => {
     await expectRefused(`GET /b/hooks?${'q'.repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, 414, 'uri_too_long');
     await expectRefused(`GET /b/hooks?${'q'.repeat(120_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, 414, 'uri_too_long');
   });
@@ -113,16 +119,32 @@ describe('bad input answers', () => {
   });
 
   it('malformed requests and chunked encoding: 400', async () => {
-    await expectRefused('POST /b/hooks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n', 400, 'bad_request');
+    await expectRefused(
+      'POST /b/hooks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n',
+      400,
+      'bad_request',
+    );
     await expectRefused('POST /b/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab', 400, 'bad_request');
-    await expectRefused('POST /b/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n', 400, 'bad_request');
-    await expectRefused('POST /b/hooks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding : chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n', 400, 'bad_request');
+    await expectRefused(
+      'POST /b/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n',
+      400,
+      'bad_request',
+    );
+    await expectRefused(
+      'POST /b/hooks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding : chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n',
+      400,
+      'bad_request',
+    );
     await expectRefused('POST /b/hooks HTTP/1.1\nHost: x\nContent-Length: 1\n\nx', 400, 'bad_request');
     await expectRefused('NOT A REQUEST\r\n\r\n', 400, 'bad_request');
   });
 
   it('Transfer-Encoding other than chunked: 501', async () => {
-    await expectRefused('POST /b/hooks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n', 501, 'unsupported_transfer_encoding');
+    await expectRefused(
+      'POST /b/hooks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n',
+      501,
+      'unsupported_transfer_encoding',
+    );
     await expectRefused('POST /b/hooks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\nabc', 501, 'unsupported_transfer_encoding');
   });
 
@@ -142,7 +164,10 @@ describe('bad input answers', () => {
 
   it('slow body: cut off at the request timeout, nothing stored', async () => {
     const before = count();
-    const res = await rawRequest(s.url, 'POST /b/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc', { waitForClose: true, timeoutMs: 8000 });
+    const res = await rawRequest(s.url, 'POST /b/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc', {
+      waitForClose: true,
+      timeoutMs: 8000,
+    });
     assert.equal(res.closed, true);
     assert.equal(res.status, 408);
     assert.equal(json(res.body).code, 'request_timeout');
@@ -350,7 +375,9 @@ describe('found by the reliability suite (test/reliability/cases/hostile.ts)', (
     const raw = await new Promise<Buffer>((resolve) => {
       const got: Buffer[] = [];
       const sock = connect(Number(u.port), u.hostname, () =>
-        sock.end('POST /b/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nxPOST /b/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n\r\nabc'),
+        sock.end(
+          'POST /b/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nxPOST /b/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n\r\nabc',
+        ),
       );
       sock.on('data', (d: Buffer) => got.push(d));
       sock.on('close', () => resolve(Buffer.concat(got)));

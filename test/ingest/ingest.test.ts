@@ -50,9 +50,20 @@ describe('ingest over a real socket', () => {
     const stored = await s.store.getRequest(JSON.parse(res.body.toString()).id);
     // Node trims optional whitespace around values (RFC 9110 §5.5); everything else is verbatim.
     assert.deepEqual(stored?.rawHeaders, [
-      'Host', '127.0.0.1',
-      'X-Dup', 'one', 'x-dup', 'two', 'Stripe-Signature', 't=1,v1=abc', 'X-MiXeD', 'spaced', 'X-DUP', 'three',
-      'Content-Length', '2',
+      'Host',
+      '127.0.0.1',
+      'X-Dup',
+      'one',
+      'x-dup',
+      'two',
+      'Stripe-Signature',
+      't=1,v1=abc',
+      'X-MiXeD',
+      'spaced',
+      'X-DUP',
+      'three',
+      'Content-Length',
+      '2',
     ]);
   });
 
@@ -74,7 +85,11 @@ describe('ingest over a real socket', () => {
 
   it('stores every method but CONNECT and TRACE', async () => {
     for (const method of ['GET', 'HEAD', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'PROPFIND']) {
-      const res = await rawRequest(s.url, `${method} /b/hooks/m HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n`, method === 'HEAD' ? { waitForClose: false, timeoutMs: 1000 } : {});
+      const res = await rawRequest(
+        s.url,
+        `${method} /b/hooks/m HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n`,
+        method === 'HEAD' ? { waitForClose: false, timeoutMs: 1000 } : {},
+      );
       if (method !== 'HEAD') assert.equal(res.status, 200, method);
       const id = res.headers['x-hookbucket-request-id'];
       assert.ok(id, method);

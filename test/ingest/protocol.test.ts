@@ -53,7 +53,7 @@ function statusLines(raw: Buffer): string[] {
   return out;
 }
 
-describe('which line Node\'s header limit tripped in', () => {
+describe("which line Node's header limit tripped in", () => {
   it('lineHeadAfter: the start of the line in progress, carried across reads', () => {
     const b = (t: string) => Buffer.from(t, 'latin1');
     const cases: Array<[before: string, chunk: string, end: number, want: string]> = [
@@ -66,21 +66,40 @@ describe('which line Node\'s header limit tripped in', () => {
       ['', 'a\n', 2, ''],
       ['', 'x'.repeat(100), 100, 'x'.repeat(32)],
     ];
-    for (const [before, chunk, end, want] of cases) assert.equal(lineHeadAfter(before, b(chunk), end), want, JSON.stringify([before, chunk, end]));
+    for (const [before, chunk, end, want] of cases)
+      assert.equal(lineHeadAfter(before, b(chunk), end), want, JSON.stringify([before, chunk, end]));
   });
 
   it('isRequestLine: a method and a space, not a name and a colon', () => {
     for (const head of ['GET /b/x', 'POST http://h/b/x?q', 'M-SEARCH *']) assert.equal(isRequestLine(head), true, head);
-    for (const head of ['X-Big: hh', 'Host:x', 'X-Long-Name-Without-Colon-Yet', '', ' folded']) assert.equal(isRequestLine(head), false, head);
+    for (const head of ['X-Big: hh', 'Host:x', 'X-Long-Name-Without-Colon-Yet', '', ' folded'])
+      assert.equal(isRequestLine(head), false, head);
   });
 });
 
 describe('trailers in import records', () => {
-  const ndjson = (trailers: unknown) => ({ method: 'POST', path: '', query: null, headers: [['Transfer-Encoding', 'chunked']], body: 'x', trailers });
-  const har = (trailers: unknown) => ({ request: { method: 'POST', url: 'http://h/b/x', headers: [], postData: { text: 'x' }, _trailers: trailers } });
+  const ndjson = (trailers: unknown) => ({
+    method: 'POST',
+    path: '',
+    query: null,
+    headers: [['Transfer-Encoding', 'chunked']],
+    body: 'x',
+    trailers,
+  });
+  const har = (trailers: unknown) => ({
+    request: { method: 'POST', url: 'http://h/b/x', headers: [], postData: { text: 'x' }, _trailers: trailers },
+  });
 
   it('are read from NDJSON `trailers` and HAR `request._trailers`; none when absent or empty', () => {
-    assert.deepEqual(fromNdjsonRecord(ndjson([['X-Signature', 'a'], ['x-signature', 'b']])).rawTrailers, ['X-Signature', 'a', 'x-signature', 'b']);
+    assert.deepEqual(
+      fromNdjsonRecord(
+        ndjson([
+          ['X-Signature', 'a'],
+          ['x-signature', 'b'],
+        ]),
+      ).rawTrailers,
+      ['X-Signature', 'a', 'x-signature', 'b'],
+    );
     assert.deepEqual(fromHarEntry(har([{ name: 'X-Signature', value: 'a' }])).rawTrailers, ['X-Signature', 'a']);
     for (const none of [undefined, null, []]) {
       assert.equal('rawTrailers' in fromNdjsonRecord(ndjson(none)), false);
@@ -97,7 +116,12 @@ describe('trailers in import records', () => {
       [Array.from({ length: 2001 }, (_, i) => [`t${i}`, '1']), /more than 2000 trailers/],
       [[['X-Big', 'v'.repeat(70_000)]], /trailers over 65536 bytes/],
     ];
-    for (const [trailers, message] of bad) assert.throws(() => fromNdjsonRecord(ndjson(trailers)), (e: unknown) => e instanceof ImportFormatError && message.test(e.message), JSON.stringify(trailers).slice(0, 60));
+    for (const [trailers, message] of bad)
+      assert.throws(
+        () => fromNdjsonRecord(ndjson(trailers)),
+        (e: unknown) => e instanceof ImportFormatError && message.test(e.message),
+        JSON.stringify(trailers).slice(0, 60),
+      );
     assert.throws(() => fromHarEntry(har([{ name: 'X-A', value: 'a\u0000' }])), /trailer X-A has a value with a control byte/);
   });
 });
@@ -124,16 +148,24 @@ describe('protocol corners', () => {
     assert.equal(count(), before, 'nothing stored');
   }
 
-  describe('header size past Node\'s parser limit', () => {
+  describe("header size past Node's parser limit", () => {
     // Over Node's limit (request line + headers), which sits above ours, so its parser trips first.
     const over = NODE_MAX_HEADER_SIZE + 1000;
 
     it('a long header value behind a short request line, sent in one write: 431, not 414', async () => {
-      await refused(`POST /b/hooks HTTP/1.1\r\nHost: x\r\nX-Big: ${'h'.repeat(over)}\r\nContent-Length: 0\r\n\r\n`, 431, 'headers_too_large');
+      await refused(
+        `POST /b/hooks HTTP/1.1\r\nHost: x\r\nX-Big: ${'h'.repeat(over)}\r\nContent-Length: 0\r\n\r\n`,
+        431,
+        'headers_too_large',
+      );
     });
 
     it('a long header value split across writes: 431', async () => {
-      await refused(['POST /b/hooks HTTP/1.1\r\nHost: x\r\nX-Big: ', 'h'.repeat(over / 2), 'h'.repeat(over / 2), '\r\nContent-Length: 0\r\n\r\n'], 431, 'headers_too_large');
+      await refused(
+        ['POST /b/hooks HTTP/1.1\r\nHost: x\r\nX-Big: ', 'h'.repeat(over / 2), 'h'.repeat(over / 2), '\r\nContent-Length: 0\r\n\r\n'],
+        431,
+        'headers_too_large',
+      );
     });
 
     it('a long URL split across two writes, the second ending its line early: 414', async () => {
@@ -144,7 +176,8 @@ describe('protocol corners', () => {
   });
 
   describe('chunked trailers', () => {
-    const chunked = (trailers: string) => `POST /b/hooks/t HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTrailer: X-Signature\r\n\r\n5\r\nhello\r\n0\r\n${trailers}\r\n`;
+    const chunked = (trailers: string) =>
+      `POST /b/hooks/t HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTrailer: X-Signature\r\n\r\n5\r\nhello\r\n0\r\n${trailers}\r\n`;
     let id: string;
 
     it('are stored with the request, in order, case and repeats as received', async () => {
@@ -163,11 +196,18 @@ describe('protocol corners', () => {
       const db = ['--db', s.db];
       const human = await runCli([...db, 'requests', 'show', id]);
       assert.equal(human.code, 0, human.stderr);
-      assert.match(human.text, /body:\n {2}hello\n\ntrailers \(3, as received; stored, not forwarded; credentials redacted\):\n {2}X-Signature: \[redacted\]\n {2}x-signature: \[redacted\]\n {2}X-Empty: \n/);
+      assert.match(
+        human.text,
+        /body:\n {2}hello\n\ntrailers \(3, as received; stored, not forwarded; credentials redacted\):\n {2}X-Signature: \[redacted\]\n {2}x-signature: \[redacted\]\n {2}X-Empty: \n/,
+      );
       const revealed = await runCli([...db, 'requests', 'show', id, '--reveal']);
       assert.match(revealed.text, /\n {2}X-Signature: abc\n {2}x-signature: def\n/);
       const j = (await runCli([...db, 'requests', 'show', id, '--json'])).json();
-      assert.deepEqual(j.trailers, [['X-Signature', 'abc'], ['x-signature', 'def'], ['X-Empty', '']]);
+      assert.deepEqual(j.trailers, [
+        ['X-Signature', 'abc'],
+        ['x-signature', 'def'],
+        ['X-Empty', ''],
+      ]);
       // No block and an empty list when there were none.
       const plainId = (await s.store.listRequests('hooks', {}, { limit: 1 })).requests[0]!.id;
       assert.doesNotMatch((await runCli([...db, 'requests', 'show', plainId])).text, /trailers/);
@@ -183,10 +223,18 @@ describe('protocol corners', () => {
         return r;
       };
       await ok('requests', 'export', 'hooks', '--id', id, '--out', file('t.ndjson'));
-      assert.deepEqual(JSON.parse(readFileSync(file('t.ndjson'), 'utf8')).trailers, [['X-Signature', 'abc'], ['x-signature', 'def'], ['X-Empty', '']]);
+      assert.deepEqual(JSON.parse(readFileSync(file('t.ndjson'), 'utf8')).trailers, [
+        ['X-Signature', 'abc'],
+        ['x-signature', 'def'],
+        ['X-Empty', ''],
+      ]);
       await ok('requests', 'export', 'hooks', '--id', id, '--format', 'har', '--out', file('t.har'));
       const har = JSON.parse(readFileSync(file('t.har'), 'utf8'));
-      assert.deepEqual(har.log.entries[0].request._trailers, [{ name: 'X-Signature', value: 'abc' }, { name: 'x-signature', value: 'def' }, { name: 'X-Empty', value: '' }]);
+      assert.deepEqual(har.log.entries[0].request._trailers, [
+        { name: 'X-Signature', value: 'abc' },
+        { name: 'x-signature', value: 'def' },
+        { name: 'X-Empty', value: '' },
+      ]);
       for (const name of ['t.ndjson', 't.har']) {
         const imp = (await ok('requests', 'import', 'copy', file(name), '--json')).json();
         const copy = await s.store.getRequest(imp.first_id);
@@ -195,13 +243,13 @@ describe('protocol corners', () => {
       }
     });
 
-    it('over hookbucket\'s header limits: 431, nothing stored', async () => {
+    it("over hookbucket's header limits: 431, nothing stored", async () => {
       const many = (n: number, bytes: number) => Array.from({ length: n }, (_, i) => `X-T${i}: ${'t'.repeat(bytes)}\r\n`).join('');
       await refused(chunked(many(70, 1000)), 431, 'headers_too_large');
       await refused(chunked(many(2001, 1)), 431, 'too_many_headers');
     });
 
-    it('over Node\'s own trailer limit: 431 answered, the connection closed, nothing stored', async () => {
+    it("over Node's own trailer limit: 431 answered, the connection closed, nothing stored", async () => {
       await refused(chunked(`X-Big: ${'t'.repeat(NODE_MAX_HEADER_SIZE + 1000)}\r\n`), 431, 'headers_too_large');
     });
   });
@@ -221,7 +269,11 @@ describe('protocol corners', () => {
       // An Upgrade header without `Connection: upgrade` is an ordinary header: keep-alive as usual.
       const plain = 'POST /b/hooks HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nContent-Length: 1\r\n\r\nx';
       const last = 'POST /b/hooks HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n';
-      assert.deepEqual(statusLines(await untilClosed(s.url, [plain + second + last])), ['HTTP/1.1 200 OK', 'HTTP/1.1 200 OK', 'HTTP/1.1 200 OK']);
+      assert.deepEqual(statusLines(await untilClosed(s.url, [plain + second + last])), [
+        'HTTP/1.1 200 OK',
+        'HTTP/1.1 200 OK',
+        'HTTP/1.1 200 OK',
+      ]);
       assert.equal(count(), before + 4);
     });
 
@@ -236,13 +288,18 @@ describe('protocol corners', () => {
   describe('HTTP/1.0 and Expect: 100-continue', () => {
     it('no interim 100 to an HTTP/1.0 client; the request is still stored, or refused by the same rules', async () => {
       const before = count();
-      const raw = await untilClosed(s.url, ['POST /b/hooks/ten HTTP/1.0\r\nHost: x\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n', 'abc']);
+      const raw = await untilClosed(s.url, [
+        'POST /b/hooks/ten HTTP/1.0\r\nHost: x\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n',
+        'abc',
+      ]);
       assert.deepEqual(statusLines(raw), ['HTTP/1.1 200 OK']);
       assert.equal(count(), before + 1);
       const id = /x-hookbucket-request-id: (\S+)/i.exec(raw.toString('latin1'))![1]!;
       assert.equal((await s.store.getRequest(id))?.body.toString(), 'abc');
       // Over the body limit: 413, still without a 100.
-      const raw413 = await untilClosed(s.url, ['POST /b/small HTTP/1.0\r\nHost: x\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n']);
+      const raw413 = await untilClosed(s.url, [
+        'POST /b/small HTTP/1.0\r\nHost: x\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n',
+      ]);
       assert.deepEqual(statusLines(raw413), ['HTTP/1.1 413 Payload Too Large']);
       assert.equal(count(), before + 1);
     });

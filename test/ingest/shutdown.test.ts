@@ -19,7 +19,10 @@ describe('graceful shutdown', () => {
     await new Promise((r) => setTimeout(r, 100));
     const stopping = s.close(5000);
     // A new connection is refused once the stop has begun.
-    const refused = await fetch(`${s.url}/healthz`).then(() => false, () => true);
+    const refused = await fetch(`${s.url}/healthz`).then(
+      () => false,
+      () => true,
+    );
     assert.equal(refused, true);
     sock.write('world');
     await stopping;

@@ -35,7 +35,8 @@ describe('metrics fed by the drain worker', () => {
   const metricsFor = (options: { bucketHistograms?: boolean } = {}) =>
     createMetrics({ source: source(), clock: b.clock, logger: silentLogger, processMetrics: false, ...options });
   const scrape = async (m: Metrics): Promise<Exposition> => parseExposition((await m.render()).body);
-  const create = (name: string, drain: Record<string, unknown> = {}) => b.store.createBucket({ name, destination: `${consumer.url}/in`, drain });
+  const create = (name: string, drain: Record<string, unknown> = {}) =>
+    b.store.createBucket({ name, destination: `${consumer.url}/in`, drain });
 
   it('counts attempts by outcome and deferrals by reason as the store records them', async () => {
     await create('s', { rate: { count: 1, perMs: 1000 }, burst: 1 });
@@ -59,7 +60,7 @@ describe('metrics fed by the drain worker', () => {
     assert.equal(m.value('hookbucket_oldest_waiting_age_seconds', { bucket: 's' }), 0);
   });
 
-  it('gives the oldest waiting request\'s age in seconds, from the database read and the clock', async () => {
+  it("gives the oldest waiting request's age in seconds, from the database read and the clock", async () => {
     await create('s');
     await b.store.pauseBucket('s');
     b.ingest('s', {});
@@ -114,7 +115,7 @@ describe('metrics fed by the drain worker', () => {
     assert.equal(q.value('hookbucket_attempt_duration_seconds_bucket', { bucket: 'c', le: '+Inf' }), 2);
   });
 
-  it('removes a deleted bucket\'s series at the first read that finds it gone', async () => {
+  it("removes a deleted bucket's series at the first read that finds it gone", async () => {
     await create('keep');
     await create('gone');
     b.ingest('keep', {});
@@ -166,7 +167,11 @@ describe('metrics fed by the drain worker', () => {
     await create('s');
     const [id] = b.ingest('s', {});
     // A worker that claims and never records (it "died"): its delivery is leased for 60 s.
-    const dead = await b.drain.claim((await b.drain.listBuckets())[0]!, { nowMs: b.clock.now(), limit: 1, leaseUntilMs: b.clock.now() + 60_000 }, {});
+    const dead = await b.drain.claim(
+      (await b.drain.listBuckets())[0]!,
+      { nowMs: b.clock.now(), limit: 1, leaseUntilMs: b.clock.now() + 60_000 },
+      {},
+    );
     assert.equal(dead.claimed.length, 1);
     b.clock.advance(60_001);
     const metrics = metricsFor();

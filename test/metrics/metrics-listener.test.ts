@@ -40,8 +40,10 @@ describe('bearer tokens', () => {
   });
 
   it('tells loopback bind addresses from the others', () => {
-    for (const h of ['127.0.0.1', '127.1.2.3', 'localhost', '::1', '[::1]', '::ffff:127.0.0.1', 'LOCALHOST']) assert.equal(isLoopbackAddress(h), true, h);
-    for (const h of ['0.0.0.0', '::', '10.0.0.1', '192.168.1.1', 'example.com', '127.0.0.1.example.com', '']) assert.equal(isLoopbackAddress(h), false, h);
+    for (const h of ['127.0.0.1', '127.1.2.3', 'localhost', '::1', '[::1]', '::ffff:127.0.0.1', 'LOCALHOST'])
+      assert.equal(isLoopbackAddress(h), true, h);
+    for (const h of ['0.0.0.0', '::', '10.0.0.1', '192.168.1.1', 'example.com', '127.0.0.1.example.com', ''])
+      assert.equal(isLoopbackAddress(h), false, h);
   });
 });
 
@@ -86,7 +88,10 @@ describe('the metrics listener of a standalone worker', () => {
       startMetricsListener(metrics(), { host: '0.0.0.0', port: 0, token: undefined, logger: silentLogger }),
       (e: unknown) => e instanceof AppError && e.code === 'usage' && e.exitCode === 2 && /HOOKBUCKET_ADMIN_TOKEN/.test(e.message),
     );
-    await assert.rejects(startMetricsListener(metrics(), { host: '0.0.0.0', port: 0, token: '', logger: silentLogger }), /HOOKBUCKET_ADMIN_TOKEN/);
+    await assert.rejects(
+      startMetricsListener(metrics(), { host: '0.0.0.0', port: 0, token: '', logger: silentLogger }),
+      /HOOKBUCKET_ADMIN_TOKEN/,
+    );
   });
 
   it('says port_in_use when the port is taken', async () => {
@@ -108,7 +113,10 @@ describe('metrics settings', () => {
   it('reads --metrics-bucket-histograms, --metrics-port and --metrics-host from flags and the environment', () => {
     const d = loadConfig({}, {});
     assert.deepEqual([d.metricsBucketHistograms, d.metricsPort, d.metricsHost], [false, null, '127.0.0.1']);
-    const e = loadConfig({ HOOKBUCKET_METRICS_BUCKET_HISTOGRAMS: 'true', HOOKBUCKET_METRICS_PORT: '9464', HOOKBUCKET_METRICS_HOST: '::1' }, {});
+    const e = loadConfig(
+      { HOOKBUCKET_METRICS_BUCKET_HISTOGRAMS: 'true', HOOKBUCKET_METRICS_PORT: '9464', HOOKBUCKET_METRICS_HOST: '::1' },
+      {},
+    );
     assert.deepEqual([e.metricsBucketHistograms, e.metricsPort, e.metricsHost], [true, 9464, '::1']);
     const f = loadConfig({ HOOKBUCKET_METRICS_PORT: '9464' }, {}, { metricsBucketHistograms: true, metricsPort: '0' });
     assert.deepEqual([f.metricsBucketHistograms, f.metricsPort], [true, 0]);

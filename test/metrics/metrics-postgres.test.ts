@@ -29,7 +29,9 @@ describe('metrics on PostgreSQL', { skip: server === undefined ? PG_SKIP_REASON 
   it('reports pg_database_size and leaves the WAL gauge out', async () => {
     await store.createBucket({ name: 'pg', destination: 'http://127.0.0.1:9/in' });
     const size = await store.storageSize();
-    const expected = await withPgClient(db.url, async (c) => Number((await c.query('select pg_database_size(current_database()) as n')).rows[0].n));
+    const expected = await withPgClient(db.url, async (c) =>
+      Number((await c.query('select pg_database_size(current_database()) as n')).rows[0].n),
+    );
     assert.equal(size.walBytes, null);
     assert.ok(size.databaseBytes > 0);
     // Another connection's figure of the same database, a moment apart: equal unless a write came between (none here).

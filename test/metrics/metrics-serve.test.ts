@@ -79,7 +79,8 @@ describe('/metrics of serve', () => {
   });
 
   it('reads deliveries by state, the oldest waiting age and paused from the database', () => {
-    const states = (bucket: string) => Object.fromEntries(m.find('hookbucket_deliveries', { bucket }).map((s) => [s.labels.state, s.value]));
+    const states = (bucket: string) =>
+      Object.fromEntries(m.find('hookbucket_deliveries', { bucket }).map((s) => [s.labels.state, s.value]));
     assert.deepEqual(states('hooks'), { pending: 0, retrying: 0, delivering: 0, delivered: 3, failed: 0, exhausted: 0, superseded: 0 });
     // A bucket without a destination has no deliveries.
     assert.deepEqual(states('quiet'), { pending: 0, retrying: 0, delivering: 0, delivered: 0, failed: 0, exhausted: 0, superseded: 0 });
@@ -94,7 +95,7 @@ describe('/metrics of serve', () => {
     assert.ok(m.find('nodejs_eventloop_lag_seconds').length > 0);
   });
 
-  it('labels only by bucket, reason, outcome, state (and le, and the process metrics\' own)', () => {
+  it("labels only by bucket, reason, outcome, state (and le, and the process metrics' own)", () => {
     const allowed = new Set(['bucket', 'reason', 'outcome', 'state', 'le']);
     for (const s of m.samples.filter((s) => s.name.startsWith('hookbucket_'))) {
       for (const k of Object.keys(s.labels)) assert.ok(allowed.has(k), `${s.name} has label ${k}`);

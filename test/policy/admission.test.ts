@@ -59,7 +59,10 @@ describe('createClaimDecider: which due deliveries a claim takes', () => {
     assert.deepEqual(kinds, ['claim', 'claim', 'claim']);
     assert.deepEqual(verdict.deferred, {});
     assert.equal(verdict.wakeAt, Infinity);
-    assert.equal(verdict.pacer.budget.firsts.reduce((a, b) => a + b, 0), 3);
+    assert.equal(
+      verdict.pacer.budget.firsts.reduce((a, b) => a + b, 0),
+      3,
+    );
   });
 
   it('rate 1/s burst 2: two go, the third is deferred (head of the line), the walk stops at the fourth', () => {
@@ -78,7 +81,11 @@ describe('createClaimDecider: which due deliveries a claim takes', () => {
 
   it('a retry over the budget is deferred once and skipped after; first attempts behind it still go', () => {
     const b = bucket({ retryBudget: { fraction: 0, floorPerSecond: 0 } });
-    const { kinds, verdict } = walk(policy(b), [cand(1, { attempts: 1, state: 'retrying' }), cand(2, { attempts: 2, state: 'retrying' }), cand(3)]);
+    const { kinds, verdict } = walk(policy(b), [
+      cand(1, { attempts: 1, state: 'retrying' }),
+      cand(2, { attempts: 2, state: 'retrying' }),
+      cand(3),
+    ]);
     assert.deepEqual(kinds, ['defer:retry_budget', 'skip', 'claim']);
     assert.deepEqual(verdict.deferred, { retry_budget: 1 });
   });
@@ -113,7 +120,12 @@ describe('afterLeaseExpiry', () => {
     ['attempts left', bucket(), 1, 'retry'],
     ['the last attempt of 14', bucket(), DEFAULT_SCHEDULE.maxAttempts!, 'exhausted'],
     ['past the last attempt', bucket({ schedule: { ...DEFAULT_SCHEDULE, maxAttempts: 2 } }), 3, 'exhausted'],
-    ['a --give-up schedule never exhausts on count', bucket({ schedule: { baseMs: 1000, multiplier: 2, capMs: 60_000, jitter: 'none', giveUpMs: 1000 } }), 99, 'retry'],
+    [
+      'a --give-up schedule never exhausts on count',
+      bucket({ schedule: { baseMs: 1000, multiplier: 2, capMs: 60_000, jitter: 'none', giveUpMs: 1000 } }),
+      99,
+      'retry',
+    ],
     ['a deleted bucket', undefined, 99, 'retry'],
   ];
   for (const [name, b, attempts, want] of cases) {
@@ -132,7 +144,12 @@ describe('createClaimDecider: claiming ahead of free slots', () => {
       ['rp2', { count: 100, perMs: 1000 }],
     ]);
     const r = (i: number, replay: string) => cand(i, { trigger: 'replay', replayId: replay });
-    const { kinds, verdict } = walk(policy(bucket(), { replayRates: rates, aheadFrom: 1 }), [r(1, 'rp1'), r(2, 'rp2'), cand(3), r(4, 'rp2')]);
+    const { kinds, verdict } = walk(policy(bucket(), { replayRates: rates, aheadFrom: 1 }), [
+      r(1, 'rp1'),
+      r(2, 'rp2'),
+      cand(3),
+      r(4, 'rp2'),
+    ]);
     // rp2 has its token; only the slot is missing.
     assert.deepEqual(kinds, ['claim', 'skip', 'claim', 'skip']);
     assert.equal(verdict.skippedAhead, 2);
@@ -141,7 +158,10 @@ describe('createClaimDecider: claiming ahead of free slots', () => {
 
   it('without aheadFrom, every paced delivery with a token is claimed', () => {
     const rates = new Map(['rp1', 'rp2', 'rp3'].map((id) => [id, { count: 100, perMs: 1000 }]));
-    const { kinds, verdict } = walk(policy(bucket(), { replayRates: rates }), ['rp1', 'rp2', 'rp3'].map((id, i) => cand(i, { trigger: 'replay', replayId: id })));
+    const { kinds, verdict } = walk(
+      policy(bucket(), { replayRates: rates }),
+      ['rp1', 'rp2', 'rp3'].map((id, i) => cand(i, { trigger: 'replay', replayId: id })),
+    );
     assert.deepEqual(kinds, ['claim', 'claim', 'claim']);
     assert.equal(verdict.skippedAhead, 0);
   });
@@ -162,12 +182,20 @@ describe('createClaimDecider: rate tokens taken within a horizon', () => {
   const cases: Array<[name: string, horizonMs: number | undefined, want: Array<number | string>, wakeAfterT0: number]> = [
     ['no horizon: one token now, then the head waits for the next (10 ms)', undefined, [0, 'defer:rate', 'stop'], 10],
     ['horizon 0 is the same', 0, [0, 'defer:rate', 'stop'], 10],
-    ['horizon 30: tokens at 0, 10, 20 and 30 ms, each its own time; the next (40) is back at 40 − 30', 30, [0, 10, 20, 30, 'defer:rate', 'stop'], 10],
+    [
+      'horizon 30: tokens at 0, 10, 20 and 30 ms, each its own time; the next (40) is back at 40 − 30',
+      30,
+      [0, 10, 20, 30, 'defer:rate', 'stop'],
+      10,
+    ],
     ['horizon 25: the 30 ms token is past it', 25, [0, 10, 20, 'defer:rate', 'stop'], 5],
   ];
   for (const [name, horizonMs, want, wake] of cases) {
     it(name, () => {
-      const { out, verdict } = atTimes(policy(rated, horizonMs === undefined ? {} : { horizonMs }), [1, 2, 3, 4, 5, 6, 7].map((i) => cand(i)));
+      const { out, verdict } = atTimes(
+        policy(rated, horizonMs === undefined ? {} : { horizonMs }),
+        [1, 2, 3, 4, 5, 6, 7].map((i) => cand(i)),
+      );
       assert.deepEqual(out, want);
       assert.equal(verdict.wakeAt - T0, wake);
       assert.deepEqual(verdict.deferred, { rate: 1 });
@@ -186,7 +214,12 @@ describe('createClaimDecider: rate tokens taken within a horizon', () => {
     const r = (i: number, id: string) => cand(i, { replayId: id, trigger: 'replay' });
     const fast = new Map([['rp', { count: 100, perMs: 1000 }]]);
     // The bucket's tokens at 5, 15, 25; the replay's at 100/s fit each of them.
-    assert.deepEqual(atTimes(policy(rated, { pacer, horizonMs: 30, replayRates: fast }), [r(1, 'rp'), r(2, 'rp'), cand(3), cand(4)]).out, [5, 15, 25, 'defer:rate']);
+    assert.deepEqual(atTimes(policy(rated, { pacer, horizonMs: 30, replayRates: fast }), [r(1, 'rp'), r(2, 'rp'), cand(3), cand(4)]).out, [
+      5,
+      15,
+      25,
+      'defer:rate',
+    ]);
     // At 1/s the replay's second token is a second after its first: held by its own rate (the
     // bucket's 15 ms token stays for the plain delivery behind), back a horizon before it.
     const slow = new Map([['rp', { count: 1, perMs: 1000 }]]);

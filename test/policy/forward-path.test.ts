@@ -58,7 +58,8 @@ describe('joinForwardPath: the sub-path never climbs above the destination path'
     ['/hook', '/x/', '/hook/x/', 'no destination slash'],
   ];
   for (const [destinationPath, subPath, expected, why] of cases) {
-    it(`${destinationPath} + ${JSON.stringify(subPath)} → ${expected} (${why})`, () => assert.equal(joinForwardPath(destinationPath, subPath), expected));
+    it(`${destinationPath} + ${JSON.stringify(subPath)} → ${expected} (${why})`, () =>
+      assert.equal(joinForwardPath(destinationPath, subPath), expected));
   }
 
   it('raw: the stored sub-path as it is (--forward-raw-path)', () => {
@@ -89,7 +90,11 @@ function staysUnderWhatwg(path: string, prefix: string): boolean {
 
 function staysUnderDecodingProxy(path: string, prefix: string): boolean {
   const floor = prefix.split('/').filter((s) => s !== '').length;
-  const decoded = path.replace(/%2f|%5c/gi, '/').replace(/%2e/gi, '.').replace(/%3b/gi, ';').replaceAll('\\', '/');
+  const decoded = path
+    .replace(/%2f|%5c/gi, '/')
+    .replace(/%2e/gi, '.')
+    .replace(/%3b/gi, ';')
+    .replaceAll('\\', '/');
   const stack: string[] = [];
   for (const segment of decoded.split('/').slice(1)) {
     const name = segment.split(';')[0];

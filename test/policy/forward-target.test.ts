@@ -19,7 +19,14 @@ describe('forwardTarget: destination, then the sub-path without dot-segments, th
     ['http://127.0.0.1:9/hook', '/x', '', true, 'http://127.0.0.1:9', '/hook/x?'],
     // The sub-path loses its dot-segments and empty segments (src/policy/forward-path.ts); the query is untouched.
     ['http://127.0.0.1:9/hook', '/x/%2e%2e/y', 'p=%2e%2e&b=%20', true, 'http://127.0.0.1:9', '/hook/y?p=%2e%2e&b=%20'],
-    ['http://127.0.0.1:9/webhooks/stripe', '/../../admin/delete-all', null, true, 'http://127.0.0.1:9', '/webhooks/stripe/admin/delete-all'],
+    [
+      'http://127.0.0.1:9/webhooks/stripe',
+      '/../../admin/delete-all',
+      null,
+      true,
+      'http://127.0.0.1:9',
+      '/webhooks/stripe/admin/delete-all',
+    ],
     ['http://127.0.0.1:9/', '//evil.example/x', 'q=/../', true, 'http://127.0.0.1:9', '/evil.example/x?q=/../'],
     ['http://127.0.0.1:9/hook', '/a%2Fb//c', null, true, 'http://127.0.0.1:9', '/hook/a%2Fb/c'],
     ['http://127.0.0.1:9/hook', '/x/y', 'a=1', false, 'http://127.0.0.1:9', '/hook?a=1'],

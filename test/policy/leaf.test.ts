@@ -13,7 +13,7 @@ describe('import direction', () => {
       specifiersOf(
         [
           "import { a } from '../store/store.js';",
-          "import type { B } from \"./b.js\";",
+          'import type { B } from "./b.js";',
           "export { c } from '../drain/c.js';",
           "import '../cli/d.js';",
           "const e = await import('../ingest/e.js');",
@@ -27,12 +27,19 @@ describe('import direction', () => {
     const files = sourceFiles('src/policy');
     assert.ok(files.length >= 10, `found ${files.length} policy files`);
     const outside = files.flatMap(importsOf).filter((e) => e.target === null || !/^src\/(policy|shared)\//.test(e.target));
-    assert.deepEqual(outside.map((e) => `${e.file} → ${e.specifier}`), []);
+    assert.deepEqual(
+      outside.map((e) => `${e.file} → ${e.specifier}`),
+      [],
+    );
   });
 
   it('src/store/store.ts (the contract) imports no drain module and no dialect', () => {
-    const bad = importsOf('src/store/store.ts').filter((e) => e.target === null || /^src\/(drain|cli|ingest)\/|^src\/store\/(sqlite|postgres)\//.test(e.target));
-    assert.deepEqual(bad.map((e) => e.specifier), []);
+    const bad = importsOf('src/store/store.ts').filter(
+      (e) => e.target === null || /^src\/(drain|cli|ingest)\/|^src\/store\/(sqlite|postgres)\//.test(e.target),
+    );
+    assert.deepEqual(
+      bad.map((e) => e.specifier),
+      [],
+    );
   });
-
 });

@@ -3,7 +3,13 @@ import { describe, it } from 'node:test';
 import { ERROR_CLASSES, parseRetryOn, type Outcome, type RetryOn } from '../../src/policy/classify.js';
 import { decideAttempt, type AttemptDecision, type AttemptFacts } from '../../src/policy/outcome.js';
 import { admit, block, newPacer, type Admission, type PacerConfig, type PacerState } from '../../src/policy/pacer.js';
-import { allowedRetries, DEFAULT_RETRY_BUDGET, nextRetryAllowedAt, retryAllowance, type RetryBudgetConfig } from '../../src/policy/retry-budget.js';
+import {
+  allowedRetries,
+  DEFAULT_RETRY_BUDGET,
+  nextRetryAllowedAt,
+  retryAllowance,
+  type RetryBudgetConfig,
+} from '../../src/policy/retry-budget.js';
 import { DEFAULT_SCHEDULE, type Schedule } from '../../src/policy/schedule.js';
 import { takeToken } from '../../src/policy/token-bucket.js';
 
@@ -28,14 +34,31 @@ describe('decideAttempt: the classification table', () => {
     ['201', status(201), { state: 'delivered', reason: 'status_201' }],
     ['204', status(204), { state: 'delivered', reason: 'status_204' }],
     ['299', status(299), { state: 'delivered', reason: 'status_299' }],
-    ...ERROR_CLASSES.map((errorClass): [string, Outcome, AttemptDecision] => [errorClass, { kind: 'error', errorClass }, retry(`error_${errorClass}`)]),
-    ...[408, 425, 429, 500, 502, 503, 504, 599].map((s): [string, Outcome, AttemptDecision] => [String(s), status(s), retry(`status_${s}`)]),
-    ...[300, 301, 302, 303, 304, 307, 308].map((s): [string, Outcome, AttemptDecision] => [String(s), status(s), { state: 'failed', reason: 'redirect_not_followed' }]),
-    ...[400, 401, 403, 404, 409, 410, 413, 422, 499].map((s): [string, Outcome, AttemptDecision] => [String(s), status(s), { state: 'failed', reason: `status_${s}` }]),
+    ...ERROR_CLASSES.map((errorClass): [string, Outcome, AttemptDecision] => [
+      errorClass,
+      { kind: 'error', errorClass },
+      retry(`error_${errorClass}`),
+    ]),
+    ...[408, 425, 429, 500, 502, 503, 504, 599].map((s): [string, Outcome, AttemptDecision] => [
+      String(s),
+      status(s),
+      retry(`status_${s}`),
+    ]),
+    ...[300, 301, 302, 303, 304, 307, 308].map((s): [string, Outcome, AttemptDecision] => [
+      String(s),
+      status(s),
+      { state: 'failed', reason: 'redirect_not_followed' },
+    ]),
+    ...[400, 401, 403, 404, 409, 410, 413, 422, 499].map((s): [string, Outcome, AttemptDecision] => [
+      String(s),
+      status(s),
+      { state: 'failed', reason: `status_${s}` },
+    ]),
     ['unsendable', { kind: 'error', errorClass: 'unsendable' }, { state: 'failed', reason: 'error_unsendable' }],
   ];
   for (const [name, outcome, want] of cases) {
-    it(`${name} → ${want.state}${'reason' in want ? ` (${want.reason})` : ''}`, () => assert.deepEqual(decideAttempt(SCHEDULE, null, facts(outcome)), want));
+    it(`${name} → ${want.state}${'reason' in want ? ` (${want.reason})` : ''}`, () =>
+      assert.deepEqual(decideAttempt(SCHEDULE, null, facts(outcome)), want));
   }
 });
 
@@ -64,15 +87,57 @@ describe('decideAttempt: a custom retried set replaces the default', () => {
 
 describe('decideAttempt: exhaustion', () => {
   const cases: Array<[string, Schedule, Outcome, Partial<AttemptFacts>, AttemptDecision]> = [
-    ['attempt 4 of 5 is retried after 8 s', SCHEDULE, status(500), { attempt: 4 }, { state: 'retrying', reason: 'status_500', atMs: NOW + 8000, why: 'schedule' }],
-    ['attempt 5 of 5 is exhausted', SCHEDULE, status(500), { attempt: 5 }, { state: 'exhausted', reason: 'status_500', why: 'max_attempts' }],
-    ['past max attempts is exhausted', SCHEDULE, { kind: 'error', errorClass: 'reset' }, { attempt: 9 }, { state: 'exhausted', reason: 'error_reset', why: 'max_attempts' }],
+    [
+      'attempt 4 of 5 is retried after 8 s',
+      SCHEDULE,
+      status(500),
+      { attempt: 4 },
+      { state: 'retrying', reason: 'status_500', atMs: NOW + 8000, why: 'schedule' },
+    ],
+    [
+      'attempt 5 of 5 is exhausted',
+      SCHEDULE,
+      status(500),
+      { attempt: 5 },
+      { state: 'exhausted', reason: 'status_500', why: 'max_attempts' },
+    ],
+    [
+      'past max attempts is exhausted',
+      SCHEDULE,
+      { kind: 'error', errorClass: 'reset' },
+      { attempt: 9 },
+      { state: 'exhausted', reason: 'error_reset', why: 'max_attempts' },
+    ],
     ['a 2xx on the last attempt is delivered', SCHEDULE, status(200), { attempt: 5 }, { state: 'delivered', reason: 'status_200' }],
-    ['a 404 on the last attempt is failed, not exhausted', SCHEDULE, status(404), { attempt: 5 }, { state: 'failed', reason: 'status_404' }],
+    [
+      'a 404 on the last attempt is failed, not exhausted',
+      SCHEDULE,
+      status(404),
+      { attempt: 5 },
+      { state: 'failed', reason: 'status_404' },
+    ],
     // Attempt 3's gap is 4 s: 6 s + 4 s lands on the 10 s give-up exactly, 1 ms more is past it.
-    ['give-up: a retry landing on the deadline goes', GIVE_UP, status(503), { attempt: 3, elapsedActiveMs: 6000 }, { state: 'retrying', reason: 'status_503', atMs: NOW + 4000, why: 'schedule' }],
-    ['give-up: a retry past the deadline is exhausted', GIVE_UP, status(503), { attempt: 3, elapsedActiveMs: 6001 }, { state: 'exhausted', reason: 'status_503', why: 'give_up_after' }],
-    ['give-up: no attempt limit', { ...GIVE_UP, giveUpMs: 3_600_000 }, status(503), { attempt: 500, elapsedActiveMs: 0 }, { state: 'retrying', reason: 'status_503', atMs: NOW + 10 * MINUTE, why: 'schedule' }],
+    [
+      'give-up: a retry landing on the deadline goes',
+      GIVE_UP,
+      status(503),
+      { attempt: 3, elapsedActiveMs: 6000 },
+      { state: 'retrying', reason: 'status_503', atMs: NOW + 4000, why: 'schedule' },
+    ],
+    [
+      'give-up: a retry past the deadline is exhausted',
+      GIVE_UP,
+      status(503),
+      { attempt: 3, elapsedActiveMs: 6001 },
+      { state: 'exhausted', reason: 'status_503', why: 'give_up_after' },
+    ],
+    [
+      'give-up: no attempt limit',
+      { ...GIVE_UP, giveUpMs: 3_600_000 },
+      status(503),
+      { attempt: 500, elapsedActiveMs: 0 },
+      { state: 'retrying', reason: 'status_503', atMs: NOW + 10 * MINUTE, why: 'schedule' },
+    ],
   ];
   for (const [name, schedule, outcome, more, want] of cases) {
     it(name, () => assert.deepEqual(decideAttempt(schedule, null, facts(outcome, more)), want));
@@ -84,41 +149,114 @@ describe('decideAttempt: Retry-After is a floor, on 429 and 503 only', () => {
   const cases: Array<[string, Schedule, number, string | undefined, Partial<AttemptFacts>, AttemptDecision]> = [
     [
       '429, delta-seconds above the gap',
-      SCHEDULE, 429, '120', {},
+      SCHEDULE,
+      429,
+      '120',
+      {},
       { state: 'retrying', reason: 'status_429', atMs: NOW + 120_000, why: 'retry_after', bucketBlockedUntilMs: NOW + 120_000 },
     ],
     [
       '503, IMF-fixdate 90 s ahead',
-      SCHEDULE, 503, httpDate(NOW + 90_000), {},
+      SCHEDULE,
+      503,
+      httpDate(NOW + 90_000),
+      {},
       { state: 'retrying', reason: 'status_503', atMs: NOW + 90_000, why: 'retry_after', bucketBlockedUntilMs: NOW + 90_000 },
     ],
     [
       '429, Retry-After below the gap: the schedule wins, the bucket is still blocked for the Retry-After',
-      SCHEDULE, 429, '1', { attempt: 3 },
+      SCHEDULE,
+      429,
+      '1',
+      { attempt: 3 },
       { state: 'retrying', reason: 'status_429', atMs: NOW + 4000, why: 'schedule', bucketBlockedUntilMs: NOW + 1000 },
     ],
-    ['500 with Retry-After: ignored', SCHEDULE, 500, '120', {}, { state: 'retrying', reason: 'status_500', atMs: NOW + 1000, why: 'schedule' }],
-    ['502 with an HTTP-date: ignored', SCHEDULE, 502, httpDate(NOW + 90_000), {}, { state: 'retrying', reason: 'status_502', atMs: NOW + 1000, why: 'schedule' }],
-    ['429 without Retry-After', SCHEDULE, 429, undefined, {}, { state: 'retrying', reason: 'status_429', atMs: NOW + 1000, why: 'schedule' }],
-    ['429, Retry-After: 0 blocks nothing', SCHEDULE, 429, '0', {}, { state: 'retrying', reason: 'status_429', atMs: NOW + 1000, why: 'schedule' }],
-    ['503, a date in the past blocks nothing', SCHEDULE, 503, httpDate(NOW - 60_000), {}, { state: 'retrying', reason: 'status_503', atMs: NOW + 1000, why: 'schedule' }],
-    ['503, an unparsable Retry-After is ignored', SCHEDULE, 503, 'soon', {}, { state: 'retrying', reason: 'status_503', atMs: NOW + 1000, why: 'schedule' }],
+    [
+      '500 with Retry-After: ignored',
+      SCHEDULE,
+      500,
+      '120',
+      {},
+      { state: 'retrying', reason: 'status_500', atMs: NOW + 1000, why: 'schedule' },
+    ],
+    [
+      '502 with an HTTP-date: ignored',
+      SCHEDULE,
+      502,
+      httpDate(NOW + 90_000),
+      {},
+      { state: 'retrying', reason: 'status_502', atMs: NOW + 1000, why: 'schedule' },
+    ],
+    [
+      '429 without Retry-After',
+      SCHEDULE,
+      429,
+      undefined,
+      {},
+      { state: 'retrying', reason: 'status_429', atMs: NOW + 1000, why: 'schedule' },
+    ],
+    [
+      '429, Retry-After: 0 blocks nothing',
+      SCHEDULE,
+      429,
+      '0',
+      {},
+      { state: 'retrying', reason: 'status_429', atMs: NOW + 1000, why: 'schedule' },
+    ],
+    [
+      '503, a date in the past blocks nothing',
+      SCHEDULE,
+      503,
+      httpDate(NOW - 60_000),
+      {},
+      { state: 'retrying', reason: 'status_503', atMs: NOW + 1000, why: 'schedule' },
+    ],
+    [
+      '503, an unparsable Retry-After is ignored',
+      SCHEDULE,
+      503,
+      'soon',
+      {},
+      { state: 'retrying', reason: 'status_503', atMs: NOW + 1000, why: 'schedule' },
+    ],
     [
       '503, a year of delta-seconds is clamped to the 10 min cap',
-      SCHEDULE, 503, '31536000', {},
+      SCHEDULE,
+      503,
+      '31536000',
+      {},
       { state: 'retrying', reason: 'status_503', atMs: NOW + 10 * MINUTE, why: 'retry_after', bucketBlockedUntilMs: NOW + 10 * MINUTE },
     ],
     [
       '429, an HTTP-date a day ahead is clamped to the cap',
-      SCHEDULE, 429, httpDate(NOW + 86_400_000), {},
+      SCHEDULE,
+      429,
+      httpDate(NOW + 86_400_000),
+      {},
       { state: 'retrying', reason: 'status_429', atMs: NOW + 10 * MINUTE, why: 'retry_after', bucketBlockedUntilMs: NOW + 10 * MINUTE },
     ],
     [
       'an uncapped schedule clamps to the default cap (3 h)',
-      { ...SCHEDULE, capMs: Infinity }, 429, '31536000', {},
-      { state: 'retrying', reason: 'status_429', atMs: NOW + DEFAULT_SCHEDULE.capMs, why: 'retry_after', bucketBlockedUntilMs: NOW + DEFAULT_SCHEDULE.capMs },
+      { ...SCHEDULE, capMs: Infinity },
+      429,
+      '31536000',
+      {},
+      {
+        state: 'retrying',
+        reason: 'status_429',
+        atMs: NOW + DEFAULT_SCHEDULE.capMs,
+        why: 'retry_after',
+        bucketBlockedUntilMs: NOW + DEFAULT_SCHEDULE.capMs,
+      },
     ],
-    ['429 on the last attempt is exhausted whatever Retry-After says', SCHEDULE, 429, '5', { attempt: 5 }, { state: 'exhausted', reason: 'status_429', why: 'max_attempts' }],
+    [
+      '429 on the last attempt is exhausted whatever Retry-After says',
+      SCHEDULE,
+      429,
+      '5',
+      { attempt: 5 },
+      { state: 'exhausted', reason: 'status_429', why: 'max_attempts' },
+    ],
   ];
   for (const [name, schedule, s, retryAfter, more, want] of cases) {
     it(name, () => assert.deepEqual(decideAttempt(schedule, null, facts(status(s), { retryAfter, ...more })), want));
@@ -130,7 +268,13 @@ describe('pacer.admit', () => {
   const twoPerSecond: PacerConfig = { rate: { rate: { count: 2, perMs: 1000 }, burst: 1 }, budget: DEFAULT_RETRY_BUDGET };
 
   /** Admits while allowed; returns how many went and the first refusal. */
-  function admitWhile(c: PacerConfig, s: PacerState, kind: 'first' | 'retry', nowMs: number, max = 10_000): [number, PacerState, Admission] {
+  function admitWhile(
+    c: PacerConfig,
+    s: PacerState,
+    kind: 'first' | 'retry',
+    nowMs: number,
+    max = 10_000,
+  ): [number, PacerState, Admission] {
     for (let n = 0; n < max; n++) {
       const a = admit(c, s, kind, nowMs);
       if (!a.go) return [n, s, a];

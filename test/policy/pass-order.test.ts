@@ -3,7 +3,9 @@ import { describe, it } from 'node:test';
 import { passOrder } from '../../src/policy/pass-order.js';
 
 describe('passOrder: every due bucket is visited, in turn when there are more than a pass takes', () => {
-  const cases: Array<[names: string[], after: string | undefined, max: number, order: string[], resumeAfter: string | undefined, why: string]> = [
+  const cases: Array<
+    [names: string[], after: string | undefined, max: number, order: string[], resumeAfter: string | undefined, why: string]
+  > = [
     [[], undefined, 3, [], undefined, 'nothing due'],
     [['c', 'a', 'b', 'a'], undefined, 3, ['a', 'b', 'c'], undefined, 'name order, each once'],
     [['a', 'b', 'c'], 'b', 3, ['c', 'a', 'b'], undefined, 'all fit: every one, starting after the cursor'],

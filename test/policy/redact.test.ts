@@ -1,6 +1,17 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { isSecretKey, keyTokens, REDACTED, redactDbUrl, redactHeaders, redactJson, redactQuery, redactUrl, redactUrlsIn, type KeyContext } from '../../src/policy/redact.js';
+import {
+  isSecretKey,
+  keyTokens,
+  REDACTED,
+  redactDbUrl,
+  redactHeaders,
+  redactJson,
+  redactQuery,
+  redactUrl,
+  redactUrlsIn,
+  type KeyContext,
+} from '../../src/policy/redact.js';
 
 describe('keyTokens: whole tokens split on - _ . [ ] and camelCase', () => {
   const cases: Array<[string, string[]]> = [
@@ -90,7 +101,11 @@ describe('redactQuery: secret values replaced, the rest exactly as sent', () => 
     ['query', '?token=…&api_key=…'.slice(1), `token=${REDACTED}&api_key=${REDACTED}`],
     ['kept as sent', 'a=%20x&b=1+2&flag', 'a=%20x&b=1+2&flag'],
     ['percent-encoded key compared decoded', 'api%5Fkey=x&page=2', `api%5Fkey=${REDACTED}&page=2`],
-    ['hub.verify_token', 'hub.mode=subscribe&hub.verify_token=abc&hub.challenge=1', `hub.mode=subscribe&hub.verify_token=${REDACTED}&hub.challenge=1`],
+    [
+      'hub.verify_token',
+      'hub.mode=subscribe&hub.verify_token=abc&hub.challenge=1',
+      `hub.mode=subscribe&hub.verify_token=${REDACTED}&hub.challenge=1`,
+    ],
     ['X-Amz-Signature in a presigned URL', 'X-Amz-Date=1&X-Amz-Signature=ff', `X-Amz-Date=1&X-Amz-Signature=${REDACTED}`],
     ['empty', '', ''],
   ];
@@ -178,7 +193,10 @@ describe('redactUrlsIn: URLs inside a message (commander echoes a refused --dest
 describe('redactQuery (form): a JSON value under a plain key has its secret leaves hidden (Slack payload=)', () => {
   const enc = (v: unknown) => encodeURIComponent(JSON.stringify(v));
   const cases: Array<[string, string]> = [
-    [`payload=${enc({ type: 'block_actions', token: 'xoxb-1', user: { id: 'U1' } })}`, `payload=${enc({ type: 'block_actions', token: REDACTED, user: { id: 'U1' } })}`],
+    [
+      `payload=${enc({ type: 'block_actions', token: 'xoxb-1', user: { id: 'U1' } })}`,
+      `payload=${enc({ type: 'block_actions', token: REDACTED, user: { id: 'U1' } })}`,
+    ],
     [`payload=${enc([{ api_key: 'k' }])}&a=1`, `payload=${enc([{ api_key: REDACTED }])}&a=1`],
     [`payload=${enc({ author: 'alice' })}`, `payload=${enc({ author: 'alice' })}`],
     ['payload=%7Bnot-json&a=1', 'payload=%7Bnot-json&a=1'],

@@ -51,7 +51,12 @@ describe('the retry budget over a sliding 60 s window', () => {
     const [n, after] = retryWhileAllowed(s, T0 + 59_500);
     assert.equal(n, 120);
     assert.equal(mayRetry(DEFAULT_RETRY_BUDGET, after, T0 + 59_999), false);
-    assert.deepEqual(retryAllowance(DEFAULT_RETRY_BUDGET, after, T0 + 59_999), { firstAttempts: 600, retries: 120, allowed: 120, remaining: 0 });
+    assert.deepEqual(retryAllowance(DEFAULT_RETRY_BUDGET, after, T0 + 59_999), {
+      firstAttempts: 600,
+      retries: 120,
+      allowed: 120,
+      remaining: 0,
+    });
   });
 
   it('a quiet bucket can still retry at the floor: 60 a minute', () => {
@@ -87,7 +92,12 @@ describe('the retry budget over a sliding 60 s window', () => {
     assert.equal(s.seconds.length, 60);
     assert.equal(s.firsts.length, 60);
     assert.equal(s.retries.length, 60);
-    assert.deepEqual(retryAllowance(DEFAULT_RETRY_BUDGET, s, T0 + 3_599_000), { firstAttempts: 1500, retries: 1500, allowed: 210, remaining: 0 });
+    assert.deepEqual(retryAllowance(DEFAULT_RETRY_BUDGET, s, T0 + 3_599_000), {
+      firstAttempts: 1500,
+      retries: 1500,
+      allowed: 210,
+      remaining: 0,
+    });
   });
 
   it('recording returns a new state and leaves the old one alone', () => {

@@ -57,8 +57,16 @@ describe('paper schedule: defaults (30s base, ×3, 3h cap, 14 attempts)', () => 
 describe('paper schedule: a multiplier of 1 gives fixed intervals', () => {
   const s: Schedule = { baseMs: 5 * M, multiplier: 1, capMs: 3 * H, maxAttempts: 6, jitter: 'none' };
   const paper = paperSchedule(s);
-  it('every gap is the base', () => assert.deepEqual(paper.rows.map((r) => r.gapMs), [null, 5 * M, 5 * M, 5 * M, 5 * M, 5 * M]));
-  it('elapsed grows linearly', () => assert.deepEqual(paper.rows.map((r) => r.elapsedMs), [0, 5, 10, 15, 20, 25].map((m) => m * M)));
+  it('every gap is the base', () =>
+    assert.deepEqual(
+      paper.rows.map((r) => r.gapMs),
+      [null, 5 * M, 5 * M, 5 * M, 5 * M, 5 * M],
+    ));
+  it('elapsed grows linearly', () =>
+    assert.deepEqual(
+      paper.rows.map((r) => r.elapsedMs),
+      [0, 5, 10, 15, 20, 25].map((m) => m * M),
+    ));
 });
 
 describe('paperGapMs: min(cap, base × multiplier^(k-1))', () => {
@@ -98,7 +106,7 @@ describe('jitterGap bounds, with random at 0 and just below 1', () => {
       const full = jitterGap(gap, 'full', r);
       const upper = jitterGap(gap, 'upper', r);
       assert.ok(full >= 0 && full < gap, `full ${full} of ${gap}`);
-      assert.ok(upper >= gap / 2 && upper < gap || gap === 1, `upper ${upper} of ${gap}`);
+      assert.ok((upper >= gap / 2 && upper < gap) || gap === 1, `upper ${upper} of ${gap}`);
     }
   });
 });
@@ -108,20 +116,90 @@ describe('nextAttempt', () => {
   const none: Schedule = { ...DEFAULT_SCHEDULE, jitter: 'none' };
   const byDuration: Schedule = { baseMs: 30 * S, multiplier: 3, capMs: 3 * H, giveUpMs: 24 * H, jitter: 'none' };
   const cases: Array<[string, Schedule, Parameters<typeof nextAttempt>[1], ReturnType<typeof nextAttempt>]> = [
-    ['first failure: 30s', none, { attempt: 1, elapsedActiveMs: 0, nowMs: now, random: 0 }, { kind: 'retry', atMs: now + 30 * S, gapMs: 30 * S, why: 'schedule' }],
-    ['upper jitter, random 0: half the gap', DEFAULT_SCHEDULE, { attempt: 2, elapsedActiveMs: 30 * S, nowMs: now, random: 0 }, { kind: 'retry', atMs: now + 45 * S, gapMs: 45 * S, why: 'schedule' }],
-    ['upper jitter, random 0.999…: just under the gap', DEFAULT_SCHEDULE, { attempt: 2, elapsedActiveMs: 30 * S, nowMs: now, random: ALMOST_ONE }, { kind: 'retry', atMs: now + 90 * S - 1, gapMs: 90 * S - 1, why: 'schedule' }],
-    ['attempt 13 failed: one more, 3h later', none, { attempt: 13, elapsedActiveMs: 21 * H, nowMs: now, random: 0 }, { kind: 'retry', atMs: now + 3 * H, gapMs: 3 * H, why: 'schedule' }],
-    ['attempt 14 failed: give up', none, { attempt: 14, elapsedActiveMs: 24 * H, nowMs: now, random: 0 }, { kind: 'give_up', why: 'max_attempts' }],
-    ['by duration: next falls at exactly 24h: retry', byDuration, { attempt: 8, elapsedActiveMs: 21 * H, nowMs: now, random: 0 }, { kind: 'retry', atMs: now + 3 * H, gapMs: 3 * H, why: 'schedule' }],
-    ['by duration: next falls past 24h: give up', byDuration, { attempt: 8, elapsedActiveMs: 21 * H + 1, nowMs: now, random: 0 }, { kind: 'give_up', why: 'give_up_after' }],
-    ['by duration: paused time is not elapsed, so it keeps going', byDuration, { attempt: 30, elapsedActiveMs: 1 * H, nowMs: now + 100 * H, random: 0 }, { kind: 'retry', atMs: now + 103 * H, gapMs: 3 * H, why: 'schedule' }],
-    ['Retry-After above the gap is a floor', none, { attempt: 1, elapsedActiveMs: 0, nowMs: now, random: 0, retryAfterMs: 120 * S }, { kind: 'retry', atMs: now + 120 * S, gapMs: 120 * S, why: 'retry_after' }],
-    ['Retry-After below the gap changes nothing', none, { attempt: 3, elapsedActiveMs: 0, nowMs: now, random: 0, retryAfterMs: 10 * S }, { kind: 'retry', atMs: now + 270 * S, gapMs: 270 * S, why: 'schedule' }],
-    ['Retry-After lifts a jittered gap', DEFAULT_SCHEDULE, { attempt: 1, elapsedActiveMs: 0, nowMs: now, random: 0, retryAfterMs: 29 * S }, { kind: 'retry', atMs: now + 29 * S, gapMs: 29 * S, why: 'retry_after' }],
-    ['a hostile Retry-After (a year) is clamped to the 3h cap', none, { attempt: 1, elapsedActiveMs: 0, nowMs: now, random: 0, retryAfterMs: 365 * 24 * H }, { kind: 'retry', atMs: now + 3 * H, gapMs: 3 * H, why: 'retry_after' }],
-    ['uncapped: Retry-After is clamped to the default cap', { ...none, capMs: Infinity }, { attempt: 1, elapsedActiveMs: 0, nowMs: now, random: 0, retryAfterMs: 365 * 24 * H }, { kind: 'retry', atMs: now + 3 * H, gapMs: 3 * H, why: 'retry_after' }],
-    ['a Retry-After past the give-up deadline gives up', byDuration, { attempt: 1, elapsedActiveMs: 23 * H, nowMs: now, random: 0, retryAfterMs: 2 * H }, { kind: 'give_up', why: 'give_up_after' }],
+    [
+      'first failure: 30s',
+      none,
+      { attempt: 1, elapsedActiveMs: 0, nowMs: now, random: 0 },
+      { kind: 'retry', atMs: now + 30 * S, gapMs: 30 * S, why: 'schedule' },
+    ],
+    [
+      'upper jitter, random 0: half the gap',
+      DEFAULT_SCHEDULE,
+      { attempt: 2, elapsedActiveMs: 30 * S, nowMs: now, random: 0 },
+      { kind: 'retry', atMs: now + 45 * S, gapMs: 45 * S, why: 'schedule' },
+    ],
+    [
+      'upper jitter, random 0.999…: just under the gap',
+      DEFAULT_SCHEDULE,
+      { attempt: 2, elapsedActiveMs: 30 * S, nowMs: now, random: ALMOST_ONE },
+      { kind: 'retry', atMs: now + 90 * S - 1, gapMs: 90 * S - 1, why: 'schedule' },
+    ],
+    [
+      'attempt 13 failed: one more, 3h later',
+      none,
+      { attempt: 13, elapsedActiveMs: 21 * H, nowMs: now, random: 0 },
+      { kind: 'retry', atMs: now + 3 * H, gapMs: 3 * H, why: 'schedule' },
+    ],
+    [
+      'attempt 14 failed: give up',
+      none,
+      { attempt: 14, elapsedActiveMs: 24 * H, nowMs: now, random: 0 },
+      { kind: 'give_up', why: 'max_attempts' },
+    ],
+    [
+      'by duration: next falls at exactly 24h: retry',
+      byDuration,
+      { attempt: 8, elapsedActiveMs: 21 * H, nowMs: now, random: 0 },
+      { kind: 'retry', atMs: now + 3 * H, gapMs: 3 * H, why: 'schedule' },
+    ],
+    [
+      'by duration: next falls past 24h: give up',
+      byDuration,
+      { attempt: 8, elapsedActiveMs: 21 * H + 1, nowMs: now, random: 0 },
+      { kind: 'give_up', why: 'give_up_after' },
+    ],
+    [
+      'by duration: paused time is not elapsed, so it keeps going',
+      byDuration,
+      { attempt: 30, elapsedActiveMs: 1 * H, nowMs: now + 100 * H, random: 0 },
+      { kind: 'retry', atMs: now + 103 * H, gapMs: 3 * H, why: 'schedule' },
+    ],
+    [
+      'Retry-After above the gap is a floor',
+      none,
+      { attempt: 1, elapsedActiveMs: 0, nowMs: now, random: 0, retryAfterMs: 120 * S },
+      { kind: 'retry', atMs: now + 120 * S, gapMs: 120 * S, why: 'retry_after' },
+    ],
+    [
+      'Retry-After below the gap changes nothing',
+      none,
+      { attempt: 3, elapsedActiveMs: 0, nowMs: now, random: 0, retryAfterMs: 10 * S },
+      { kind: 'retry', atMs: now + 270 * S, gapMs: 270 * S, why: 'schedule' },
+    ],
+    [
+      'Retry-After lifts a jittered gap',
+      DEFAULT_SCHEDULE,
+      { attempt: 1, elapsedActiveMs: 0, nowMs: now, random: 0, retryAfterMs: 29 * S },
+      { kind: 'retry', atMs: now + 29 * S, gapMs: 29 * S, why: 'retry_after' },
+    ],
+    [
+      'a hostile Retry-After (a year) is clamped to the 3h cap',
+      none,
+      { attempt: 1, elapsedActiveMs: 0, nowMs: now, random: 0, retryAfterMs: 365 * 24 * H },
+      { kind: 'retry', atMs: now + 3 * H, gapMs: 3 * H, why: 'retry_after' },
+    ],
+    [
+      'uncapped: Retry-After is clamped to the default cap',
+      { ...none, capMs: Infinity },
+      { attempt: 1, elapsedActiveMs: 0, nowMs: now, random: 0, retryAfterMs: 365 * 24 * H },
+      { kind: 'retry', atMs: now + 3 * H, gapMs: 3 * H, why: 'retry_after' },
+    ],
+    [
+      'a Retry-After past the give-up deadline gives up',
+      byDuration,
+      { attempt: 1, elapsedActiveMs: 23 * H, nowMs: now, random: 0, retryAfterMs: 2 * H },
+      { kind: 'give_up', why: 'give_up_after' },
+    ],
   ];
   for (const [name, s, f, want] of cases) it(name, () => assert.deepEqual(nextAttempt(s, f), want));
 });

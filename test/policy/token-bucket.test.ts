@@ -63,7 +63,10 @@ describe('takeToken: rate', () => {
 
   it('200/s with burst 1 spaces tokens 5 ms apart', () => {
     const times = drain({ rate: parseRate('200/s')!, burst: 1 }, 1_000_000, 1_000_050);
-    assert.deepEqual(times, [0, 5, 10, 15, 20, 25, 30, 35, 40, 45].map((d) => 1_000_000 + d));
+    assert.deepEqual(
+      times,
+      [0, 5, 10, 15, 20, 25, 30, 35, 40, 45].map((d) => 1_000_000 + d),
+    );
   });
 
   it('denies with the time the next token comes', () => {

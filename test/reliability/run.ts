@@ -34,14 +34,23 @@ function parseArgs(argv: string[]): Args {
   const onlyText = oi >= 0 ? argv[oi + 1] : argv.find((a) => a.startsWith('--only='))?.slice('--only='.length);
   return {
     seed: resolveSeed(argv, process.env),
-    only: onlyText ? new Set(onlyText.split(',').map((s) => s.trim()).filter(Boolean)) : undefined,
+    only: onlyText
+      ? new Set(
+          onlyText
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean),
+        )
+      : undefined,
     keep: argv.includes('--keep'),
   };
 }
 
 async function discover(): Promise<ReliabilityCase[]> {
   const dir = fileURLToPath(new URL('./cases/', import.meta.url));
-  const files = readdirSync(dir).filter((f) => f.endsWith('.js')).sort();
+  const files = readdirSync(dir)
+    .filter((f) => f.endsWith('.js'))
+    .sort();
   const all: ReliabilityCase[] = [];
   for (const f of files) {
     // `skipped`: one line saying why a module's cases do not run here (the PostgreSQL twins without HOOKBUCKET_TEST_PG).
@@ -127,7 +136,11 @@ async function runCase(c: ReliabilityCase, args: Args): Promise<{ result: CaseRe
 function table(rows: string[][]): string {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
   const line = (r: string[]) => `| ${r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(' | ')} |`;
-  return [line(rows[0]!), `| ${widths.map((w, i) => (i === 0 ? '-'.repeat(w) : `${'-'.repeat(w - 1)}:`)).join(' | ')} |`, ...rows.slice(1).map(line)].join('\n');
+  return [
+    line(rows[0]!),
+    `| ${widths.map((w, i) => (i === 0 ? '-'.repeat(w) : `${'-'.repeat(w - 1)}:`)).join(' | ')} |`,
+    ...rows.slice(1).map(line),
+  ].join('\n');
 }
 
 async function main(): Promise<number> {
@@ -158,7 +171,12 @@ async function main(): Promise<number> {
   console.log(`\nsummary (seed ${args.seed}, ${fmtS(performance.now() - suiteStart)}):\n`);
   const rows = [['case', 'result', 'time', 'sent', 'acked', 'verified', 'lost', 'duplicates']];
   for (const { c, result, ms } of results) {
-    rows.push([`${c.id} ${c.title}`.slice(0, 60), result.passed ? 'passed' : 'FAILED', fmtS(ms), ...[result.sent, result.acked, result.verified, result.lostAcked, result.duplicates].map(String)]);
+    rows.push([
+      `${c.id} ${c.title}`.slice(0, 60),
+      result.passed ? 'passed' : 'FAILED',
+      fmtS(ms),
+      ...[result.sent, result.acked, result.verified, result.lostAcked, result.duplicates].map(String),
+    ]);
   }
   console.log(table(rows));
   console.log('');

@@ -20,13 +20,29 @@ describe('replay through the CLI', () => {
     assert.equal(res.status, 200);
     return ((await res.json()) as { id: string }).id;
   };
-  const states = async (bucket: string) => (await runCli([...db, 'bucket', 'show', bucket, '--json'])).json().states as Record<string, number>;
+  const states = async (bucket: string) =>
+    (await runCli([...db, 'bucket', 'show', bucket, '--json'])).json().states as Record<string, number>;
 
   before(async () => {
     consumer = await startConsumer({ status: 500, body: 'broken' });
     server = await startTestServer({ worker: true });
     db = ['--db', server.db];
-    const r = await runCli([...db, 'bucket', 'create', 'shop', '--destination', `${consumer.url}/webhooks`, '--base', '50ms', '--multiplier', '1', '--max-attempts', '2', '--jitter', 'none']);
+    const r = await runCli([
+      ...db,
+      'bucket',
+      'create',
+      'shop',
+      '--destination',
+      `${consumer.url}/webhooks`,
+      '--base',
+      '50ms',
+      '--multiplier',
+      '1',
+      '--max-attempts',
+      '2',
+      '--jitter',
+      'none',
+    ]);
     assert.equal(r.code, 0, r.stderr);
   });
   after(async () => {
@@ -71,7 +87,10 @@ describe('replay through the CLI', () => {
     const json = (await runCli([...db, 'requests', 'show', ids[0]!, '--json'])).json();
     assert.deepEqual(
       json.deliveries.map((d: any) => [d.generation, d.state, d.attempt_log.map((a: any) => a.status)]),
-      [[1, 'exhausted', [500, 500]], [2, 'delivered', [200]]],
+      [
+        [1, 'exhausted', [500, 500]],
+        [2, 'delivered', [200]],
+      ],
     );
     assert.equal(json.deliveries[0].attempt_log[1].gap_ms >= 50, true, 'the second attempt waited the 50 ms schedule');
     assert.equal(json.deliveries[0].attempt_log[0].next_why, 'schedule');
@@ -121,7 +140,9 @@ describe('replay through the CLI', () => {
   });
 
   it('tails new requests and their outcomes as NDJSON', async () => {
-    const child = spawn(process.execPath, [BIN, ...db, 'requests', 'tail', 'shop', '--json', '--count', '2'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [BIN, ...db, 'requests', 'tail', 'shop', '--json', '--count', '2'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     child.stdout.on('data', (d) => (out += d));
     const exited = new Promise<number>((r) => child.on('exit', (code) => r(code ?? -1)));
@@ -129,8 +150,14 @@ describe('replay through the CLI', () => {
     await new Promise<void>((r) => child.stderr.on('data', (d: Buffer) => /following shop/.test(d.toString()) && r()));
     const id = await post('shop', '{"tail":true}');
     assert.equal(await exited, 0);
-    const events = out.trim().split('\n').map((l) => JSON.parse(l));
-    assert.deepEqual(events.map((e) => e.event), ['request', 'attempt']);
+    const events = out
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    assert.deepEqual(
+      events.map((e) => e.event),
+      ['request', 'attempt'],
+    );
     assert.equal(events[0].id, id);
     assert.equal(events[1].request_id, id);
     assert.equal(events[1].status, 200);

@@ -14,7 +14,11 @@ describe('replay: new generations and superseding', () => {
   beforeEach(async () => {
     b = await drainBench();
     consumer = await startConsumer();
-    await b.store.createBucket({ name: 's', destination: `${consumer.url}/in`, drain: { schedule: { baseMs: 1000, multiplier: 1, capMs: 1000, maxAttempts: 2, jitter: 'none' } } });
+    await b.store.createBucket({
+      name: 's',
+      destination: `${consumer.url}/in`,
+      drain: { schedule: { baseMs: 1000, multiplier: 1, capMs: 1000, maxAttempts: 2, jitter: 'none' } },
+    });
   });
   afterEach(async () => {
     await b.close();
@@ -24,7 +28,9 @@ describe('replay: new generations and superseding', () => {
   const replay = (ids: string[], destination: string | null = null, rate: { count: number; perMs: number } | null = null) =>
     b.store.createReplay({ id: newId(), bucket: 's', requestIds: ids, selection: { test: true }, destination, rate, nowMs: b.clock.now() });
   const generations = (id: string) =>
-    b.raw.prepare('select generation, state, latest, destination, trigger from deliveries where request_id = ? order by generation').all(id) as Array<Record<string, unknown>>;
+    b.raw
+      .prepare('select generation, state, latest, destination, trigger from deliveries where request_id = ? order by generation')
+      .all(id) as Array<Record<string, unknown>>;
 
   it('starts a new generation and keeps the exhausted one with its attempts', async () => {
     const [id] = b.ingest('s', {});
@@ -44,14 +50,27 @@ describe('replay: new generations and superseding', () => {
       { generation: 2, state: 'delivered', latest: 1, destination: null, trigger: 'replay' },
     ]);
     const history = await b.store.requestHistory(id!);
-    assert.deepEqual(history.map((d) => d.attemptLog.map((a) => a.status)), [[500, 500], [200]]);
+    assert.deepEqual(
+      history.map((d) => d.attemptLog.map((a) => a.status)),
+      [[500, 500], [200]],
+    );
     // The new generation's attempts are numbered afresh and say which generation they are.
     const last = consumer.received.at(-1)!.rawHeaders;
     assert.equal(last[last.indexOf('x-hookbucket-delivery-generation') + 1], '2');
     assert.equal(last[last.indexOf('x-hookbucket-attempt') + 1], '1');
     assert.equal((await b.store.getRequest(id!))!.state, 'delivered');
     assert.deepEqual(await b.store.replayProgress(r.id), {
-      total: 1, pending: 0, retrying: 0, delivering: 0, held: 0, delivered: 1, failed: 0, exhausted: 0, superseded: 0, settled: 1, paused: false,
+      total: 1,
+      pending: 0,
+      retrying: 0,
+      delivering: 0,
+      held: 0,
+      delivered: 1,
+      failed: 0,
+      exhausted: 0,
+      superseded: 0,
+      settled: 1,
+      paused: false,
       lastSettledAt: b.clock.now(),
     });
   });
@@ -73,7 +92,14 @@ describe('replay: new generations and superseding', () => {
     }
     // Generation numbers are per request: one more than that request's highest.
     await replay([pending!]);
-    assert.deepEqual(generations(pending!).map((g) => [g.generation, g.state]), [[1, 'superseded'], [2, 'superseded'], [3, 'pending']]);
+    assert.deepEqual(
+      generations(pending!).map((g) => [g.generation, g.state]),
+      [
+        [1, 'superseded'],
+        [2, 'superseded'],
+        [3, 'pending'],
+      ],
+    );
   });
 
   it('lets an in-flight attempt finish, records it, then supersedes; the new generation waits for it', async () => {
@@ -98,7 +124,10 @@ describe('replay: new generations and superseding', () => {
     // Generation 2 is still sent: the operator asked for a replay.
     await w.runOnce();
     assert.equal(consumer.received.length, 2);
-    assert.deepEqual(generations(id!).map((x) => x.state), ['superseded', 'delivered']);
+    assert.deepEqual(
+      generations(id!).map((x) => x.state),
+      ['superseded', 'delivered'],
+    );
   });
 
   it('replays --to another URL without superseding anything or changing the state', async () => {
@@ -108,10 +137,13 @@ describe('replay: new generations and superseding', () => {
       const [id] = b.ingest('s', {});
       const r = await replay([id!], `${staging.url}/staging`);
       assert.equal(r.superseded, 0);
-      assert.deepEqual(generations(id!).map((g) => [g.generation, g.state, g.latest, g.destination]), [
-        [1, 'pending', 1, null],
-        [2, 'pending', 0, `${staging.url}/staging`],
-      ]);
+      assert.deepEqual(
+        generations(id!).map((g) => [g.generation, g.state, g.latest, g.destination]),
+        [
+          [1, 'pending', 1, null],
+          [2, 'pending', 0, `${staging.url}/staging`],
+        ],
+      );
       assert.equal((await b.store.getRequest(id!))!.state, 'held');
       // A paused bucket holds replay deliveries like the rest.
       assert.equal((await b.worker().runOnce()).started, 0);
@@ -167,7 +199,19 @@ describe('replay policy (pure)', () => {
   });
 
   const progress = (p: Partial<ReplayProgress>): ReplayProgress => ({
-    total: 0, pending: 0, retrying: 0, delivering: 0, held: 0, delivered: 0, failed: 0, exhausted: 0, superseded: 0, settled: 0, paused: false, lastSettledAt: null, ...p,
+    total: 0,
+    pending: 0,
+    retrying: 0,
+    delivering: 0,
+    held: 0,
+    delivered: 0,
+    failed: 0,
+    exhausted: 0,
+    superseded: 0,
+    settled: 0,
+    paused: false,
+    lastSettledAt: null,
+    ...p,
   });
 
   it('exits 0 only when every delivery was delivered', () => {

@@ -22,7 +22,10 @@ describe('prune through the CLI', () => {
   const id: Record<string, string> = {};
   const exists = (requestId: string) => b.raw.prepare('select count(*) from requests where id = ?').pluck().get(requestId) === 1;
   const rows = (table: 'requests' | 'deliveries' | 'attempts', requestId: string) =>
-    b.raw.prepare(`select count(*) from ${table} where ${table === 'requests' ? 'id' : 'request_id'} = ?`).pluck().get(requestId) as number;
+    b.raw
+      .prepare(`select count(*) from ${table} where ${table === 'requests' ? 'id' : 'request_id'} = ?`)
+      .pluck()
+      .get(requestId) as number;
   const counts = () =>
     ['requests', 'deliveries', 'attempts'].map((t) => b.raw.prepare(`select count(*) from ${t}`).pluck().get() as number);
 
@@ -59,7 +62,9 @@ describe('prune through the CLI', () => {
     id.n = one('archive');
 
     // In flight: an attempt under a lease, as the worker leaves it while the consumer answers.
-    b.raw.prepare(`update deliveries set state = 'delivering', attempts = 1, lease_until = ? where request_id = ?`).run(now + 60_000, id.delivering);
+    b.raw
+      .prepare(`update deliveries set state = 'delivering', attempts = 1, lease_until = ? where request_id = ?`)
+      .run(now + 60_000, id.delivering);
     // A live replay to another destination (--to): generation 2, not the request's latest to the bucket destination.
     b.raw
       .prepare(
@@ -139,7 +144,11 @@ describe('prune through the CLI', () => {
     assert.equal(r.json().kept_live, 1, 'tTo: delivered, with a live --to replay');
     const left = b.raw.prepare('select id from requests order by id').pluck().all();
     assert.deepEqual(left, [id.tTo, id.r, id.pending, id.delivering].sort());
-    const live = b.raw.prepare(`select request_id, state, destination from deliveries where state in ('pending', 'retrying', 'delivering') order by request_id, generation`).all();
+    const live = b.raw
+      .prepare(
+        `select request_id, state, destination from deliveries where state in ('pending', 'retrying', 'delivering') order by request_id, generation`,
+      )
+      .all();
     assert.equal(live.length, 4, 'every live delivery is still there');
   });
 

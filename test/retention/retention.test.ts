@@ -27,7 +27,18 @@ describe('per-bucket --retain, applied by the server', () => {
   before(async () => {
     b = await drainBench();
     consumer = await startConsumer(byPath);
-    const created = await runCli(['--db', b.db, 'bucket', 'create', 'r', '--destination', `${consumer.url}/in`, '--retain', '30d', '--json']);
+    const created = await runCli([
+      '--db',
+      b.db,
+      'bucket',
+      'create',
+      'r',
+      '--destination',
+      `${consumer.url}/in`,
+      '--retain',
+      '30d',
+      '--json',
+    ]);
     assert.equal(created.code, 0, created.stderr);
     assert.equal(created.json().retain_ms, 30 * DAY);
     assert.deepEqual(created.json().retain_states, ['delivered']);
@@ -51,7 +62,11 @@ describe('per-bucket --retain, applied by the server', () => {
     id.recent = one('r');
     await w.runOnce();
 
-    const config = loadConfig({}, {}, { db: b.db, port: 0, host: '127.0.0.1', minFreeDisk: '0', logLevel: 'silent', worker: false, adminPort: 0 });
+    const config = loadConfig(
+      {},
+      {},
+      { db: b.db, port: 0, host: '127.0.0.1', minFreeDisk: '0', logLevel: 'silent', worker: false, adminPort: 0 },
+    );
     b.clock.set(T - 15 * DAY);
     server = await startServer(config, { clock: b.clock, logger: silentLogger });
   });
@@ -87,7 +102,10 @@ describe('per-bucket --retain, applied by the server', () => {
     const upd = await runCli(['--db', b.db, 'bucket', 'update', 'r', '--retain-state', 'delivered,failed']);
     assert.equal(upd.code, 0, upd.stderr);
     const shown = await runCli(['--db', b.db, 'bucket', 'show', 'r']);
-    assert.match(shown.text, /^retention {9}serve prunes delivered, failed requests older than 30d every 10m \(never one with a live delivery\)$/m);
+    assert.match(
+      shown.text,
+      /^retention {9}serve prunes delivered, failed requests older than 30d every 10m \(never one with a live delivery\)$/m,
+    );
     assert.equal((await server.retention.runOnce()).buckets.r!.requests, 1);
     assert.ok(!exists(id.failed!));
 
@@ -150,7 +168,8 @@ describe('prune batches', () => {
 });
 
 describe('RetentionLoop', () => {
-  const bucket = (name: string, retainMs: number | null): Bucket => ({ name, retainMs, retainStates: ['delivered'], deletingAt: null }) as unknown as Bucket;
+  const bucket = (name: string, retainMs: number | null): Bucket =>
+    ({ name, retainMs, retainStates: ['delivered'], deletingAt: null }) as unknown as Bucket;
   const purgeDeleting = async () => ({ finished: [], requests: 0, bytes: 0 });
   const empty: PruneResult = { requests: 0, bytes: 0, deliveries: 0, attempts: 0, keptLive: 0, buckets: {}, reclaimedBytes: 0 };
 
@@ -174,7 +193,10 @@ describe('RetentionLoop', () => {
     assert.deepEqual(Object.keys(pass.buckets), ['c']);
     assert.deepEqual(
       calls.map((c) => [c.bucket, c.receivedBeforeMs, c.dryRun]),
-      [['a', 99_000, false], ['c', 95_000, false]],
+      [
+        ['a', 99_000, false],
+        ['c', 95_000, false],
+      ],
     );
     await loop.stop();
   });

@@ -9,7 +9,8 @@ describe('parsePruneStates', () => {
     ['none, delivered ,none', ['delivered', 'none']],
     ['EXHAUSTED', ['exhausted']],
   ];
-  for (const [text, states] of ok) it(`${JSON.stringify(text)} → ${states.join(',')}`, () => assert.deepEqual(parsePruneStates(text), { ok: true, states }));
+  for (const [text, states] of ok)
+    it(`${JSON.stringify(text)} → ${states.join(',')}`, () => assert.deepEqual(parsePruneStates(text), { ok: true, states }));
 
   const bad: Array<[string, RegExp]> = [
     ['pending', /pending requests are never pruned/],

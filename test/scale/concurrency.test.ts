@@ -28,7 +28,17 @@ describe('concurrency across workers on PostgreSQL (the real binary)', { skip: p
       }, HOLD_MS);
     });
     try {
-      await c.cli('bucket', 'create', BUCKET, '--destination', `${c.consumer.url}/hook`, '--concurrency', String(CONCURRENCY), '--timeout', '2s');
+      await c.cli(
+        'bucket',
+        'create',
+        BUCKET,
+        '--destination',
+        `${c.consumer.url}/hook`,
+        '--concurrency',
+        String(CONCURRENCY),
+        '--timeout',
+        '2s',
+      );
       await c.cli('bucket', 'pause', BUCKET);
       await Promise.all([c.startReceivers(1), c.startWorkers(3, ['--lease', '5s'])]);
       const acks = await c.send(BUCKET, REQUESTS, 5);
@@ -38,9 +48,15 @@ describe('concurrency across workers on PostgreSQL (the real binary)', { skip: p
       const done = await waitFor(async () => (inFlight === 0 && (await c.unsettled(BUCKET)) === 0 ? true : undefined), 30_000, 50);
       assert.equal(done, true, `not settled within 30 s: ${await c.unsettled(BUCKET)} unsettled`);
       const seen = new Set(arrivals(c.consumer).map((a) => a.requestId));
-      assert.deepEqual([...ids].filter((id) => !seen.has(id)), [], 'every acknowledged request reached the consumer');
+      assert.deepEqual(
+        [...ids].filter((id) => !seen.has(id)),
+        [],
+        'every acknowledged request reached the consumer',
+      );
       const active = c.workers.filter(wasActive).length;
-      t.diagnostic(`peak ${peak} in flight at the consumer (bound ${CONCURRENCY}); ${c.consumer.received.length} arrivals; ${active} worker(s) active; ${Date.now() - t0} ms`);
+      t.diagnostic(
+        `peak ${peak} in flight at the consumer (bound ${CONCURRENCY}); ${c.consumer.received.length} arrivals; ${active} worker(s) active; ${Date.now() - t0} ms`,
+      );
       assert.ok(peak <= CONCURRENCY, `${peak} requests in flight at the consumer at once, bound ${CONCURRENCY}`);
       // The bound was reached, so the test exercised it.
       assert.equal(peak, CONCURRENCY, `the consumer saw at most ${peak} at once: the limit was never reached`);

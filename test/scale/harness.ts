@@ -3,7 +3,14 @@ import pg from 'pg';
 import { startConsumer, type Consumer, type Script } from '../helpers/consumer.js';
 import { createTestDatabase, pgTestServer, type TestDatabase } from '../helpers/pg-database.js';
 import { tempDir } from '../helpers/temp-dir.js';
-import { hookbucket, startServe, startWorkerProcess, type CliRun, type HookbucketProcess, type ServeHandle } from '../reliability/lib/serve-process.js';
+import {
+  hookbucket,
+  startServe,
+  startWorkerProcess,
+  type CliRun,
+  type HookbucketProcess,
+  type ServeHandle,
+} from '../reliability/lib/serve-process.js';
 
 /**
  * The scale-out harness: receivers (`serve --no-worker`) and drain workers (`worker`) as real
@@ -138,7 +145,9 @@ export async function startCluster(consumerScript: Script = { status: 200, body:
       receivers.push(...started);
     },
     async startWorkers(n, flags) {
-      const started = await Promise.allSettled(Array.from({ length: n }, () => startWorkerProcess({ db: db.url, flags: [...flags, '--standby'] })));
+      const started = await Promise.allSettled(
+        Array.from({ length: n }, () => startWorkerProcess({ db: db.url, flags: [...flags, '--standby'] })),
+      );
       for (const s of started) if (s.status === 'fulfilled') workers.push(s.value);
       const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
       if (failed) throw failed.reason;
@@ -179,7 +188,8 @@ export async function startCluster(consumerScript: Script = { status: 200, body:
       );
       return rows.map((r) => ({ ...r, number: Number(r.number), started_at: Number(r.started_at) }));
     },
-    unsettled: (bucket) => cluster.scalar(`select count(*) from deliveries where bucket = $1 and state in ('pending', 'retrying', 'delivering')`, [bucket]),
+    unsettled: (bucket) =>
+      cluster.scalar(`select count(*) from deliveries where bucket = $1 and state in ('pending', 'retrying', 'delivering')`, [bucket]),
     async close() {
       await Promise.all([...workers, ...receivers.map((r) => r.proc)].map((p) => p.term(10_000)));
       await client.end().catch(() => undefined);

@@ -39,15 +39,33 @@ function worstWindow(rows: readonly AttemptRow[]): { retries: number; allowed: n
   return worst;
 }
 
-describe('the retry budget across workers on PostgreSQL (the real binary)', { skip: pgServer === undefined ? PG_SKIP_REASON : false }, () => {
+describe('the retry budget across workers on PostgreSQL (the real binary)', {
+  skip: pgServer === undefined ? PG_SKIP_REASON : false,
+}, () => {
   it('retries stay within the bucket budget with 3 workers and a consumer that always fails', { timeout: 90_000 }, async (t) => {
     const t0 = Date.now();
     const c = await startCluster({ status: 500, body: 'down' });
     try {
       await c.cli(
-        'bucket', 'create', BUCKET, '--destination', `${c.consumer.url}/hook`, '--timeout', '2s',
-        '--retry-budget', String(BUDGET.fraction), '--retry-floor', String(BUDGET.floorPerSecond),
-        '--base', `${BASE_MS}ms`, '--multiplier', '1', '--jitter', 'none', '--max-attempts', '20',
+        'bucket',
+        'create',
+        BUCKET,
+        '--destination',
+        `${c.consumer.url}/hook`,
+        '--timeout',
+        '2s',
+        '--retry-budget',
+        String(BUDGET.fraction),
+        '--retry-floor',
+        String(BUDGET.floorPerSecond),
+        '--base',
+        `${BASE_MS}ms`,
+        '--multiplier',
+        '1',
+        '--jitter',
+        'none',
+        '--max-attempts',
+        '20',
       );
       await c.cli('bucket', 'pause', BUCKET);
       await Promise.all([c.startReceivers(1), c.startWorkers(3, ['--lease', '5s'])]);
@@ -57,24 +75,41 @@ describe('the retry budget across workers on PostgreSQL (the real binary)', { sk
 
       const allowed = allowedRetries(BUDGET, REQUESTS);
       const retriesNow = () => c.scalar('select count(*) from attempts where bucket = $1 and number > 1', [BUCKET]);
-      const firstsDone = await waitFor(async () => ((await c.scalar('select count(*) from attempts where bucket = $1 and number = 1', [BUCKET])) >= REQUESTS ? true : undefined), 15_000);
+      const firstsDone = await waitFor(
+        async () =>
+          (await c.scalar('select count(*) from attempts where bucket = $1 and number = 1', [BUCKET])) >= REQUESTS ? true : undefined,
+        15_000,
+      );
       assert.equal(firstsDone, true, 'every first attempt made within 15 s');
       await waitFor(async () => ((await retriesNow()) >= allowed ? true : undefined), 15_000);
       await new Promise((r) => setTimeout(r, WATCH_MS));
       const rows = await c.attempts(BUCKET);
       const firsts = rows.filter((a) => a.number === 1).length;
       const retries = rows.filter((a) => a.number > 1).length;
-      const deferred = await c.scalar(`select count(*) from deliveries where bucket = $1 and last_deferral_reason = 'retry_budget'`, [BUCKET]);
+      const deferred = await c.scalar(`select count(*) from deliveries where bucket = $1 and last_deferral_reason = 'retry_budget'`, [
+        BUCKET,
+      ]);
       const spanMs = rows.length > 0 ? rows[rows.length - 1]!.started_at - rows[0]!.started_at : 0;
       const worst = worstWindow(rows);
-      const outcomes = rows.reduce<Record<string, number>>((m, a) => ((m[`${a.number > 1 ? 'retry' : 'first'} ${a.outcome}`] = (m[`${a.number > 1 ? 'retry' : 'first'} ${a.outcome}`] ?? 0) + 1), m), {});
+      const outcomes = rows.reduce<Record<string, number>>(
+        (m, a) => (
+          (m[`${a.number > 1 ? 'retry' : 'first'} ${a.outcome}`] = (m[`${a.number > 1 ? 'retry' : 'first'} ${a.outcome}`] ?? 0) + 1), m
+        ),
+        {},
+      );
       t.diagnostic(
         `${firsts} first attempts, ${retries} retries (allowed ${allowedRetries(BUDGET, firsts)}); worst window ${JSON.stringify(worst)}; ` +
           `${deferred} deliveries last deferred for the budget; ${c.workers.filter(wasActive).length} worker(s) active; attempts span ${spanMs} ms (${JSON.stringify(outcomes)}); ${Date.now() - t0} ms`,
       );
-      assert.ok(spanMs < (BUDGET_WINDOW_SECONDS - 1) * 1000, `the attempts span ${spanMs} ms: more than one window, the bound below would not be the whole story`);
+      assert.ok(
+        spanMs < (BUDGET_WINDOW_SECONDS - 1) * 1000,
+        `the attempts span ${spanMs} ms: more than one window, the bound below would not be the whole story`,
+      );
       assert.equal(firsts, REQUESTS, 'one first attempt per request');
-      assert.ok(worst !== undefined && worst.retries <= worst.allowed, `${worst?.retries} retries started in one window where ${worst?.allowed} are allowed`);
+      assert.ok(
+        worst !== undefined && worst.retries <= worst.allowed,
+        `${worst?.retries} retries started in one window where ${worst?.allowed} are allowed`,
+      );
       // The budget, not the schedule, was the limit: it was used up, and retries wait on it.
       assert.equal(retries, allowedRetries(BUDGET, firsts), 'the retries made are exactly the allowance');
       assert.ok(deferred > 0, 'deliveries deferred for the retry budget');

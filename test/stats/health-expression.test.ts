@@ -73,7 +73,10 @@ describe('health expressions: what tripped', () => {
 
   it('reports both sides of a true &&', () => {
     const r = evaluate(parse('exhausted > 0 && pending >= 10'), lookup);
-    assert.deepEqual(r.reasons.map((x) => x.condition), ['exhausted > 0', 'pending >= 10']);
+    assert.deepEqual(
+      r.reasons.map((x) => x.condition),
+      ['exhausted > 0', 'pending >= 10'],
+    );
   });
 
   it('under !, reports the comparison that was false, as false', () => {
@@ -88,11 +91,21 @@ describe('health expressions: what tripped', () => {
   it('when it does not hold, says which comparisons kept it from holding', () => {
     const r = evaluate(parse('failed > 0 || success_rate < 0.5'), lookup);
     assert.equal(r.holds, false);
-    assert.deepEqual(r.reasons.map((x) => [x.condition, x.result]), [['failed > 0', false], ['success_rate < 0.5', false]]);
+    assert.deepEqual(
+      r.reasons.map((x) => [x.condition, x.result]),
+      [
+        ['failed > 0', false],
+        ['success_rate < 0.5', false],
+      ],
+    );
   });
 
   it('lists the fields an expression reads, once each', () => {
-    assert.deepEqual(fieldsOf(parse('exhausted > 0 || (failed > 1 && exhausted < 9) || null == success_rate')), ['exhausted', 'failed', 'success_rate']);
+    assert.deepEqual(fieldsOf(parse('exhausted > 0 || (failed > 1 && exhausted < 9) || null == success_rate')), [
+      'exhausted',
+      'failed',
+      'success_rate',
+    ]);
   });
 });
 

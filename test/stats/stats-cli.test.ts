@@ -48,7 +48,14 @@ describe('stats and health through the CLI', () => {
 
     // In the window: 3 delivered, 1 failed (404), 1 exhausted after 2 attempts (500).
     b.clock.set(now - 10 * 60_000);
-    [ids.a1, ids.a2, ids.a3, ids.f, ids.e] = b.ingest('shop', { path: '/ok' }, { path: '/ok' }, { path: '/ok' }, { path: '/nf' }, { path: '/boom' });
+    [ids.a1, ids.a2, ids.a3, ids.f, ids.e] = b.ingest(
+      'shop',
+      { path: '/ok' },
+      { path: '/ok' },
+      { path: '/ok' },
+      { path: '/nf' },
+      { path: '/boom' },
+    );
     await w.runOnce();
     b.clock.advance(1000);
     await w.runOnce();
@@ -74,10 +81,13 @@ describe('stats and health through the CLI', () => {
     b.ingest('store', {}, {});
 
     // Ingest refusals, counted through the batch writer as ingest counts them.
-    createBatchWriter(b.raw)([], [
-      ['shop', 'body_too_large', 2, b.clock.now()],
-      ['', 'unknown_bucket', 5, b.clock.now()],
-    ]);
+    createBatchWriter(b.raw)(
+      [],
+      [
+        ['shop', 'body_too_large', 2, b.clock.now()],
+        ['', 'unknown_bucket', 5, b.clock.now()],
+      ],
+    );
   });
   after(async () => {
     await b.close();
@@ -93,7 +103,18 @@ describe('stats and health through the CLI', () => {
     assert.equal(Date.parse(s.until) - Date.parse(s.since), 3_600_000);
     // Current totals: old + 3 delivered, failed, exhausted, s (pending generation 2), p.
     assert.deepEqual(
-      { received: s.received, pending: s.pending, retrying: s.retrying, delivering: s.delivering, held: s.held, delivered: s.delivered, failed: s.failed, exhausted: s.exhausted, none: s.none, superseded: s.superseded },
+      {
+        received: s.received,
+        pending: s.pending,
+        retrying: s.retrying,
+        delivering: s.delivering,
+        held: s.held,
+        delivered: s.delivered,
+        failed: s.failed,
+        exhausted: s.exhausted,
+        none: s.none,
+        superseded: s.superseded,
+      },
       { received: 8, pending: 2, retrying: 0, delivering: 0, held: 0, delivered: 4, failed: 1, exhausted: 1, none: 0, superseded: 1 },
     );
     // p has waited 2 h (the oldest waiting; s's generation 2 is younger).
@@ -110,7 +131,13 @@ describe('stats and health through the CLI', () => {
       .pluck()
       .all(ids.old) as number[];
     assert.equal(durations.length, 6);
-    assert.equal(s.latency_p50_ms, percentile(durations.map((d) => [d, 1]), 50));
+    assert.equal(
+      s.latency_p50_ms,
+      percentile(
+        durations.map((d) => [d, 1]),
+        50,
+      ),
+    );
     assert.equal(s.latency_p50_ms, durations[2]);
     assert.equal(s.latency_p99_ms, durations[5]);
     assert.ok(s.latency_p99_ms >= SLOW_MS, 'the slowest attempts are the 500s the consumer delayed');
@@ -126,12 +153,16 @@ describe('stats and health through the CLI', () => {
     assert.equal(s.bucket, null);
     assert.equal(s.received, 8 + 1 + 2);
     assert.equal(s.held, 1);
-    assert.equal(s.pending, 2, 'the paused bucket\'s pending request counts as held only');
+    assert.equal(s.pending, 2, "the paused bucket's pending request counts as held only");
     assert.equal(s.none, 2);
     assert.deepEqual(s.rejected, { body_too_large: 2, unknown_bucket: 5 });
     assert.deepEqual(
       s.buckets.map((x: { bucket: string; received: number; held: number; none: number }) => [x.bucket, x.received, x.held, x.none]),
-      [['held', 1, 1, 0], ['shop', 8, 0, 0], ['store', 2, 0, 2]],
+      [
+        ['held', 1, 1, 0],
+        ['shop', 8, 0, 0],
+        ['store', 2, 0, 2],
+      ],
     );
     const store = s.buckets.find((x: { bucket: string }) => x.bucket === 'store');
     assert.equal(store.success_rate, null);
@@ -168,12 +199,25 @@ describe('stats and health through the CLI', () => {
     assert.equal(r.code, 3, r.stderr);
     assert.equal(r.stderr, '');
     assert.match(r.text, /^unhealthy: success_rate < 0\.99 \|\| exhausted > 0 \|\| pending > 100$/m);
-    const tripped = r.text.split('tripped:\n')[1]!.trim().split('\n').map((l) => l.trim());
+    const tripped = r.text
+      .split('tripped:\n')[1]!
+      .trim()
+      .split('\n')
+      .map((l) => l.trim());
     assert.deepEqual(tripped, ['success_rate < 0.99    (success_rate = 0.6)', 'exhausted > 0    (exhausted = 1)']);
   });
 
   it('health --json: healthy flag, tripped comparisons and the values read', async () => {
-    const r = await runCli([...db, 'health', 'shop', '--window', '1h', '--json', '--fail-on', '!(attempt_success_rate >= 0.9) && rejected.body_too_large > 1']);
+    const r = await runCli([
+      ...db,
+      'health',
+      'shop',
+      '--window',
+      '1h',
+      '--json',
+      '--fail-on',
+      '!(attempt_success_rate >= 0.9) && rejected.body_too_large > 1',
+    ]);
     assert.equal(r.code, 3);
     const h = r.json();
     assert.equal(h.healthy, false);
@@ -207,7 +251,10 @@ describe('stats and health through the CLI', () => {
 
   it('health exits 2 on a bad expression or a missing --fail-on, 4 on an unknown bucket', async () => {
     const bad: Array<[string[], RegExp]> = [
-      [['--fail-on', 'sucess_rate < 0.99'], /error \[invalid_option\]: --fail-on: unknown field "sucess_rate" \(did you mean success_rate\?\)/],
+      [
+        ['--fail-on', 'sucess_rate < 0.99'],
+        /error \[invalid_option\]: --fail-on: unknown field "sucess_rate" \(did you mean success_rate\?\)/,
+      ],
       [['--fail-on', 'exhausted = 0'], /"=" is not a comparison: use "=="[^\n]*\n {2}exhausted = 0\n {12}\^/],
       [['--fail-on', '(exhausted > 0'], /expected "\)"/],
       [['--fail-on', 'exhausted'], /expected a comparison/],

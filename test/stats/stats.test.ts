@@ -27,12 +27,65 @@ describe('percentile (nearest rank over a histogram)', () => {
     ['zero counts only', [[5, 0]], 99, null],
     ['one sample is every percentile', [[42, 1]], 50, 42],
     ['one sample, p99', [[42, 1]], 99, 42],
-    ['1..4: p50 is the 2nd', [[1, 1], [2, 1], [3, 1], [4, 1]], 50, 2],
-    ['1..4: p99 is the 4th', [[1, 1], [2, 1], [3, 1], [4, 1]], 99, 4],
-    ['unsorted input', [[30, 1], [10, 1], [20, 1]], 50, 20],
-    ['counts: 99 fast and 1 slow, p99 is fast', [[10, 99], [5000, 1]], 99, 10],
-    ['counts: 98 fast and 2 slow, p99 is slow', [[10, 98], [5000, 2]], 99, 5000],
-    ['p100 is the maximum', [[1, 3], [9, 1]], 100, 9],
+    [
+      '1..4: p50 is the 2nd',
+      [
+        [1, 1],
+        [2, 1],
+        [3, 1],
+        [4, 1],
+      ],
+      50,
+      2,
+    ],
+    [
+      '1..4: p99 is the 4th',
+      [
+        [1, 1],
+        [2, 1],
+        [3, 1],
+        [4, 1],
+      ],
+      99,
+      4,
+    ],
+    [
+      'unsorted input',
+      [
+        [30, 1],
+        [10, 1],
+        [20, 1],
+      ],
+      50,
+      20,
+    ],
+    [
+      'counts: 99 fast and 1 slow, p99 is fast',
+      [
+        [10, 99],
+        [5000, 1],
+      ],
+      99,
+      10,
+    ],
+    [
+      'counts: 98 fast and 2 slow, p99 is slow',
+      [
+        [10, 98],
+        [5000, 2],
+      ],
+      99,
+      5000,
+    ],
+    [
+      'p100 is the maximum',
+      [
+        [1, 3],
+        [9, 1],
+      ],
+      100,
+      9,
+    ],
     ['1..100: p50 is 50', Array.from({ length: 100 }, (_, i) => [i + 1, 1] as [number, number]), 50, 50],
     ['1..100: p99 is 99', Array.from({ length: 100 }, (_, i) => [i + 1, 1] as [number, number]), 99, 99],
   ];
@@ -47,7 +100,10 @@ describe('percentile (nearest rank over a histogram)', () => {
 
 describe('computeStats', () => {
   it('counts requests by their latest state; the rest have none', () => {
-    const f = computeStats([sample({ requests: 10, latest: { pending: 2, retrying: 1, delivering: 1, delivered: 3, failed: 1, exhausted: 1 } })], NOW);
+    const f = computeStats(
+      [sample({ requests: 10, latest: { pending: 2, retrying: 1, delivering: 1, delivered: 3, failed: 1, exhausted: 1 } })],
+      NOW,
+    );
     assert.deepEqual(
       [f.received, f.pending, f.retrying, f.delivering, f.held, f.delivered, f.failed, f.exhausted, f.none],
       [10, 2, 1, 1, 0, 3, 1, 1, 1],
@@ -100,8 +156,19 @@ describe('computeStats', () => {
   });
 
   it('adds buckets together, merging latency histograms and refusals (and refusals that named no bucket)', () => {
-    const a = sample({ requests: 2, latest: { delivered: 2 }, attempts: [{ durationMs: 5, delivered: true, count: 2 }], rejected: { body_too_large: 2 } });
-    const b = sample({ bucket: 'c', requests: 1, superseded: 4, attempts: [{ durationMs: 900, delivered: false, count: 2 }], rejected: { body_too_large: 1, overloaded: 1 } });
+    const a = sample({
+      requests: 2,
+      latest: { delivered: 2 },
+      attempts: [{ durationMs: 5, delivered: true, count: 2 }],
+      rejected: { body_too_large: 2 },
+    });
+    const b = sample({
+      bucket: 'c',
+      requests: 1,
+      superseded: 4,
+      attempts: [{ durationMs: 900, delivered: false, count: 2 }],
+      rejected: { body_too_large: 1, overloaded: 1 },
+    });
     const f = computeStats([a, b], NOW, { unknown_bucket: 7 });
     assert.equal(f.received, 3);
     assert.equal(f.none, 1);

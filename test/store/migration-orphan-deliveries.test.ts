@@ -19,12 +19,33 @@ describe('migration 2026-12-03T04-orphan-deliveries', () => {
     // A database as the previous release left it: the name was re-created over old pending rows.
     const { raw, close } = await databaseAt(t.db, PREVIOUS);
     const ins = (sql: string, ...args: unknown[]) => raw.prepare(sql).run(...args);
-    ins(`insert into buckets (name, destination, max_body, created_at, updated_at) values ('shop', 'http://127.0.0.1:9/new', 1024, ?, ?)`, RECREATED, RECREATED);
+    ins(
+      `insert into buckets (name, destination, max_body, created_at, updated_at) values ('shop', 'http://127.0.0.1:9/new', 1024, ?, ?)`,
+      RECREATED,
+      RECREATED,
+    );
     ins(`insert into buckets (name, destination, max_body, created_at, updated_at) values ('other', 'http://127.0.0.1:9/', 1024, 1, 1)`);
-    ins(`insert into buckets (name, destination, max_body, created_at, updated_at, deleting_at) values ('gone', null, 1024, ?, ?, ?)`, RECREATED, RECREATED, RECREATED);
+    ins(
+      `insert into buckets (name, destination, max_body, created_at, updated_at, deleting_at) values ('gone', null, 1024, ?, ?, ?)`,
+      RECREATED,
+      RECREATED,
+      RECREATED,
+    );
     const request = (id: string, bucket: string, at: number) =>
-      ins(`insert into requests (id, bucket, received_at, method, path, query, headers, body, size, sha256, peer) values (?, ?, ?, 'POST', '', null, '[]', x'00', 1, 'x', null)`, id, bucket, at);
-    const delivery = (id: string, requestId: string, bucket: string, state: string, at: number, extra: { generation?: number; trigger?: string; leaseAttempt?: string } = {}) =>
+      ins(
+        `insert into requests (id, bucket, received_at, method, path, query, headers, body, size, sha256, peer) values (?, ?, ?, 'POST', '', null, '[]', x'00', 1, 'x', null)`,
+        id,
+        bucket,
+        at,
+      );
+    const delivery = (
+      id: string,
+      requestId: string,
+      bucket: string,
+      state: string,
+      at: number,
+      extra: { generation?: number; trigger?: string; leaseAttempt?: string } = {},
+    ) =>
       ins(
         `insert into deliveries (id, request_id, bucket, destination, generation, state, attempts, next_attempt_at, lease_until, lease_attempt, trigger, created_at, updated_at)
          values (?, ?, ?, null, ?, ?, 0, ?, ?, ?, ?, ?, ?)`,
@@ -48,7 +69,9 @@ describe('migration 2026-12-03T04-orphan-deliveries', () => {
     delivery('d-old-pending', 'r-old-1', 'shop', 'pending', 10);
     delivery('d-old-retrying', 'r-old-2', 'shop', 'retrying', 20);
     delivery('d-old-delivering', 'r-old-3', 'shop', 'delivering', 30, { leaseAttempt: 'a-old' });
-    ins(`insert into attempts (id, delivery_id, request_id, bucket, number, url, started_at) values ('a-old', 'd-old-delivering', 'r-old-3', 'shop', 1, 'http://127.0.0.1:9/old', 30)`);
+    ins(
+      `insert into attempts (id, delivery_id, request_id, bucket, number, url, started_at) values ('a-old', 'd-old-delivering', 'r-old-3', 'shop', 1, 'http://127.0.0.1:9/old', 30)`,
+    );
     delivery('d-old-delivered', 'r-old-4', 'shop', 'delivered', 40);
     // The new bucket's own rows, and a replay of an old request made after the re-creation.
     request('r-new-same-ms', 'shop', RECREATED);
@@ -68,7 +91,11 @@ describe('migration 2026-12-03T04-orphan-deliveries', () => {
 
     const check = new BetterSqlite3(t.db, { readonly: true });
     const rows = new Map(
-      (check.prepare('select id, state, last_error, settled_at, lease_until, lease_attempt from deliveries').all() as Array<Record<string, unknown>>).map((r) => [r.id, r]),
+      (
+        check.prepare('select id, state, last_error, settled_at, lease_until, lease_attempt from deliveries').all() as Array<
+          Record<string, unknown>
+        >
+      ).map((r) => [r.id, r]),
     );
     const attempt = check.prepare(`select outcome, reason from attempts where id = 'a-old'`).get();
     check.close();

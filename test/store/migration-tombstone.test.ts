@@ -18,7 +18,11 @@ describe('migration 2026-12-03T00-bucket-tombstone', () => {
     const ins = (sql: string, ...args: unknown[]) => raw.prepare(sql).run(...args);
     ins(`insert into buckets (name, destination, max_body, created_at, updated_at) values ('live', 'http://127.0.0.1:9/', 1024, 1, 1)`);
     const request = (id: string, bucket: string) =>
-      ins(`insert into requests (id, bucket, received_at, method, path, query, headers, body, size, sha256, peer) values (?, ?, 1, 'POST', '', null, '[]', x'00', 1, 'x', null)`, id, bucket);
+      ins(
+        `insert into requests (id, bucket, received_at, method, path, query, headers, body, size, sha256, peer) values (?, ?, 1, 'POST', '', null, '[]', x'00', 1, 'x', null)`,
+        id,
+        bucket,
+      );
     const delivery = (id: string, requestId: string, bucket: string) =>
       ins(
         `insert into deliveries (id, request_id, bucket, destination, generation, state, attempts, next_attempt_at, trigger, created_at, updated_at)
@@ -43,7 +47,13 @@ describe('migration 2026-12-03T00-bucket-tombstone', () => {
       const buckets = await store.listBuckets();
       assert.deepEqual(
         buckets.map((b) => [b.name, b.deletingAt !== null]),
-        [['ghost', true], ['live', false], ['refused', true], ['replayed', true], ['stray', true]],
+        [
+          ['ghost', true],
+          ['live', false],
+          ['refused', true],
+          ['replayed', true],
+          ['stray', true],
+        ],
         'one tombstone per orphaned name; none for the unattributed refusals',
       );
       const ghost = buckets.find((b) => b.name === 'ghost')!;
@@ -53,13 +63,20 @@ describe('migration 2026-12-03T00-bucket-tombstone', () => {
       await assert.rejects(store.createBucket({ name: 'ghost', destination: 'http://127.0.0.1:9/new' }), { code: 'bucket_deleting' });
 
       const drain = await SqliteDrainStore.open({ path: t.db });
-      assert.deepEqual((await drain.listBuckets()).map((b) => b.name), ['live'], 'the worker drains only the live bucket');
+      assert.deepEqual(
+        (await drain.listBuckets()).map((b) => b.name),
+        ['live'],
+        'the worker drains only the live bucket',
+      );
       await drain.close();
 
       const purged = await store.purgeDeleting();
       assert.deepEqual(purged.finished.sort(), ['ghost', 'refused', 'replayed', 'stray']);
       assert.equal(purged.requests, 3);
-      assert.deepEqual((await store.listBuckets()).map((b) => b.name), ['live']);
+      assert.deepEqual(
+        (await store.listBuckets()).map((b) => b.name),
+        ['live'],
+      );
       assert.equal((await store.bucketCounts('live')).requests, 1, 'the live bucket keeps its rows');
       assert.deepEqual(await store.unattributedRejections(), { unknown_bucket: 5 });
     } finally {
@@ -67,7 +84,10 @@ describe('migration 2026-12-03T00-bucket-tombstone', () => {
     }
     // Opening again runs nothing twice.
     const again = await SqliteStore.open({ path: t.db, durability: 'full', busyTimeoutMs: 2000, clock: systemClock });
-    assert.deepEqual((await again.listBuckets()).map((b) => b.name), ['live']);
+    assert.deepEqual(
+      (await again.listBuckets()).map((b) => b.name),
+      ['live'],
+    );
     await again.close();
   });
 });

@@ -13,7 +13,8 @@ describe('openStore: the one place that picks a dialect from --db', () => {
 
   it('a postgres:// or postgresql:// URL (any case) is PostgreSQL; anything else is a SQLite path', () => {
     for (const db of ['postgres://h/db', 'postgresql://u:p@h:5432/db', 'PostgreSQL://h/db']) assert.equal(dialectOf(db), 'postgres', db);
-    for (const db of ['data/hookbucket.db', ':memory:', '/srv/postgres/hb.db', './postgres:x.db']) assert.equal(dialectOf(db), 'sqlite', db);
+    for (const db of ['data/hookbucket.db', ':memory:', '/srv/postgres/hb.db', './postgres:x.db'])
+      assert.equal(dialectOf(db), 'sqlite', db);
   });
 
   it('a PostgreSQL URL opens nothing until asked, and shows its location without the password', () => {
@@ -31,7 +32,10 @@ describe('openStore: the one place that picks a dialect from --db', () => {
       await store.createBucket({ name: 'seam' });
       const drain = await opened.drainStore({ checkpoints: false });
       try {
-        assert.deepEqual((await drain.listBuckets()).map((b) => b.name), ['seam']);
+        assert.deepEqual(
+          (await drain.listBuckets()).map((b) => b.name),
+          ['seam'],
+        );
       } finally {
         await drain.close();
       }

@@ -47,7 +47,11 @@ describe('pauseBucket / resumeBucket', () => {
     const r = await store.resumeBucket('held');
     assert.equal(r.pausedTotalMs, 5 * MINUTE + 90_000);
     assert.equal(pausedMsAt(r, clock.now() + 10 * MINUTE), 5 * MINUTE + 90_000, 'no pause open: later time adds nothing');
-    assert.deepEqual(await store.getBucket('held').then((b) => [b?.paused, b?.pausedAt, b?.pausedTotalMs]), [false, null, 5 * MINUTE + 90_000]);
+    assert.deepEqual(await store.getBucket('held').then((b) => [b?.paused, b?.pausedAt, b?.pausedTotalMs]), [
+      false,
+      null,
+      5 * MINUTE + 90_000,
+    ]);
   });
 
   it('an unknown bucket is not_found', async () => {

@@ -103,7 +103,11 @@ describe('listRequests / countRequests / iterateRequests', () => {
       n++;
     }
     assert.equal(n, before);
-    assert.equal(await store.countRequests('b', { states: ['failed'] }), before + later.filter((_, i) => i % 7 !== 0).length, 'they are there for the next iteration');
+    assert.equal(
+      await store.countRequests('b', { states: ['failed'] }),
+      before + later.filter((_, i) => i % 7 !== 0).length,
+      'they are there for the next iteration',
+    );
   });
 
   it('an unknown bucket is not_found for all three', async () => {

@@ -10,10 +10,16 @@ import { bashQuote, printfBytes, shellWord } from '../../src/transfer/shell-quot
 const bash = (script: string) => execFileSync('bash', ['-c', script]);
 
 describe('shell quoting gives the exact bytes back through bash', () => {
-  it('bashQuote: safe words, single quotes, and $\'\\xHH\' for bytes outside printable ASCII', () => {
+  it("bashQuote: safe words, single quotes, and $'\\xHH' for bytes outside printable ASCII", () => {
     assert.equal(bashQuote('X-Event:'), 'X-Event:');
     assert.equal(bashQuote("it's"), `'it'\\''s'`);
-    const cases = ['plain', "it's \"quoted\" $HOME `id` \\ %", 'caf\u00e9', '\u00ff\u0080\t\\\'', Buffer.from(randomBytes(64).filter((b) => b !== 0)).toString('latin1')];
+    const cases = [
+      'plain',
+      'it\'s "quoted" $HOME `id` \\ %',
+      'caf\u00e9',
+      "\u00ff\u0080\t\\'",
+      Buffer.from(randomBytes(64).filter((b) => b !== 0)).toString('latin1'),
+    ];
     for (const text of cases) {
       assert.ok(bash(`printf %s ${bashQuote(text)}`).equals(Buffer.from(text, 'latin1')), JSON.stringify(text));
     }
@@ -49,7 +55,11 @@ const request = (over: Partial<StoredRequest> = {}): StoredRequest => ({
 
 describe('export formats read back by import', () => {
   it('ndjson and HAR records give back method, raw target, raw headers and body bytes', () => {
-    for (const r of [request(), request({ body: Buffer.from('{"é":1}'), query: null, path: '' }), request({ body: Buffer.alloc(0), method: 'GET' })]) {
+    for (const r of [
+      request(),
+      request({ body: Buffer.from('{"é":1}'), query: null, path: '' }),
+      request({ body: Buffer.alloc(0), method: 'GET' }),
+    ]) {
       const want = { method: r.method, path: r.path, query: r.query, rawHeaders: r.rawHeaders, body: r.body };
       assert.deepEqual(fromNdjsonRecord(JSON.parse(ndjsonLine(r))), want);
       assert.deepEqual(fromHarEntry(JSON.parse(harEntry(r, 'http://x/b/b'))), want);
@@ -57,8 +67,24 @@ describe('export formats read back by import', () => {
   });
 
   it('a HAR from another tool: target from the raw URL, /b/<name> dropped, pseudo-headers skipped', () => {
-    const entry = { request: { method: 'POST', url: 'https://h.example/b/stripe/a/%2e%2e/b?q=1#frag', headers: [{ name: ':authority', value: 'h' }, { name: 'A', value: '1' }], postData: { text: 'hi' } } };
-    assert.deepEqual(fromHarEntry(entry), { method: 'POST', path: '/a/%2e%2e/b', query: 'q=1', rawHeaders: ['A', '1'], body: Buffer.from('hi') });
+    const entry = {
+      request: {
+        method: 'POST',
+        url: 'https://h.example/b/stripe/a/%2e%2e/b?q=1#frag',
+        headers: [
+          { name: ':authority', value: 'h' },
+          { name: 'A', value: '1' },
+        ],
+        postData: { text: 'hi' },
+      },
+    };
+    assert.deepEqual(fromHarEntry(entry), {
+      method: 'POST',
+      path: '/a/%2e%2e/b',
+      query: 'q=1',
+      rawHeaders: ['A', '1'],
+      body: Buffer.from('hi'),
+    });
     assert.deepEqual(splitRawUrl('http://h'), { path: '', query: null });
     assert.deepEqual(splitRawUrl('/p?'), { path: '/p', query: '' });
   });
@@ -90,8 +116,14 @@ describe('export formats read back by import', () => {
   it('curl: method flags, suppressed defaults, Host left to curl, body from stdin', () => {
     const post = curlCommand(request(), 'http://t/b/c');
     assert.match(post, /^# 019ae0c4-0000-7000-8000-000000000001 2026-12-02T00:00:00.000Z POST \/a\/%2e%2e\/b\?x=1&x=2\n/);
-    assert.match(post, /\nprintf '\\377\\000A' \| curl -sS -g --path-as-is -H User-Agent: -H Accept: -H Content-Type: -H Expect: -H 'X-Dup: 1' -H 'x-dup: 2' -H \$'X-Latin: caf\\xe9' --data-binary @- 'http:\/\/t\/b\/c\/a\/%2e%2e\/b\?x=1&x=2'\n$/);
-    const get = curlCommand(request({ method: 'GET', body: Buffer.alloc(0), rawHeaders: ['User-Agent', 'u', 'Accept', '*/*', 'X-Empty', ''] }), 'http://t');
+    assert.match(
+      post,
+      /\nprintf '\\377\\000A' \| curl -sS -g --path-as-is -H User-Agent: -H Accept: -H Content-Type: -H Expect: -H 'X-Dup: 1' -H 'x-dup: 2' -H \$'X-Latin: caf\\xe9' --data-binary @- 'http:\/\/t\/b\/c\/a\/%2e%2e\/b\?x=1&x=2'\n$/,
+    );
+    const get = curlCommand(
+      request({ method: 'GET', body: Buffer.alloc(0), rawHeaders: ['User-Agent', 'u', 'Accept', '*/*', 'X-Empty', ''] }),
+      'http://t',
+    );
     assert.match(get, /\ncurl -sS -g --path-as-is -H 'User-Agent: u' -H 'Accept: \*\/\*' -H 'X-Empty;' /);
     assert.match(curlCommand(request({ method: 'HEAD', body: Buffer.alloc(0) }), 'http://t'), / -I /);
     assert.match(curlCommand(request({ method: 'PUT' }), 'http://t'), / -X PUT /);

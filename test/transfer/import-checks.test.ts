@@ -42,7 +42,8 @@ describe('decodeBase64: strict RFC 4648, one pass', () => {
     ['QUJD\r\nRA==\r\n', 'ABCD'],
     ['Q\nU\nJ\nD\n', 'ABC'],
   ];
-  for (const [text, bytes] of good) it(`${JSON.stringify(text)} → ${JSON.stringify(bytes)}`, () => assert.equal(decodeBase64(text)?.toString('latin1'), bytes));
+  for (const [text, bytes] of good)
+    it(`${JSON.stringify(text)} → ${JSON.stringify(bytes)}`, () => assert.equal(decodeBase64(text)?.toString('latin1'), bytes));
 
   const bad: Array<[string, string]> = [
     ['A', 'a lone character is not a byte'],
@@ -65,7 +66,8 @@ describe('decodeBase64: strict RFC 4648, one pass', () => {
     ['QUJ\u00c4', 'a character past ASCII'],
     ['\n'.repeat(1000) + '!', 'the shape that backtracked'],
   ];
-  for (const [text, why] of bad) it(`refuses ${JSON.stringify(text.slice(0, 12))}: ${why}`, () => assert.equal(decodeBase64(text), undefined));
+  for (const [text, why] of bad)
+    it(`refuses ${JSON.stringify(text.slice(0, 12))}: ${why}`, () => assert.equal(decodeBase64(text), undefined));
 
   it('round-trips random bytes of every length mod 3', () => {
     for (let n = 0; n < 64; n++) {
@@ -79,7 +81,11 @@ describe('import refuses records that could never be forwarded, in NDJSON and in
   const cases: Array<[string, Record<string, unknown>, RegExp]> = [
     ['CONNECT', { method: 'CONNECT' }, /method CONNECT is refused at ingest/],
     ['TRACE', { method: 'TRACE' }, /method TRACE is refused at ingest/],
-    ['trace in lower case', { method: 'trace' }, /method "trace" is not one Node's HTTP parser accepts \(ingest answers 400; methods are case-sensitive\)/],
+    [
+      'trace in lower case',
+      { method: 'trace' },
+      /method "trace" is not one Node's HTTP parser accepts \(ingest answers 400; methods are case-sensitive\)/,
+    ],
     ['get in lower case', { method: 'get' }, /method "get" is not one Node's HTTP parser accepts/],
     ['a token Node does not parse', { method: 'FOO' }, /method "FOO" is not one Node's HTTP parser accepts \(ingest answers 400/],
     ['a mixed-case known method', { method: 'Post' }, /method "Post" is not one Node's HTTP parser accepts/],
@@ -99,24 +105,80 @@ describe('import refuses records that could never be forwarded, in NDJSON and in
     ['Content-Length longer than the body', { headers: [['Content-Length', '70']] }, /Content-Length 70 disagrees/],
     ['Content-Length that is not a number', { headers: [['Content-Length', '7 ']] }, /Content-Length "7 " is not a byte count/],
     ['a negative Content-Length', { headers: [['Content-Length', '-7']] }, /is not a byte count/],
-    ['two Content-Lengths, even equal', { headers: [['Content-Length', '7'], ['content-length', '7']] }, /more than one Content-Length/],
-    ['Transfer-Encoding with Content-Length', { headers: [['Transfer-Encoding', 'chunked'], ['Content-Length', '7']] }, /Transfer-Encoding together with Content-Length/],
-    ['Content-Length before Transfer-Encoding', { headers: [['content-length', '7'], ['transfer-encoding', 'chunked']] }, /Transfer-Encoding together with Content-Length/],
-    ['a Transfer-Encoding ingest answers 501', { headers: [['Transfer-Encoding', 'gzip, chunked']] }, /Transfer-Encoding "gzip, chunked" \(ingest answers 501/],
-    ['two Host headers', { headers: [['Host', 'a'], ['host', 'b']] }, /more than one Host/],
+    [
+      'two Content-Lengths, even equal',
+      {
+        headers: [
+          ['Content-Length', '7'],
+          ['content-length', '7'],
+        ],
+      },
+      /more than one Content-Length/,
+    ],
+    [
+      'Transfer-Encoding with Content-Length',
+      {
+        headers: [
+          ['Transfer-Encoding', 'chunked'],
+          ['Content-Length', '7'],
+        ],
+      },
+      /Transfer-Encoding together with Content-Length/,
+    ],
+    [
+      'Content-Length before Transfer-Encoding',
+      {
+        headers: [
+          ['content-length', '7'],
+          ['transfer-encoding', 'chunked'],
+        ],
+      },
+      /Transfer-Encoding together with Content-Length/,
+    ],
+    [
+      'a Transfer-Encoding ingest answers 501',
+      { headers: [['Transfer-Encoding', 'gzip, chunked']] },
+      /Transfer-Encoding "gzip, chunked" \(ingest answers 501/,
+    ],
+    [
+      'two Host headers',
+      {
+        headers: [
+          ['Host', 'a'],
+          ['host', 'b'],
+        ],
+      },
+      /more than one Host/,
+    ],
     ['more headers than ingest takes', { headers: Array.from({ length: 2001 }, (_, i) => [`X-${i}`, '']) }, /more than 2000 headers/],
     ['more header bytes than ingest takes', { headers: [['X-Big', 'v'.repeat(64 * 1024)]] }, /headers over 65536 bytes/],
   ];
   for (const [what, over, message] of cases) {
     it(`${what}`, () => {
       const r = record(over);
-      assert.throws(() => fromNdjsonRecord(r), (e: unknown) => e instanceof ImportFormatError && message.test(e.message), 'ndjson');
-      assert.throws(() => fromHarEntry(harOf(r)), (e: unknown) => e instanceof ImportFormatError && message.test(e.message), 'har');
+      assert.throws(
+        () => fromNdjsonRecord(r),
+        (e: unknown) => e instanceof ImportFormatError && message.test(e.message),
+        'ndjson',
+      );
+      assert.throws(
+        () => fromHarEntry(harOf(r)),
+        (e: unknown) => e instanceof ImportFormatError && message.test(e.message),
+        'har',
+      );
     });
   }
 
   const accepted: Array<[string, Record<string, unknown>]> = [
-    ['a tab and obs-text bytes in a header value (ingest takes them)', { headers: [['X-A', 'a\tb\x80\xff caf\xe9'], ['Content-Length', '7']] }],
+    [
+      'a tab and obs-text bytes in a header value (ingest takes them)',
+      {
+        headers: [
+          ['X-A', 'a\tb\x80\xff caf\xe9'],
+          ['Content-Length', '7'],
+        ],
+      },
+    ],
     ['no Content-Length at all', { headers: [] }],
     ['Content-Length with leading zeros', { headers: [['Content-Length', '007']] }],
     ['chunked without Content-Length', { headers: [['Transfer-Encoding', 'chunked']] }],
@@ -156,7 +218,13 @@ describe('the header value rule is the one ingest and undici apply', () => {
   const nodeStatus = (byte: number) =>
     new Promise<number>((resolve, reject) => {
       const s = connect(port, '127.0.0.1', () =>
-        s.end(Buffer.concat([Buffer.from('GET / HTTP/1.1\r\nHost: h\r\nX-A: a'), Buffer.from([byte]), Buffer.from('b\r\nConnection: close\r\n\r\n')])),
+        s.end(
+          Buffer.concat([
+            Buffer.from('GET / HTTP/1.1\r\nHost: h\r\nX-A: a'),
+            Buffer.from([byte]),
+            Buffer.from('b\r\nConnection: close\r\n\r\n'),
+          ]),
+        ),
       );
       let answer = '';
       s.on('data', (d: Buffer) => (answer += d.toString('latin1')));

@@ -43,7 +43,15 @@ describe('web inspector in Chromium', { skip }, () => {
   const ingest = async (lines: string[], body: string): Promise<string> => {
     const u = new URL(server.url);
     const bytes = Buffer.from(body, 'utf8');
-    const head = [`POST /b/shop/orders?token=s3cret&page=1 HTTP/1.1`, `Host: ${u.host}`, ...lines, `Content-Length: ${bytes.length}`, 'Connection: close', '', ''].join('\r\n');
+    const head = [
+      `POST /b/shop/orders?token=s3cret&page=1 HTTP/1.1`,
+      `Host: ${u.host}`,
+      ...lines,
+      `Content-Length: ${bytes.length}`,
+      'Connection: close',
+      '',
+      '',
+    ].join('\r\n');
     const res = await rawRequest(server.url, [head, bytes]);
     assert.equal(res.status, 200, res.body.toString());
     return (JSON.parse(res.body.toString()) as { id: string }).id;
@@ -65,16 +73,32 @@ describe('web inspector in Chromium', { skip }, () => {
       destination: `${consumer.url}/hooks`,
       drain: { schedule: { ...DEFAULT_SCHEDULE, baseMs: 100, multiplier: 1, maxAttempts: 3, jitter: 'none' } },
     });
-    plainId = await ingest(['X-First: 1', 'Content-Type: application/json', 'Authorization: Bearer very-secret', 'x-second: two'], '{"order":7,"api_key":"k-123","nested":{"password":"pw"}}');
+    plainId = await ingest(
+      ['X-First: 1', 'Content-Type: application/json', 'Authorization: Bearer very-secret', 'x-second: two'],
+      '{"order":7,"api_key":"k-123","nested":{"password":"pw"}}',
+    );
     hostileId = await ingest(['Content-Type: text/html', 'X-Evil: <b>bold</b>'], HOSTILE);
     // Delivered: the first after one 503 and a retry, the second at once.
     await until(() => consumer.received.length >= 3, 'the consumer to receive three deliveries');
-    await until(async () => (await server.store.getRequest(plainId))?.state === 'delivered' && (await server.store.getRequest(hostileId))?.state === 'delivered', 'both requests delivered');
+    await until(
+      async () =>
+        (await server.store.getRequest(plainId))?.state === 'delivered' &&
+        (await server.store.getRequest(hostileId))?.state === 'delivered',
+      'both requests delivered',
+    );
 
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
     });
     // A fresh context is a fresh, temporary profile.
     context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
@@ -204,7 +228,11 @@ describe('web inspector in Chromium', { skip }, () => {
   it('with an admin token: the login form, then pages, live events and writes on the session cookie', async () => {
     const token = 'x'.repeat(20) + 'inspector-token-1';
     const t = tempDir();
-    const config = loadConfig({ HOOKBUCKET_ADMIN_TOKEN: token }, {}, { db: t.db, port: 0, host: '127.0.0.1', minFreeDisk: '0', logLevel: 'silent', worker: false, adminPort: 0 });
+    const config = loadConfig(
+      { HOOKBUCKET_ADMIN_TOKEN: token },
+      {},
+      { db: t.db, port: 0, host: '127.0.0.1', minFreeDisk: '0', logLevel: 'silent', worker: false, adminPort: 0 },
+    );
     const guarded = await startServer(config, { clock: systemClock, logger: silentLogger });
     const own = await browser.newContext();
     const p = await own.newPage();

@@ -58,7 +58,13 @@ describe('inspector pages (app.request)', () => {
           rawHeaders: ['X-Evil', '<img src=x onerror=alert(1)>', 'Authorization', 'Bearer hunter2', 'X-Ansi', '\x1b[31mred'],
           body: Buffer.from('{"html":"<script>alert(1)</script>","secret":"s1","ansi":"\\u001b[2J"}'),
         },
-        { method: 'PUT', path: '/bin', query: null, rawHeaders: ['Content-Type', 'application/octet-stream'], body: Buffer.from([0x00, 0xff, 0x3c, 0x73, 0x1b, 0x80]) },
+        {
+          method: 'PUT',
+          path: '/bin',
+          query: null,
+          rawHeaders: ['Content-Type', 'application/octet-stream'],
+          body: Buffer.from([0x00, 0xff, 0x3c, 0x73, 0x1b, 0x80]),
+        },
       ],
       { createDelivery: true },
     );
@@ -67,7 +73,13 @@ describe('inspector pages (app.request)', () => {
     ids.binary = binary!;
     const auth = new AdminAuth({ token: '', clock, logger: silentLogger });
     const ui = createUiApp({ store, reads: countingReads(store), clock, logger: silentLogger, config: { overviewPageSize: 2 } });
-    app = createAdminApp({ logger: silentLogger, auth, hosts: () => hostAllowList({ bindHost: '127.0.0.1', port: 8788, extraNames: [] }), health: () => ({ ok: true }), ui });
+    app = createAdminApp({
+      logger: silentLogger,
+      auth,
+      hosts: () => hostAllowList({ bindHost: '127.0.0.1', port: 8788, extraNames: [] }),
+      health: () => ({ ok: true }),
+      ui,
+    });
   });
 
   after(async () => {
@@ -105,7 +117,10 @@ describe('inspector pages (app.request)', () => {
   it('request page: stored markup and control bytes escaped, credentials redacted until revealed', async () => {
     const r = await get(`/requests/${ids.hostile}`);
     assert.equal(r.status, 200);
-    assert.ok(!/<script>|<img/i.test(r.html.replace(/<script src="\/ui\/app\.js" defer=""><\/script>/, '')), 'no stored markup reaches the page as markup');
+    assert.ok(
+      !/<script>|<img/i.test(r.html.replace(/<script src="\/ui\/app\.js" defer=""><\/script>/, '')),
+      'no stored markup reaches the page as markup',
+    );
     assert.match(r.html, /&lt;img src=x onerror=alert\(1\)&gt;/);
     assert.match(r.html, /\/p&lt;script&gt;\?api_key=\[redacted\]&amp;q=1/);
     assert.match(r.html, /\\x1b\[31mred/);
@@ -165,7 +180,9 @@ describe('inspector: layering', () => {
     assert.ok(files.length >= 6, `found ${files.length} files`);
     const upward = files
       .flatMap(importsOf)
-      .filter((e) => e.target !== null && (e.target.startsWith('src/cli/') || ['src/main.ts', 'src/app.ts', 'src/server.ts'].includes(e.target)));
+      .filter(
+        (e) => e.target !== null && (e.target.startsWith('src/cli/') || ['src/main.ts', 'src/app.ts', 'src/server.ts'].includes(e.target)),
+      );
     assert.deepEqual(upward, []);
   });
 });

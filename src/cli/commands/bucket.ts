@@ -85,8 +85,10 @@ function drainText(b: Bucket, reveal: boolean): string[] {
 }
 
 function forwardPathText(d: DrainSettings): string {
-  if (!d.forwardPath) return `off: every request goes to the destination as it is${d.forwardRawPath ? ' (raw path kept for when it is on)' : ''}`;
-  if (d.forwardRawPath) return 'on, raw: the sub-path after /b/<name> is appended as stored, dot-segments included (unsafe behind a path-normalising proxy)';
+  if (!d.forwardPath)
+    return `off: every request goes to the destination as it is${d.forwardRawPath ? ' (raw path kept for when it is on)' : ''}`;
+  if (d.forwardRawPath)
+    return 'on, raw: the sub-path after /b/<name> is appended as stored, dot-segments included (unsafe behind a path-normalising proxy)';
   return 'on: the sub-path after /b/<name> is appended without dot-segments or empty segments, never above the destination path';
 }
 
@@ -104,7 +106,11 @@ function addBucketSettings(cmd: Command, forUpdate: boolean): Command {
       .option('--no-ack-content-type', 'use the default content type again');
   }
   cmd
-    .option('--retain <duration>', 'serve prunes this bucket\'s requests older than this, like 30d (the prune rules: delivered only, unless --retain-state)', positiveDurationMsArg)
+    .option(
+      '--retain <duration>',
+      "serve prunes this bucket's requests older than this, like 30d (the prune rules: delivered only, unless --retain-state)",
+      positiveDurationMsArg,
+    )
     .option('--retain-state <list>', 'the states --retain prunes: delivered, failed, exhausted, none (default delivered)', pruneStatesArg);
   if (forUpdate) cmd.option('--no-retain', 'keep requests until pruned by hand (retention off)');
   addDeliveryOptions(cmd, forUpdate);
@@ -141,7 +147,8 @@ Examples:
       )
       .action(async (name: string, opts: BucketOpts, cmd: Command) => {
         // Options are checked before the database is opened (or created).
-        if (opts.retainState !== undefined && opts.retain === undefined) throw new AppError('invalid_option', '--retain-state needs --retain <duration>');
+        if (opts.retainState !== undefined && opts.retain === undefined)
+          throw new AppError('invalid_option', '--retain-state needs --retain <duration>');
         const patch = patchFrom(opts, DEFAULT_DRAIN);
         return withStore(cmd, io, async (store) => {
           const b = await store.createBucket({ name, ...patch });
@@ -190,7 +197,10 @@ Examples:
             );
             const deleting = buckets.filter((b) => b.deletingAt !== null);
             if (deleting.length > 0) {
-              print(io, `\ndeleting: ${deleting.map((b) => b.name).join(', ')}: requests left to purge; finish with: hookbucket bucket delete <name>`);
+              print(
+                io,
+                `\ndeleting: ${deleting.map((b) => b.name).join(', ')}: requests left to purge; finish with: hookbucket bucket delete <name>`,
+              );
             }
           }
           const refused = Object.entries(other);
@@ -256,7 +266,7 @@ the headers given.`,
 
   bucket.addCommand(
     new Command('pause')
-      .description('hold a bucket\'s deliveries: ingest keeps storing, the drain sends nothing until resume')
+      .description("hold a bucket's deliveries: ingest keeps storing, the drain sends nothing until resume")
       .argument('<name>', 'bucket name', bucketNameArg)
       .option('--json', 'print JSON (the bucket, as bucket show --json without counts)')
       .addHelpText(
@@ -282,7 +292,7 @@ Examples:
 
   bucket.addCommand(
     new Command('resume')
-      .description('let the drain continue a paused bucket\'s deliveries from where it stopped')
+      .description("let the drain continue a paused bucket's deliveries from where it stopped")
       .argument('<name>', 'bucket name', bucketNameArg)
       .option('--json', 'print JSON (the bucket, as bucket show --json without counts)')
       .addHelpText(
@@ -301,7 +311,8 @@ Examples:
           const b = await store.resumeBucket(name);
           if (opts.json) printJson(io, bucketJson(b));
           else if (!before.paused) print(io, `bucket ${name} was not paused`);
-          else print(io, `resumed bucket ${name} after ${formatDuration(b.pausedTotalMs - before.pausedTotalMs)} paused: the drain continues`);
+          else
+            print(io, `resumed bucket ${name} after ${formatDuration(b.pausedTotalMs - before.pausedTotalMs)} paused: the drain continues`);
         }),
       ),
   );

@@ -11,7 +11,9 @@ import { DEFAULT_WINDOW_MS, formatNumber, reportOf, scopeText } from './stats.js
 export { parseFailOn };
 
 function reasonText(r: Reason): string {
-  const values = Object.entries(r.values).map(([k, v]) => `${k} = ${formatNumber(v)}`).join(', ');
+  const values = Object.entries(r.values)
+    .map(([k, v]) => `${k} = ${formatNumber(v)}`)
+    .join(', ');
   return `${r.condition}${r.result ? '' : ' is false'}${values ? `    (${values})` : ''}`;
 }
 
@@ -47,9 +49,14 @@ Examples:
       if (opts.json) {
         printJson(io, healthJson(report, expr, opts.failOn, result));
       } else if (result.holds) {
-        print(io, [`unhealthy: ${opts.failOn}`, `  ${scopeText(report)}`, 'tripped:', ...tripped.map((r) => `  ${reasonText(r)}`)].join('\n'));
+        print(
+          io,
+          [`unhealthy: ${opts.failOn}`, `  ${scopeText(report)}`, 'tripped:', ...tripped.map((r) => `  ${reasonText(r)}`)].join('\n'),
+        );
       } else {
-        const values = fieldsOf(expr).map((f) => `${f} = ${formatNumber(lookup(f))}`).join(', ');
+        const values = fieldsOf(expr)
+          .map((f) => `${f} = ${formatNumber(lookup(f))}`)
+          .join(', ');
         print(io, [`healthy: ${opts.failOn} does not hold`, `  ${scopeText(report)}`, `  ${values}`].join('\n'));
       }
       if (result.holds) throw new ExitWith(ExitCode.checkFailed);

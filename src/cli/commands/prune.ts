@@ -21,10 +21,19 @@ interface PruneOpts {
   json?: boolean;
 }
 
-const countsJson = (c: PruneCounts) => ({ requests: c.requests, bytes: c.bytes, deliveries: c.deliveries, attempts: c.attempts, kept_live: c.keptLive });
+const countsJson = (c: PruneCounts) => ({
+  requests: c.requests,
+  bytes: c.bytes,
+  deliveries: c.deliveries,
+  attempts: c.attempts,
+  kept_live: c.keptLive,
+});
 
 /** Stable JSON shape (README "JSON fields"). */
-export function pruneJson(r: PruneResult, o: { dryRun: boolean; olderThanMs: number; receivedBeforeMs: number; states: readonly PrunableState[] }) {
+export function pruneJson(
+  r: PruneResult,
+  o: { dryRun: boolean; olderThanMs: number; receivedBeforeMs: number; states: readonly PrunableState[] },
+) {
   return {
     dry_run: o.dryRun,
     older_than_ms: o.olderThanMs,
@@ -38,7 +47,9 @@ export function pruneJson(r: PruneResult, o: { dryRun: boolean; olderThanMs: num
 
 export function makePruneCommand(io: CliIo): Command {
   return new Command('prune')
-    .description('delete old requests that are done with (delivered by default), with their deliveries and attempts, and give the disk back')
+    .description(
+      'delete old requests that are done with (delivered by default), with their deliveries and attempts, and give the disk back',
+    )
     .requiredOption('--older-than <duration>', 'only requests received longer ago than this, like 30d or 12h', positiveDurationMsArg)
     .option('--bucket <name>', 'only this bucket (default: every bucket)', bucketNameArg)
     .option('--state <list>', 'the states to prune: delivered, failed, exhausted, none (default delivered)', pruneStatesArg)
@@ -71,7 +82,11 @@ Examples:
           result = await store.prune(options, {
             onProgress: (p) =>
               p.phase === 'delete'
-                ? progress.update(p.requests, Math.max(total, p.requests), `${p.requests} request(s), ${formatSize(p.bytes)} ${dryRun ? 'found' : 'pruned'} (${p.bucket})`)
+                ? progress.update(
+                    p.requests,
+                    Math.max(total, p.requests),
+                    `${p.requests} request(s), ${formatSize(p.bytes)} ${dryRun ? 'found' : 'pruned'} (${p.bucket})`,
+                  )
                 : progress.update(1, 1, `gave back ${formatSize(p.reclaimedBytes)} of disk`),
           });
         } finally {
@@ -84,11 +99,18 @@ Examples:
           `${verb} ${result.requests} request(s) (${formatSize(result.bytes)} of bodies) with ${result.deliveries} deliveries and ${result.attempts} attempts: ` +
             `${states.join(', ')}, received before ${iso(receivedBeforeMs)} (older than ${formatAge(opts.olderThan)}), ${opts.bucket ?? 'all buckets'}`,
         ];
-        if (result.keptLive > 0) lines.push(`kept ${result.keptLive} old request(s) that still have a live delivery (pending, retrying or delivering)`);
+        if (result.keptLive > 0)
+          lines.push(`kept ${result.keptLive} old request(s) that still have a live delivery (pending, retrying or delivering)`);
         if (!dryRun && result.requests > 0) lines.push(`gave back ${formatSize(result.reclaimedBytes)} of disk`);
         const buckets = Object.entries(result.buckets).filter(([, c]) => c.requests > 0 || c.keptLive > 0);
         if (opts.bucket === undefined && buckets.length > 0) {
-          lines.push('', table(['BUCKET', 'REQUESTS', 'SIZE', 'KEPT LIVE'], buckets.map(([name, c]) => [name, c.requests, formatSize(c.bytes), c.keptLive])));
+          lines.push(
+            '',
+            table(
+              ['BUCKET', 'REQUESTS', 'SIZE', 'KEPT LIVE'],
+              buckets.map(([name, c]) => [name, c.requests, formatSize(c.bytes), c.keptLive]),
+            ),
+          );
         }
         print(io, lines.join('\n'));
       }),

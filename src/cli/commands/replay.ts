@@ -81,9 +81,18 @@ Examples:
         const toText = redactUrl(to);
         if (opts.dryRun) {
           if (opts.json) return printJson(io, dryRunJson(selection));
-          print(io, `would replay ${ids.length} request(s) of ${bucketName} to ${toText}${opts.rate ? ` at ${formatRate(opts.rate)}` : ''}; nothing changed (dry run)`);
+          print(
+            io,
+            `would replay ${ids.length} request(s) of ${bucketName} to ${toText}${opts.rate ? ` at ${formatRate(opts.rate)}` : ''}; nothing changed (dry run)`,
+          );
           if (sample.length > 0) {
-            print(io, table(['ID', 'RECEIVED', 'METHOD', 'PATH', 'STATE'], sample.map((r) => [r.id, iso(r.receivedAt), r.method, targetText(r.path, r.query, false), r.state])));
+            print(
+              io,
+              table(
+                ['ID', 'RECEIVED', 'METHOD', 'PATH', 'STATE'],
+                sample.map((r) => [r.id, iso(r.receivedAt), r.method, targetText(r.path, r.query, false), r.state]),
+              ),
+            );
             if (ids.length > sample.length) print(io, `… and ${ids.length - sample.length} more`);
           }
           return;
@@ -103,7 +112,10 @@ Examples:
         const replay = await startReplay(store, selection, { rate: opts.rate ?? null, nowMs: systemClock.now() });
         if (opts.wait) {
           if (!opts.json) printErr(io, `replay ${replay.id}: ${replay.total} request(s) of ${bucketName} to ${toText}`);
-          const code = await waitForReplay(io, store, replay, { ...(opts.timeout !== undefined ? { timeoutMs: opts.timeout } : {}), json: opts.json === true });
+          const code = await waitForReplay(io, store, replay, {
+            ...(opts.timeout !== undefined ? { timeoutMs: opts.timeout } : {}),
+            json: opts.json === true,
+          });
           if (code !== ExitCode.ok) throw new ExitWith(code);
           return;
         }

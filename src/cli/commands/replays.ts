@@ -37,11 +37,18 @@ async function anyWorkerAlive(store: Store, nowMs: number): Promise<boolean> {
  * Follows a replay until every delivery has settled or `timeoutMs` passes, with a progress bar on
  * a TTY. Returns the exit code: 0 all delivered, 3 otherwise (README "Exit codes").
  */
-export async function waitForReplay(io: CliIo, store: Store, replay: Replay, opts: { timeoutMs?: number; json?: boolean }): Promise<number> {
+export async function waitForReplay(
+  io: CliIo,
+  store: Store,
+  replay: Replay,
+  opts: { timeoutMs?: number; json?: boolean },
+): Promise<number> {
   const start = systemClock.now();
   const first = await store.replayProgress(replay.id);
   if (!isSettled(first) && !(await anyWorkerAlive(store, start))) {
-    io.stderr.write('warning: no drain worker is active on this database; start `hookbucket serve` or `hookbucket worker`, or this waits for nothing\n');
+    io.stderr.write(
+      'warning: no drain worker is active on this database; start `hookbucket serve` or `hookbucket worker`, or this waits for nothing\n',
+    );
   }
   const bar = createProgress(io);
   let p = first;
@@ -56,10 +63,16 @@ export async function waitForReplay(io: CliIo, store: Store, replay: Replay, opt
       }
       const { perSecond, etaMs } = pace(p, first.settled, start, now);
       const held = p.held > 0 ? `, ${p.held} held (bucket paused: hookbucket bucket resume ${replay.bucket})` : '';
-      bar.update(p.settled, p.total, `${p.delivered} delivered, ${p.failed + p.exhausted} failed, ${p.total - p.settled} remaining${held} | ${perSecond.toFixed(1)}/s | ETA ${etaMs === null ? '?' : formatDuration(etaMs)}`);
+      bar.update(
+        p.settled,
+        p.total,
+        `${p.delivered} delivered, ${p.failed + p.exhausted} failed, ${p.total - p.settled} remaining${held} | ${perSecond.toFixed(1)}/s | ETA ${etaMs === null ? '?' : formatDuration(etaMs)}`,
+      );
       if (p.held > 0 && !warnedHeld && !io.stderr.isTTY) {
         warnedHeld = true;
-        io.stderr.write(`bucket ${replay.bucket} is paused: ${p.held} replay deliveries are held until hookbucket bucket resume ${replay.bucket}\n`);
+        io.stderr.write(
+          `bucket ${replay.bucket} is paused: ${p.held} replay deliveries are held until hookbucket bucket resume ${replay.bucket}\n`,
+        );
       }
       await new Promise((r) => setTimeout(r, POLL_MS));
       p = await store.replayProgress(replay.id);
@@ -96,7 +109,16 @@ export function makeReplaysCommand(io: CliIo): Command {
             io,
             table(
               ['ID', 'CREATED', 'BUCKET', 'TO', 'TOTAL', 'DELIVERED', 'FAILED', 'REMAINING'],
-              withProgress.map(({ r, p }) => [r.id, iso(r.createdAt), r.bucket, r.destination === null ? '(bucket)' : redactUrl(r.destination), r.total, p.delivered, p.failed + p.exhausted, p.total - p.settled]),
+              withProgress.map(({ r, p }) => [
+                r.id,
+                iso(r.createdAt),
+                r.bucket,
+                r.destination === null ? '(bucket)' : redactUrl(r.destination),
+                r.total,
+                p.delivered,
+                p.failed + p.exhausted,
+                p.total - p.settled,
+              ]),
             ),
           );
         }),
@@ -109,12 +131,18 @@ export function makeReplaysCommand(io: CliIo): Command {
       .argument('<replay-id>', 'the id `replay` printed')
       .option('--timeout <duration>', 'give up waiting after this long (exit 3); default: wait until settled', durationMsArg)
       .option('--json', 'print the final counts as JSON')
-      .addHelpText('after', '\nExamples:\n  $ hookbucket replays wait 019ae0c4-…\n  $ hookbucket replays wait 019ae0c4-… --timeout 5m --json')
+      .addHelpText(
+        'after',
+        '\nExamples:\n  $ hookbucket replays wait 019ae0c4-…\n  $ hookbucket replays wait 019ae0c4-… --timeout 5m --json',
+      )
       .action(async (id: string, opts: { timeout?: number; json?: boolean }, cmd: Command) =>
         withStore(cmd, io, async (store) => {
           const r = await store.getReplay(id);
           if (!r) throw new AppError('not_found', `replay ${id} not found`);
-          const code = await waitForReplay(io, store, r, { ...(opts.timeout !== undefined ? { timeoutMs: opts.timeout } : {}), json: opts.json === true });
+          const code = await waitForReplay(io, store, r, {
+            ...(opts.timeout !== undefined ? { timeoutMs: opts.timeout } : {}),
+            json: opts.json === true,
+          });
           if (code !== ExitCode.ok) throw new ExitWith(code);
         }),
       ),

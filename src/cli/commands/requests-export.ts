@@ -6,7 +6,16 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { formatSize } from '../../config/units.js';
 import { systemClock } from '../../shared/clock.js';
 import { AppError } from '../../shared/errors.js';
-import { CURL_PREAMBLE, EXPORT_FORMATS, curlCommand, harEntry, harHead, harTail, ndjsonLine, type ExportFormat } from '../../transfer/export-format.js';
+import {
+  CURL_PREAMBLE,
+  EXPORT_FORMATS,
+  curlCommand,
+  harEntry,
+  harHead,
+  harTail,
+  ndjsonLine,
+  type ExportFormat,
+} from '../../transfer/export-format.js';
 import { configFor, withStore } from '../context.js';
 import { addFilterOptions, filterFromOptions, filterJson, type FilterOptions } from '../filter-options.js';
 import { print, printJson, type CliIo } from '../io.js';
@@ -21,7 +30,8 @@ function baseUrlArg(value: string): string {
     throw new InvalidArgumentError(`not a URL: ${JSON.stringify(value)}`);
   }
   if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new InvalidArgumentError('an http:// or https:// URL');
-  if (u.search || u.hash) throw new InvalidArgumentError('a URL without ?query or #fragment: the raw sub-path and query are appended to it');
+  if (u.search || u.hash)
+    throw new InvalidArgumentError('a URL without ?query or #fragment: the raw sub-path and query are appended to it');
   // Appended to as text, never through URL resolution (which would normalise /%2e%2e/).
   return value.replace(/\/+$/, '');
 }
@@ -63,9 +73,17 @@ export function makeRequestsExportCommand(io: CliIo): Command {
   const cmd = new Command('export')
     .description("write a bucket's requests (oldest first) as NDJSON, HAR 1.2 or runnable curl commands")
     .argument('<bucket>', 'bucket name', bucketNameArg)
-    .addOption(new Option('--format <format>', 'ndjson (one JSON object a line), har (HAR 1.2) or curl (a bash script)').choices(EXPORT_FORMATS).default('ndjson'))
+    .addOption(
+      new Option('--format <format>', 'ndjson (one JSON object a line), har (HAR 1.2) or curl (a bash script)')
+        .choices(EXPORT_FORMATS)
+        .default('ndjson'),
+    )
     .option('--out <file>', 'write to this file (written aside, then renamed into place) instead of stdout')
-    .option('--base-url <url>', 'where har URLs and curl commands point; the raw sub-path and query are appended (default http://localhost:<port>/b/<bucket>)', baseUrlArg);
+    .option(
+      '--base-url <url>',
+      'where har URLs and curl commands point; the raw sub-path and query are appended (default http://localhost:<port>/b/<bucket>)',
+      baseUrlArg,
+    );
   addFilterOptions(cmd)
     .option('--json', 'with --out: print a JSON summary { bucket, format, requests, bytes, out, filter }')
     .addHelpText(
@@ -100,7 +118,11 @@ Examples:
           if (opts.format === 'curl') await sink.write(CURL_PREAMBLE);
           for await (const r of store.iterateRequests(bucket, filter)) {
             const text =
-              opts.format === 'ndjson' ? ndjsonLine(r) : opts.format === 'har' ? `${n > 0 ? ',\n' : ''}${harEntry(r, baseUrl)}` : curlCommand(r, baseUrl);
+              opts.format === 'ndjson'
+                ? ndjsonLine(r)
+                : opts.format === 'har'
+                  ? `${n > 0 ? ',\n' : ''}${harEntry(r, baseUrl)}`
+                  : curlCommand(r, baseUrl);
             await sink.write(text);
             n++;
             bytes += r.size;
@@ -125,7 +147,10 @@ Examples:
         }
         if (!opts.out) return;
         if (opts.json) return printJson(io, { bucket, format: opts.format, requests: n, bytes, out: opts.out, filter: filterJson(filter) });
-        print(io, `exported ${n} request${n === 1 ? '' : 's'} (${formatSize(bytes)} of bodies) from ${bucket} to ${opts.out} as ${opts.format}`);
+        print(
+          io,
+          `exported ${n} request${n === 1 ? '' : 's'} (${formatSize(bytes)} of bodies) from ${bucket} to ${opts.out} as ${opts.format}`,
+        );
       });
     });
   return cmd;

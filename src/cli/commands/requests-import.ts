@@ -6,7 +6,14 @@ import { spoolErrorCode } from '../../ingest/spool.js';
 import { AppError } from '../../shared/errors.js';
 import { deletingError, type ImportItem } from '../../store/store.js';
 import { ImportCopy } from '../../transfer/import-copy.js';
-import { ImportFormatError, detectFormat, fromHarEntry, fromNdjsonRecord, harEntries, type ImportedRequest } from '../../transfer/import-format.js';
+import {
+  ImportFormatError,
+  detectFormat,
+  fromHarEntry,
+  fromNdjsonRecord,
+  harEntries,
+  type ImportedRequest,
+} from '../../transfer/import-format.js';
 import { redactUrl } from '../../policy/redact.js';
 import { configFor, withStore } from '../context.js';
 import { print, printJson, type CliIo } from '../io.js';
@@ -110,7 +117,10 @@ Examples:
           // Pass 1: check every record (and count them) before storing any.
           const tooBig = (r: ImportedRequest, where: string) => {
             if (r.body.length > b.maxBody) {
-              throw new AppError('usage', `${where}: body of ${formatSize(r.body.length)} exceeds bucket ${bucket}'s --max-body ${formatSize(b.maxBody)}`);
+              throw new AppError(
+                'usage',
+                `${where}: body of ${formatSize(r.body.length)} exceeds bucket ${bucket}'s --max-body ${formatSize(b.maxBody)}`,
+              );
             }
           };
           let har: ImportedRequest[] | undefined;
@@ -180,7 +190,9 @@ Examples:
           print(
             io,
             `imported ${imported} request${imported === 1 ? '' : 's'} into ${bucket} from ${file} (${format}); ` +
-              (opts.deliver ? `${deliveries} queued for delivery to ${redactUrl(b.destination!)}` : 'no deliveries created (--deliver creates them)'),
+              (opts.deliver
+                ? `${deliveries} queued for delivery to ${redactUrl(b.destination!)}`
+                : 'no deliveries created (--deliver creates them)'),
           );
         } finally {
           await copy.close();

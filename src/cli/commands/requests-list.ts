@@ -49,40 +49,52 @@ Examples:
   $ hookbucket requests list github --header X-GitHub-Event=push --status 5xx
   $ hookbucket requests list shopify --path '/orders/**' --search cus_123 --limit 10 --json`,
     )
-    .action(async (bucket: string, opts: FilterOptions & { limit?: number; cursor?: string; json?: boolean; reveal?: boolean }, c: Command) => {
-      const filter = filterFromOptions(opts, systemClock.now());
-      await withStore(c, io, async (store) => {
-        const limit = opts.limit ?? 50;
-        const page = await store.listRequests(bucket, filter, { limit, ...(opts.cursor ? { before: opts.cursor } : {}) });
-        const rows = page.requests;
-        if (opts.json) {
-          return printJson(io, requestPageJson(page));
-        }
-        if (rows.length === 0) {
-          return print(io, `no requests in ${bucket}${Object.keys(filter).length > 0 ? ' match' : ''}${opts.cursor ? ' after that cursor' : ''}`);
-        }
-        print(
-          io,
-          table(
-            ['ID', 'RECEIVED', 'METHOD', 'PATH', 'SIZE', 'STATE', 'ATTEMPTS', 'LAST', 'GEN'],
-            rows.map((r) => [
-              r.id,
-              iso(r.receivedAt),
-              r.method,
-              targetText(r.path, r.query, opts.reveal === true),
-              formatSize(r.size),
-              r.state,
-              r.attempts,
-              r.lastStatus,
-              r.generation,
-            ]),
-          ),
-        );
-        if (page.nextCursor) {
-          const again = ['hookbucket', 'requests', 'list', bucket, ...filterFlags(filter), ...(opts.limit ? ['--limit', String(limit)] : [])];
-          print(io, `\nmore: ${again.join(' ')} --cursor ${page.nextCursor}`);
-        }
-      });
-    });
+    .action(
+      async (bucket: string, opts: FilterOptions & { limit?: number; cursor?: string; json?: boolean; reveal?: boolean }, c: Command) => {
+        const filter = filterFromOptions(opts, systemClock.now());
+        await withStore(c, io, async (store) => {
+          const limit = opts.limit ?? 50;
+          const page = await store.listRequests(bucket, filter, { limit, ...(opts.cursor ? { before: opts.cursor } : {}) });
+          const rows = page.requests;
+          if (opts.json) {
+            return printJson(io, requestPageJson(page));
+          }
+          if (rows.length === 0) {
+            return print(
+              io,
+              `no requests in ${bucket}${Object.keys(filter).length > 0 ? ' match' : ''}${opts.cursor ? ' after that cursor' : ''}`,
+            );
+          }
+          print(
+            io,
+            table(
+              ['ID', 'RECEIVED', 'METHOD', 'PATH', 'SIZE', 'STATE', 'ATTEMPTS', 'LAST', 'GEN'],
+              rows.map((r) => [
+                r.id,
+                iso(r.receivedAt),
+                r.method,
+                targetText(r.path, r.query, opts.reveal === true),
+                formatSize(r.size),
+                r.state,
+                r.attempts,
+                r.lastStatus,
+                r.generation,
+              ]),
+            ),
+          );
+          if (page.nextCursor) {
+            const again = [
+              'hookbucket',
+              'requests',
+              'list',
+              bucket,
+              ...filterFlags(filter),
+              ...(opts.limit ? ['--limit', String(limit)] : []),
+            ];
+            print(io, `\nmore: ${again.join(' ')} --cursor ${page.nextCursor}`);
+          }
+        });
+      },
+    );
   return cmd;
 }

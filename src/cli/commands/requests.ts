@@ -53,7 +53,10 @@ export function makeRequestsCommand(io: CliIo): Command {
         if (opts.raw && opts.json) throw new AppError('usage', '--raw and --json cannot be combined');
         // The exact bytes can hold terminal escapes (\e]0;…, \e[2J): a terminal gets them only on request.
         if (opts.raw && io.stdout.isTTY === true && opts.force !== true) {
-          throw new AppError('raw_to_terminal', '--raw writes the exact body bytes, which can drive a terminal; redirect to a file (> body.bin) or a pipe, or add --force');
+          throw new AppError(
+            'raw_to_terminal',
+            '--raw writes the exact body bytes, which can drive a terminal; redirect to a file (> body.bin) or a pipe, or add --force',
+          );
         }
         await withStore(cmd, io, async (store) => {
           const r = await store.getRequest(id);

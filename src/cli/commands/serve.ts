@@ -15,7 +15,12 @@ export function makeServeCommand(io: CliIo): Command {
     .description('receive webhooks on /b/<bucket> and store them (creates and migrates the database)')
     .option('--port <port>', 'port to listen on (default 8787, env HOOKBUCKET_PORT)', portArg)
     .option('--host <host>', 'address to bind (default 0.0.0.0, env HOOKBUCKET_HOST)')
-    .addOption(new Option('--durability <mode>', 'full: ack survives power loss; normal: survives a crash only (default full)').choices(['full', 'normal']))
+    .addOption(
+      new Option('--durability <mode>', 'full: ack survives power loss; normal: survives a crash only (default full)').choices([
+        'full',
+        'normal',
+      ]),
+    )
     .option('--trust-proxy', 'take the peer address from X-Forwarded-For (behind your own proxy only)')
     .option('--no-trust-proxy', 'use the socket peer address (default)')
     .option('--max-inflight-bytes <size>', 'body bytes in flight before 503 (default 256MiB)', sizeArg)
@@ -27,12 +32,29 @@ export function makeServeCommand(io: CliIo): Command {
     .option('--no-worker', 'do not run the drain worker here (store only; run hookbucket worker elsewhere)')
     .option('--lease <duration>', 'lease on a claimed delivery, longer than every bucket timeout (default 60s)', durationArg)
     .option('--shutdown-grace <duration>', 'on SIGTERM, time in-flight deliveries get before they are released (default 10s)', durationArg)
-    .option('--admin-port <port>', 'admin listener port: API and metrics (default 8788, env HOOKBUCKET_ADMIN_PORT; 0 picks a free one)', portArg)
-    .option('--admin-host <host>', 'admin listener address (default 127.0.0.1, env HOOKBUCKET_ADMIN_HOST); beyond loopback needs HOOKBUCKET_ADMIN_TOKEN')
-    .option('--admin-host-name <name>', 'also answer admin requests whose Host is this name (name or name:port; repeatable; env HOOKBUCKET_ADMIN_HOST_NAMES)', collect)
+    .option(
+      '--admin-port <port>',
+      'admin listener port: API and metrics (default 8788, env HOOKBUCKET_ADMIN_PORT; 0 picks a free one)',
+      portArg,
+    )
+    .option(
+      '--admin-host <host>',
+      'admin listener address (default 127.0.0.1, env HOOKBUCKET_ADMIN_HOST); beyond loopback needs HOOKBUCKET_ADMIN_TOKEN',
+    )
+    .option(
+      '--admin-host-name <name>',
+      'also answer admin requests whose Host is this name (name or name:port; repeatable; env HOOKBUCKET_ADMIN_HOST_NAMES)',
+      collect,
+    )
     .option('--no-admin', 'do not start the admin listener')
-    .option('--admin-query-budget <duration>', 'longest an admin API read may take; past it 503 query_timeout (default 10s, env HOOKBUCKET_ADMIN_QUERY_BUDGET)')
-    .option('--metrics-bucket-histograms', '/metrics: an attempt-duration histogram per bucket (default: one for all; env HOOKBUCKET_METRICS_BUCKET_HISTOGRAMS)')
+    .option(
+      '--admin-query-budget <duration>',
+      'longest an admin API read may take; past it 503 query_timeout (default 10s, env HOOKBUCKET_ADMIN_QUERY_BUDGET)',
+    )
+    .option(
+      '--metrics-bucket-histograms',
+      '/metrics: an attempt-duration histogram per bucket (default: one for all; env HOOKBUCKET_METRICS_BUCKET_HISTOGRAMS)',
+    )
     .addHelpText(
       'after',
       `
@@ -69,7 +91,8 @@ log in at /login), and TLS in front. See docs/admin.md.`,
         admin: cmd.getOptionValueSource('admin') === 'cli' ? (opts.admin as boolean) : undefined,
         adminPort: opts.adminPort as string | undefined,
         adminHost: opts.adminHost as string | undefined,
-        adminHostNames: cmd.getOptionValueSource('adminHostName') === 'cli' ? (opts.adminHostName as unknown as string[]).join(',') : undefined,
+        adminHostNames:
+          cmd.getOptionValueSource('adminHostName') === 'cli' ? (opts.adminHostName as unknown as string[]).join(',') : undefined,
         metricsBucketHistograms: opts.metricsBucketHistograms as boolean | undefined,
       });
       const logger = createLogger(config.logLevel, io.stderr);

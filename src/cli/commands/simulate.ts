@@ -166,7 +166,8 @@ function summary(r: SimulationResult): string[] {
       `no drain within the run: ${last?.backlog ?? 0} deliveries outstanding at the end of minute ${last?.minute ?? 0}, and a request sent then would queue ${wait(last?.consumerWaitMs ?? 0)} at the consumer`,
     );
   }
-  if (r.stoppedAtMinute !== null) lines.push(`stopped in minute ${r.stoppedAtMinute}: more attempts than the simulation follows; the table ends before it`);
+  if (r.stoppedAtMinute !== null)
+    lines.push(`stopped in minute ${r.stoppedAtMinute}: more attempts than the simulation follows; the table ends before it`);
   return lines;
 }
 
@@ -199,13 +200,25 @@ function text(r: SimulationResult): string {
 export function makeSimulateCommand(io: CliIo): Command {
   const d = DEFAULT_SIMULATION;
   const cmd = new Command('simulate')
-    .description('model a retry storm in simulated time, on the drain worker\'s own schedule, jitter, budget and rate code')
+    .description("model a retry storm in simulated time, on the drain worker's own schedule, jitter, budget and rate code")
     .option('--arrival <rate>', `requests arriving, like 600/m (default ${formatRate(d.arrival)})`, rateArg)
-    .option('--outage <duration>', `the consumer refuses every attempt from the start for this long (default ${formatDuration(d.outageMs)})`, durationMsArg)
+    .option(
+      '--outage <duration>',
+      `the consumer refuses every attempt from the start for this long (default ${formatDuration(d.outageMs)})`,
+      durationMsArg,
+    )
     .option('--capacity <rate>', `requests the recovered consumer serves, in arrival order (default ${formatRate(d.capacity)})`, rateArg)
-    .option('--timeout <duration>', `the sender's attempt timeout; a slower answer counts as failed (default ${formatDuration(d.timeoutMs)})`, positiveDurationMsArg)
+    .option(
+      '--timeout <duration>',
+      `the sender's attempt timeout; a slower answer counts as failed (default ${formatDuration(d.timeoutMs)})`,
+      positiveDurationMsArg,
+    )
     .option('--duration <duration>', `simulated time, 1m to 7d (default ${formatDuration(d.durationMs)})`, positiveDurationMsArg)
-    .option('--policy <policy>', 'default (the bucket defaults, shaped by the options below) or fixed:<interval>, the naive sender (default default)', policyArg)
+    .option(
+      '--policy <policy>',
+      'default (the bucket defaults, shaped by the options below) or fixed:<interval>, the naive sender (default default)',
+      policyArg,
+    )
     .option('--seed <n>', `seed for the jitter (default ${d.seed})`, seedArg);
   addScheduleOptions(cmd);
   addBudgetAndRateOptions(cmd);

@@ -37,13 +37,27 @@ function statsText(r: StatsReport): string {
     ['exhausted', f.exhausted, ''],
     ['none', f.none, 'no delivery to the bucket destination'],
     ['superseded', f.superseded, 'deliveries replaced by a replay'],
-    ['oldest_pending_age_s', f.oldest_pending_age_s, f.oldest_pending_age_s === null ? 'nothing waiting' : formatDuration(f.oldest_pending_age_s * 1000)],
-    ['rejected_total', f.rejected_total, Object.entries(f.rejected).map(([k, n]) => `${k} ${n}`).join(', ')],
+    [
+      'oldest_pending_age_s',
+      f.oldest_pending_age_s,
+      f.oldest_pending_age_s === null ? 'nothing waiting' : formatDuration(f.oldest_pending_age_s * 1000),
+    ],
+    [
+      'rejected_total',
+      f.rejected_total,
+      Object.entries(f.rejected)
+        .map(([k, n]) => `${k} ${n}`)
+        .join(', '),
+    ],
   ];
   const windowed: Array<[string, number | null, string]> = [
     ['received_in_window', f.received_in_window, ''],
     ['settled', f.settled, 'deliveries that ended delivered, failed or exhausted'],
-    ['success_rate', f.success_rate, f.success_rate === null ? 'nothing settled' : `${Math.round((f.success_rate ?? 0) * f.settled)} of ${f.settled} delivered`],
+    [
+      'success_rate',
+      f.success_rate,
+      f.success_rate === null ? 'nothing settled' : `${Math.round((f.success_rate ?? 0) * f.settled)} of ${f.settled} delivered`,
+    ],
     ['attempts', f.attempts, ''],
     ['attempt_success_rate', f.attempt_success_rate, f.attempt_success_rate === null ? 'no attempts' : ''],
     ['latency_p50_ms', f.latency_p50_ms, ''],
@@ -51,8 +65,17 @@ function statsText(r: StatsReport): string {
   ];
   const width = Math.max(...[...rows, ...windowed].map(([k]) => k.length));
   const vwidth = Math.max(...[...rows, ...windowed].map(([, v]) => formatNumber(v).length));
-  const line = ([k, v, note]: [string, number | null, string]) => `  ${k.padEnd(width)}  ${formatNumber(v).padStart(vwidth)}${note ? `  ${note}` : ''}`;
-  const out = [scopeText(r), '', 'now:', ...rows.map(line), '', `last ${formatDuration(r.windowMs)} (to the bucket destination; --to replays left out):`, ...windowed.map(line)];
+  const line = ([k, v, note]: [string, number | null, string]) =>
+    `  ${k.padEnd(width)}  ${formatNumber(v).padStart(vwidth)}${note ? `  ${note}` : ''}`;
+  const out = [
+    scopeText(r),
+    '',
+    'now:',
+    ...rows.map(line),
+    '',
+    `last ${formatDuration(r.windowMs)} (to the bucket destination; --to replays left out):`,
+    ...windowed.map(line),
+  ];
   if (r.perBucket.length > 0) {
     out.push(
       '',
@@ -96,7 +119,9 @@ function processesText(processes: readonly ProcessRecord[], nowMs: number): stri
     ),
   ];
   if (w.delivering_dead_worker > 0) {
-    out.push(`${w.delivering_dead_worker} deliveries are leased to workers that are no longer alive: they are due again once their lease ends (--lease)`);
+    out.push(
+      `${w.delivering_dead_worker} deliveries are leased to workers that are no longer alive: they are due again once their lease ends (--lease)`,
+    );
   }
   return out;
 }

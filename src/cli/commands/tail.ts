@@ -32,7 +32,12 @@ function tailEventText(e: TailEvent, reveal: boolean): string {
  * Through --api: the server's event stream (GET /api/events, one poller for every client) instead
  * of polling; the same lines, the same NDJSON. Reconnects with Last-Event-ID; Ctrl-C ends it.
  */
-async function remoteTail(io: CliIo, store: RemoteStore, bucket: string, opts: { json?: boolean; count?: number; reveal?: boolean }): Promise<void> {
+async function remoteTail(
+  io: CliIo,
+  store: RemoteStore,
+  bucket: string,
+  opts: { json?: boolean; count?: number; reveal?: boolean },
+): Promise<void> {
   const stop = new AbortController();
   void io.waitForSignal().then(() => stop.abort());
   let printed = 0;

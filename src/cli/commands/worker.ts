@@ -26,7 +26,11 @@ export function makeWorkerCommand(io: CliIo): Command {
     .option('--standby', 'SQLite: if another worker is active, wait and take over when its lease lapses (default: refuse)')
     .option('--once', 'one pass: start what is due now, wait for those attempts, print a summary, exit')
     .option('--json', 'with --once, print the summary as JSON')
-    .option('--metrics-port <port>', 'serve this worker\'s Prometheus /metrics on this port (0: any free port; env HOOKBUCKET_METRICS_PORT)', portArg)
+    .option(
+      '--metrics-port <port>',
+      "serve this worker's Prometheus /metrics on this port (0: any free port; env HOOKBUCKET_METRICS_PORT)",
+      portArg,
+    )
     .option('--metrics-host <host>', 'address of the /metrics listener (default 127.0.0.1; beyond loopback needs HOOKBUCKET_ADMIN_TOKEN)')
     .option('--metrics-bucket-histograms', 'a bucket label on the attempt-duration histogram (one histogram per bucket)')
     .option('--log-level <level>', 'fatal|error|warn|info|debug|trace|silent (default info)')
@@ -74,8 +78,23 @@ Examples:
       if (opts.once) {
         const pass = await running.worker.runOnce();
         await running.close(config.shutdownGraceMs);
-        if (opts.json) printJson(io, { started: pass.started, deferred: pass.deferred, next_due_at: pass.wakeAt === null ? null : new Date(pass.wakeAt).toISOString() });
-        else print(io, `started ${pass.started} attempt(s)${Object.keys(pass.deferred).length ? `; held back: ${Object.entries(pass.deferred).map(([r, n]) => `${r} ${n}`).join(', ')}` : ''}`);
+        if (opts.json)
+          printJson(io, {
+            started: pass.started,
+            deferred: pass.deferred,
+            next_due_at: pass.wakeAt === null ? null : new Date(pass.wakeAt).toISOString(),
+          });
+        else
+          print(
+            io,
+            `started ${pass.started} attempt(s)${
+              Object.keys(pass.deferred).length
+                ? `; held back: ${Object.entries(pass.deferred)
+                    .map(([r, n]) => `${r} ${n}`)
+                    .join(', ')}`
+                : ''
+            }`,
+          );
         return;
       }
       const sig = await signalled!;

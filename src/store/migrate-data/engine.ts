@@ -110,12 +110,27 @@ export interface Holder {
 export async function holdersOf(end: DataEnd): Promise<Holder[]> {
   const now = await end.nowMs();
   const leases = await end.db.selectFrom('worker_lease').select(['holder', 'info', 'expires_at']).where('expires_at', '>', now).execute();
-  const holders: Holder[] = leases.map((r) => ({ kind: 'worker' as const, holder: r.holder, info: r.info, expiresAt: Number(r.expires_at) }));
+  const holders: Holder[] = leases.map((r) => ({
+    kind: 'worker' as const,
+    holder: r.holder,
+    info: r.info,
+    expiresAt: Number(r.expires_at),
+  }));
   // Receivers and workers beating in the workers table (a worker of SQLite also holds the lease row: named once).
-  const beating = await end.db.selectFrom('workers').select(['id', 'roles', 'host', 'pid', 'expires_at']).where('expires_at', '>', now).where('stopped_at', 'is', null).execute();
+  const beating = await end.db
+    .selectFrom('workers')
+    .select(['id', 'roles', 'host', 'pid', 'expires_at'])
+    .where('expires_at', '>', now)
+    .where('stopped_at', 'is', null)
+    .execute();
   for (const r of beating) {
     if (holders.some((h) => h.holder === r.id)) continue;
-    holders.push({ kind: r.roles.includes('worker') ? 'worker' : 'receiver', holder: r.id, info: `pid ${r.pid} on ${r.host}`, expiresAt: Number(r.expires_at) });
+    holders.push({
+      kind: r.roles.includes('worker') ? 'worker' : 'receiver',
+      holder: r.id,
+      info: `pid ${r.pid} on ${r.host}`,
+      expiresAt: Number(r.expires_at),
+    });
   }
   return holders;
 }
@@ -160,14 +175,30 @@ function keyIn(plan: CopiedTable, keys: unknown[][]): Expression<any> {
  * `bytes` bytes of its byte columns. A table with byte columns is paged on its keys and sizes
  * first, so a page of large bodies is never read whole before it is cut.
  */
-async function* pages(end: DataEnd, name: string, plan: CopiedTable, cursor: unknown[] | null, rows: number, bytes: number): AsyncGenerator<Row[]> {
+async function* pages(
+  end: DataEnd,
+  name: string,
+  plan: CopiedTable,
+  cursor: unknown[] | null,
+  rows: number,
+  bytes: number,
+): AsyncGenerator<Row[]> {
   const db = end.db as AnyDb;
   for (;;) {
     let page: Row[];
     if (plan.bytes.length === 0) {
-      page = await db.selectFrom(name).selectAll().where(afterCursor(end, plan, cursor)).orderBy(sql.join(keyExprs(end, plan))).limit(rows).execute();
+      page = await db
+        .selectFrom(name)
+        .selectAll()
+        .where(afterCursor(end, plan, cursor))
+        .orderBy(sql.join(keyExprs(end, plan)))
+        .limit(rows)
+        .execute();
     } else {
-      const size = sql.join(plan.bytes.map((c) => sql`coalesce(length(${sql.ref(c)}), 0)`), sql` + `);
+      const size = sql.join(
+        plan.bytes.map((c) => sql`coalesce(length(${sql.ref(c)}), 0)`),
+        sql` + `,
+      );
       const heads = (await db
         .selectFrom(name)
         .select([...plan.key.map((k) => sql.ref(k).as(k)), sql<number>`${size}`.as('__bytes')])
@@ -186,7 +217,13 @@ async function* pages(end: DataEnd, name: string, plan: CopiedTable, cursor: unk
       }
       const last = heads[n - 1]!;
       const upTo = sql<boolean>`(${sql.join(keyExprs(end, plan))}) <= (${sql.join(plan.key.map((k) => sql`${last[k]}`))})`;
-      page = await db.selectFrom(name).selectAll().where(afterCursor(end, plan, cursor)).where(upTo).orderBy(sql.join(keyExprs(end, plan))).execute();
+      page = await db
+        .selectFrom(name)
+        .selectAll()
+        .where(afterCursor(end, plan, cursor))
+        .where(upTo)
+        .orderBy(sql.join(keyExprs(end, plan)))
+        .execute();
     }
     if (page.length === 0) return;
     yield page;
@@ -201,7 +238,11 @@ const MAX_PARAMS = 30_000;
 async function insertRows(trx: AnyDb, name: string, rows: Row[]): Promise<void> {
   if (rows.length === 0) return;
   const per = Math.max(1, Math.floor(MAX_PARAMS / Object.keys(rows[0]!).length));
-  for (let i = 0; i < rows.length; i += per) await trx.insertInto(name).values(rows.slice(i, i + per)).execute();
+  for (let i = 0; i < rows.length; i += per)
+    await trx
+      .insertInto(name)
+      .values(rows.slice(i, i + per))
+      .execute();
 }
 
 /** The in-flight transform (see the header): what lease recovery makes of each delivering row. */
@@ -214,10 +255,18 @@ interface InFlight {
 
 async function inFlightOf(from: DataEnd, runAt: number): Promise<InFlight> {
   const buckets = new Map<string, Bucket>();
-  const rows = await from.db.selectFrom('deliveries').select(['id', 'bucket', 'attempts', 'lease_attempt']).where('state', '=', 'delivering').execute();
+  const rows = await from.db
+    .selectFrom('deliveries')
+    .select(['id', 'bucket', 'attempts', 'lease_attempt'])
+    .where('state', '=', 'delivering')
+    .execute();
   const names = [...new Set(rows.map((r) => r.bucket))];
   for (let i = 0; i < names.length; i += 500) {
-    const bs = await from.db.selectFrom('buckets').selectAll().where('name', 'in', names.slice(i, i + 500)).execute();
+    const bs = await from.db
+      .selectFrom('buckets')
+      .selectAll()
+      .where('name', 'in', names.slice(i, i + 500))
+      .execute();
     for (const b of bs) buckets.set(b.name, toBucket(b as BucketsTable));
   }
   const out: InFlight = { deliveries: new Map(), attempts: new Map() };
@@ -327,13 +376,20 @@ export async function migrateData(o: MigrateDataOptions): Promise<MigrateDataRes
   const resumed = runAt !== undefined;
   if (runAt === undefined) {
     if (!o.append) {
-      const other = async (t: 'buckets' | 'requests') => (await (to.db as AnyDb).selectFrom(t).select(sql`1`.as('x')).limit(1).execute()).length > 0;
+      const other = async (t: 'buckets' | 'requests') =>
+        (await (to.db as AnyDb).selectFrom(t).select(sql`1`.as('x')).limit(1).execute()).length > 0;
       if ((await other('buckets')) || (await other('requests'))) {
-        throw new AppError('target_not_empty', `target ${to.location} holds buckets or requests already; pass --append to add the source's rows to them (ids must not collide)`);
+        throw new AppError(
+          'target_not_empty',
+          `target ${to.location} holds buckets or requests already; pass --append to add the source's rows to them (ids must not collide)`,
+        );
       }
     }
     runAt = await to.nowMs();
-    await to.db.insertInto('meta').values({ key: keys.started, value: runAt } as never).execute();
+    await to.db
+      .insertInto('meta')
+      .values({ key: keys.started, value: runAt } as never)
+      .execute();
   }
 
   const tables = copiedTables();
@@ -366,7 +422,12 @@ export async function migrateData(o: MigrateDataOptions): Promise<MigrateDataRes
           const existing = (await trx
             .selectFrom(name)
             .selectAll()
-            .where(keyIn(plan, rows.map((r) => plan.key.map((k) => r[k]))))
+            .where(
+              keyIn(
+                plan,
+                rows.map((r) => plan.key.map((k) => r[k])),
+              ),
+            )
             .execute()) as Row[];
           if (existing.length > 0) {
             if (plan.onExisting === 'refuse') {
@@ -411,9 +472,18 @@ export async function migrateData(o: MigrateDataOptions): Promise<MigrateDataRes
 
   // 5. Derived rows and the bucket cache epoch.
   for await (const page of pages(from, 'buckets', tables.find((t) => t.name === 'buckets')!.plan, null, 500, Infinity)) {
-    await (to.db as AnyDb).transaction().execute((trx) => recomputeDue(trx, page.map((b) => b.name as string)));
+    await (to.db as AnyDb).transaction().execute((trx) =>
+      recomputeDue(
+        trx,
+        page.map((b) => b.name as string),
+      ),
+    );
   }
-  await to.db.updateTable('meta').set((eb) => ({ value: eb('value', '+', 1) })).where('key', '=', 'bucket_epoch').execute();
+  await to.db
+    .updateTable('meta')
+    .set((eb) => ({ value: eb('value', '+', 1) }))
+    .where('key', '=', 'bucket_epoch')
+    .execute();
 
   await o.beforeVerify?.();
 
@@ -428,7 +498,12 @@ export async function migrateData(o: MigrateDataOptions): Promise<MigrateDataRes
       const found = (await (to.db as AnyDb)
         .selectFrom(name)
         .selectAll()
-        .where(keyIn(plan, rows.map((r) => plan.key.map((k) => r[k]))))
+        .where(
+          keyIn(
+            plan,
+            rows.map((r) => plan.key.map((k) => r[k])),
+          ),
+        )
         .execute()) as Row[];
       const byKey = new Map(found.map((r) => [keyOf(plan, r), r]));
       for (const r of rows) {

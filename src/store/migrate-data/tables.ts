@@ -45,7 +45,14 @@ const ownMetaKey = (key: unknown) => key === 'bucket_epoch' || (typeof key === '
 export const TABLES = {
   buckets: { copy: true, order: 1, key: ['name'], bytes: [], onExisting: 'refuse' },
   replays: { copy: true, order: 2, key: ['id'], bytes: [], onExisting: 'refuse' },
-  requests: { copy: true, order: 3, key: ['id'], bytes: ['body'], recordedSha256: { bytes: 'body', column: 'sha256' }, onExisting: 'refuse' },
+  requests: {
+    copy: true,
+    order: 3,
+    key: ['id'],
+    bytes: ['body'],
+    recordedSha256: { bytes: 'body', column: 'sha256' },
+    onExisting: 'refuse',
+  },
   deliveries: { copy: true, order: 4, key: ['id'], bytes: [], onExisting: 'refuse' },
   attempts: { copy: true, order: 5, key: ['id'], bytes: ['response_body'], onExisting: 'refuse' },
   rejections: { copy: true, order: 6, key: ['bucket', 'reason'], bytes: [], onExisting: 'sum' },

@@ -106,7 +106,9 @@ export class PgBucketCache {
     const hit = this.#cache.get(name);
     if (hit !== undefined) return hit;
     const generation = this.#generation;
-    const row = await this.#bounded(this.#db.selectFrom('buckets').selectAll().where('name', '=', name).where('deleting_at', 'is', null).executeTakeFirst());
+    const row = await this.#bounded(
+      this.#db.selectFrom('buckets').selectAll().where('name', '=', name).where('deleting_at', 'is', null).executeTakeFirst(),
+    );
     const bucket = row ? toBucket(row) : undefined;
     if (bucket && generation === this.#generation && !this.#closed) this.#cache.set(name, bucket);
     return bucket;

@@ -15,7 +15,13 @@ export async function settleWithin(p: Promise<unknown>, ms = CLOSE_STEP_MS): Pro
     timer = setTimeout(() => resolve(false), ms);
   });
   try {
-    return await Promise.race([p.then(() => true as const, () => true as const), late]);
+    return await Promise.race([
+      p.then(
+        () => true as const,
+        () => true as const,
+      ),
+      late,
+    ]);
   } finally {
     clearTimeout(timer);
   }

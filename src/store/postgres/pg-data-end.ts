@@ -13,7 +13,9 @@ import { createPgPool, migratePostgres, pgKysely } from './pg-pool.js';
  * with synchronous_commit on: a run that reports success has its rows on disk.
  */
 export async function openPgDataEnd(url: string): Promise<DataEnd> {
-  const programVersion = Object.keys(await migrationProvider.getMigrations()).sort().at(-1)!;
+  const programVersion = Object.keys(await migrationProvider.getMigrations())
+    .sort()
+    .at(-1)!;
   const pool = createPgPool({
     url,
     max: 2,

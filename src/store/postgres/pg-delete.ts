@@ -41,14 +41,18 @@ async function liveCount(db: Kysely<Database>, name: string): Promise<number> {
 /** Turns the bucket into a deleting tombstone (a no-op on one already deleting). */
 async function markDeleting(db: Kysely<Database>, name: string, force: boolean, nowMs: number): Promise<'marked' | 'already'> {
   const outcome = await db.transaction().execute(async (trx) => {
-    const { rows } = await sql<{ deleting_at: number | null }>`select deleting_at from buckets where name = ${name} for update`.execute(trx);
+    const { rows } = await sql<{ deleting_at: number | null }>`select deleting_at from buckets where name = ${name} for update`.execute(
+      trx,
+    );
     const row = rows[0];
     if (!row) throw new AppError('not_found', `bucket ${name} not found`);
     if (row.deleting_at !== null) return 'already' as const;
     // An existence probe under the lock (an index range); the count for the message is taken after.
     if (!force) {
       const { rows: live } = await sql<{ live: boolean }>`
-        select exists (select 1 from deliveries where bucket = ${name} and state in ('pending', 'retrying', 'delivering')) as live`.execute(trx);
+        select exists (select 1 from deliveries where bucket = ${name} and state in ('pending', 'retrying', 'delivering')) as live`.execute(
+        trx,
+      );
       if (live[0]?.live) return 'not_empty' as const;
     }
     await sql`update buckets set deleting_at = ${nowMs}, updated_at = ${nowMs} where name = ${name} and deleting_at is null`.execute(trx);
@@ -69,7 +73,9 @@ async function purgeBatch(db: Kysely<Database>, name: string, lockWaitMs?: numbe
     if (lockWaitMs !== undefined) {
       await sql`select set_config('lock_timeout', ${`${Math.max(0, Math.floor(lockWaitMs))}ms`}, true)`.execute(trx);
     }
-    const { rows } = await sql<{ deleting_at: number | null }>`select deleting_at from buckets where name = ${name} for update`.execute(trx);
+    const { rows } = await sql<{ deleting_at: number | null }>`select deleting_at from buckets where name = ${name} for update`.execute(
+      trx,
+    );
     const row = rows[0];
     // Gone (another purger finished it), or a live bucket of that name: never purge a live bucket.
     if (!row || row.deleting_at === null) return { requests: 0, bytes: 0, done: true };
@@ -86,11 +92,12 @@ async function purgeBatch(db: Kysely<Database>, name: string, lockWaitMs?: numbe
     // request_id is not one, so this stays bounded and faithful to SQLite all the same.
     const strays =
       Number(
-        (await sql`delete from attempts where id in (select id from attempts where bucket = ${name} limit ${PURGE_BATCH})`.execute(trx)).numAffectedRows ?? 0n,
+        (await sql`delete from attempts where id in (select id from attempts where bucket = ${name} limit ${PURGE_BATCH})`.execute(trx))
+          .numAffectedRows ?? 0n,
       ) +
       Number(
-        (await sql`delete from deliveries where id in (select id from deliveries where bucket = ${name} limit ${PURGE_BATCH})`.execute(trx)).numAffectedRows ??
-          0n,
+        (await sql`delete from deliveries where id in (select id from deliveries where bucket = ${name} limit ${PURGE_BATCH})`.execute(trx))
+          .numAffectedRows ?? 0n,
       );
     if (strays > 0) return { requests: 0, bytes: 0, done: false };
     await sql`delete from replays where bucket = ${name}`.execute(trx);
@@ -107,7 +114,12 @@ async function purgeBatch(db: Kysely<Database>, name: string, lockWaitMs?: numbe
  * forced), then the purge to the end. A purge that stops on a storage error leaves the tombstone
  * and says how to finish.
  */
-export async function pgDeleteBucket(db: Kysely<Database>, name: string, options: { force: boolean }, nowMs: number): Promise<{ requests: number }> {
+export async function pgDeleteBucket(
+  db: Kysely<Database>,
+  name: string,
+  options: { force: boolean },
+  nowMs: number,
+): Promise<{ requests: number }> {
   await markDeleting(db, name, options.force, nowMs);
   return purgeToEnd(
     name,

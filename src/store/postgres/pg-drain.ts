@@ -334,7 +334,9 @@ export class PgDrainStore implements DrainStore {
       const own = fresh.destination !== null;
       // Step 4: due deliveries, FOR UPDATE SKIP LOCKED, merged in due order; a retry held back by
       // the budget does not block first attempts behind it.
-      const rows = (await this.#due(trx, bucket.name, own, dbNow, limit)).sort((a, b) => a.next_attempt_at - b.next_attempt_at || (a.id < b.id ? -1 : 1));
+      const rows = (await this.#due(trx, bucket.name, own, dbNow, limit)).sort(
+        (a, b) => a.next_attempt_at - b.next_attempt_at || (a.id < b.id ? -1 : 1),
+      );
       const take: Array<{ row: DueRow; at: number }> = [];
       for (const r of rows) {
         if (take.length >= limit) break;
@@ -350,7 +352,9 @@ export class PgDrainStore implements DrainStore {
         if (d.kind === 'stop') break;
         if (d.kind === 'skip') continue;
         if (d.kind === 'defer') {
-          await sql`update deliveries set deferrals = deferrals + 1, last_deferral_reason = ${d.reason}, updated_at = ${dbNow} where id = ${r.id}`.execute(trx);
+          await sql`update deliveries set deferrals = deferrals + 1, last_deferral_reason = ${d.reason}, updated_at = ${dbNow} where id = ${r.id}`.execute(
+            trx,
+          );
           continue;
         }
         take.push({ row: r, at: d.atMs });
@@ -363,7 +367,12 @@ export class PgDrainStore implements DrainStore {
       await this.#writeReplayPacers(trx, verdict.replayTokens);
       return {
         claimed,
-        verdict: { ...verdict, pacer: shiftPacer(verdict.pacer, -offset), wakeAt: verdict.wakeAt - offset, rateAt: verdict.rateAt - offset },
+        verdict: {
+          ...verdict,
+          pacer: shiftPacer(verdict.pacer, -offset),
+          wakeAt: verdict.wakeAt - offset,
+          rateAt: verdict.rateAt - offset,
+        },
       };
     });
     if (!result.unrecorded) return result;
@@ -374,7 +383,9 @@ export class PgDrainStore implements DrainStore {
 
   /** The bucket's deliveries in flight under a live lease, whichever worker holds them. */
   async #liveLeases(trx: Trx, bucket: string, dbNow: number): Promise<number> {
-    const r = await sql<{ n: number }>`select count(*) as n from deliveries where bucket = ${bucket} and state = 'delivering' and lease_until > ${dbNow}`.execute(trx);
+    const r = await sql<{
+      n: number;
+    }>`select count(*) as n from deliveries where bucket = ${bucket} and state = 'delivering' and lease_until > ${dbNow}`.execute(trx);
     return Number(r.rows[0]!.n);
   }
 
@@ -384,13 +395,16 @@ export class PgDrainStore implements DrainStore {
    * is another worker's now (a plain read tells it from a missing one without a lock).
    */
   async #lockPacer(trx: Trx, bucket: Bucket): Promise<BucketPacerTable | undefined> {
-    const locked = await sql<BucketPacerTable>`select * from bucket_pacer where bucket = ${bucket.name} for update skip locked`.execute(trx);
+    const locked = await sql<BucketPacerTable>`select * from bucket_pacer where bucket = ${bucket.name} for update skip locked`.execute(
+      trx,
+    );
     if (locked.rows[0]) return locked.rows[0];
     const exists = await sql<{ n: number }>`select count(*) as n from bucket_pacer where bucket = ${bucket.name}`.execute(trx);
     if (Number(exists.rows[0]!.n) > 0) return undefined;
     // The bucket's first claim: the new row comes back locked by this transaction (two first
     // claims at once: the second waits for the first's commit, then finds the row and is busy).
-    const made = await sql<BucketPacerTable>`insert into bucket_pacer (bucket, bucket_created_at) values (${bucket.name}, ${bucket.createdAt})
+    const made =
+      await sql<BucketPacerTable>`insert into bucket_pacer (bucket, bucket_created_at) values (${bucket.name}, ${bucket.createdAt})
       on conflict (bucket) do nothing returning *`.execute(trx);
     return made.rows[0];
   }
@@ -464,14 +478,24 @@ export class PgDrainStore implements DrainStore {
   ): Promise<ClaimedAttempt[]> {
     if (rows.length === 0) return [];
     const offset = dbNow - workerNow;
-    const reqs = await sql<RequestRow>`select id, method, path, query, headers, body from requests where id = any(${rows.map((r) => r.row.request_id)}::text[])`.execute(trx);
+    const reqs =
+      await sql<RequestRow>`select id, method, path, query, headers, body from requests where id = any(${rows.map((r) => r.row.request_id)}::text[])`.execute(
+        trx,
+      );
     const byId = new Map(reqs.rows.map((r) => [r.id, r]));
     const pausedNow = pausedMsAt(bucket, workerNow);
-    const planned: Array<{ row: DueRow; at: number; req: RequestRow; attemptId: string; url: string; target: ClaimedAttempt['target'] }> = [];
+    const planned: Array<{ row: DueRow; at: number; req: RequestRow; attemptId: string; url: string; target: ClaimedAttempt['target'] }> =
+      [];
     for (const { row, at } of rows) {
       const req = byId.get(row.request_id);
       if (!req) continue;
-      const target = forwardTarget(row.destination ?? bucket.destination!, req.path, req.query, bucket.drain.forwardPath, bucket.drain.forwardRawPath);
+      const target = forwardTarget(
+        row.destination ?? bucket.destination!,
+        req.path,
+        req.query,
+        bucket.drain.forwardPath,
+        bucket.drain.forwardRawPath,
+      );
       planned.push({ row, at, req, attemptId: newId(), url: target.origin + target.path, target });
     }
     if (planned.length === 0) return [];
@@ -632,7 +656,11 @@ export class PgDrainStore implements DrainStore {
   }
 
   async nextDueAt(nowMs: number): Promise<number | null> {
-    const rows = await this.#read(sql<{ now: number; lease: number | null; due: number | null }>`with t as (select ${this.#nowSql(nowMs)} as now)
+    const rows = await this.#read(sql<{
+      now: number;
+      lease: number | null;
+      due: number | null;
+    }>`with t as (select ${this.#nowSql(nowMs)} as now)
       select t.now,
         (select min(lease_until) from deliveries where state = 'delivering') as lease,
         (select d.next_due_at from bucket_due d join buckets b on b.name = d.bucket

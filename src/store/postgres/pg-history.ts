@@ -11,8 +11,12 @@ import { attemptEvent, TAIL_LOOKBACK_MS, toDeliveryHistory, toListed, type Liste
 
 export async function pgRequestHistory(db: Kysely<Database>, requestId: string): Promise<DeliveryHistory[]> {
   // id last: ties in (generation, created_at) or (started_at, number) come out in one fixed order.
-  const deliveries = (await sql<DeliveriesTable>`select * from deliveries where request_id = ${requestId} order by generation, created_at, id`.execute(db)).rows;
-  const attempts = (await sql<AttemptsTable>`select * from attempts where request_id = ${requestId} order by started_at, number, id`.execute(db)).rows;
+  const deliveries = (
+    await sql<DeliveriesTable>`select * from deliveries where request_id = ${requestId} order by generation, created_at, id`.execute(db)
+  ).rows;
+  const attempts = (
+    await sql<AttemptsTable>`select * from attempts where request_id = ${requestId} order by started_at, number, id`.execute(db)
+  ).rows;
   return toDeliveryHistory(deliveries, attempts);
 }
 
@@ -54,7 +58,9 @@ export async function pgTail(
     // Read before the requests above: one committed in between, below the newest, is then given
     // by the next call rather than marked seen unshown.
     const floor = idFloorAt(idTimeMs(newest) - TAIL_ID_LOOKBACK_MS);
-    const stored = await sql<{ id: string }>`select id from requests where bucket = ${bucket} and id >= ${floor} and id <= ${newest}`.execute(db);
+    const stored = await sql<{
+      id: string;
+    }>`select id from requests where bucket = ${bucket} and id >= ${floor} and id <= ${newest}`.execute(db);
     seenRequests.push(newest, ...stored.rows.map((r) => r.id));
   }
   // An empty cursor (an empty bucket when the tail started): every request is above it. `seen` is

@@ -40,13 +40,31 @@ export const MAX_BIND_PARAMS = 65_535;
  */
 export const MAX_STATEMENT_BYTES = 8 * 1024 * 1024; // 8 MiB
 
-const REQUEST_COLUMNS = ['id', 'bucket', 'received_at', 'method', 'path', 'query', 'headers', 'body', 'size', 'sha256', 'peer', 'trailers'] as const;
+const REQUEST_COLUMNS = [
+  'id',
+  'bucket',
+  'received_at',
+  'method',
+  'path',
+  'query',
+  'headers',
+  'body',
+  'size',
+  'sha256',
+  'peer',
+  'trailers',
+] as const;
 
 /**
  * Splits rows into consecutive [start, end) runs, each one statement: at most `maxParams` bind
  * parameters, and no more than `maxBytes` of row bytes unless a single row is larger by itself.
  */
-export function planStatements(bytes: readonly number[], paramsPerRow: number, maxBytes: number, maxParams = MAX_BIND_PARAMS): Array<[number, number]> {
+export function planStatements(
+  bytes: readonly number[],
+  paramsPerRow: number,
+  maxBytes: number,
+  maxParams = MAX_BIND_PARAMS,
+): Array<[number, number]> {
   const rowsPerStatement = Math.max(1, Math.floor(maxParams / paramsPerRow));
   const runs: Array<[number, number]> = [];
   let start = 0;
@@ -126,7 +144,20 @@ export async function writeIngestBatch(
       const r = keep[i]!;
       const n = values.length;
       tuples.push(`(${REQUEST_COLUMNS.map((_, k) => `$${n + k + 1}`).join(', ')})`);
-      values.push(r.id, r.bucket, r.receivedAt, r.method, r.path, r.query, r.headers, r.body, r.body.byteLength, r.sha256, r.peer, r.trailers);
+      values.push(
+        r.id,
+        r.bucket,
+        r.receivedAt,
+        r.method,
+        r.path,
+        r.query,
+        r.headers,
+        r.body,
+        r.body.byteLength,
+        r.sha256,
+        r.peer,
+        r.trailers,
+      );
     }
     await client.query({ text: `insert into requests (${REQUEST_COLUMNS.join(', ')}) values ${tuples.join(', ')}`, values });
   }
@@ -143,7 +174,12 @@ export async function writeIngestBatch(
              select t.id, t.request_id, t.bucket, null, 1, 'pending', 0, ${useCallerClock ? 't.at' : `(select ${DB_NOW_TEXT})`}, null, 'initial', null, 0, null, t.at, t.at
              from unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) as t(id, request_id, bucket, at)
              returning bucket, next_attempt_at`,
-      values: [delivered.map(() => newId()), delivered.map((r) => r.id), delivered.map((r) => r.bucket), delivered.map((r) => r.receivedAt)],
+      values: [
+        delivered.map(() => newId()),
+        delivered.map((r) => r.id),
+        delivered.map((r) => r.bucket),
+        delivered.map((r) => r.receivedAt),
+      ],
     });
     // The earliest first attempt per bucket lowers its due time (bucket-due.ts). The upsert locks
     // the row even when it changes nothing, and must: a claim reading the bucket's due rows under

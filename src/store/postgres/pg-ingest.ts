@@ -5,7 +5,15 @@ import type { Config } from '../../config/config.js';
 import { AppError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { CapturedRequest, IngestSink, StorageHealth } from '../store.js';
-import { MAX_BIND_PARAMS, MAX_STATEMENT_BYTES, writeIngestBatch, type BatchLimits, type BatchOutcome, type PgIngestRow, type PgRejectionCount } from './pg-ingest-batch.js';
+import {
+  MAX_BIND_PARAMS,
+  MAX_STATEMENT_BYTES,
+  writeIngestBatch,
+  type BatchLimits,
+  type BatchOutcome,
+  type PgIngestRow,
+  type PgRejectionCount,
+} from './pg-ingest-batch.js';
 import { pgStorageErrorCode } from './pg-error.js';
 import { createPgPool } from './pg-pool.js';
 import { settleWithin } from './pg-close.js';
@@ -130,7 +138,10 @@ export class PgIngest implements IngestSink {
     this.#opts = opts;
     this.#log = opts.logger;
     this.#maxBatches = opts.maxBatches ?? Math.min(DEFAULT_MAX_BATCHES, opts.config.dbPool ?? DEFAULT_MAX_BATCHES);
-    this.#limits = { maxStatementBytes: opts.limits?.maxStatementBytes ?? MAX_STATEMENT_BYTES, maxParams: opts.limits?.maxParams ?? MAX_BIND_PARAMS };
+    this.#limits = {
+      maxStatementBytes: opts.limits?.maxStatementBytes ?? MAX_STATEMENT_BYTES,
+      maxParams: opts.limits?.maxParams ?? MAX_BIND_PARAMS,
+    };
     this.#ownPool = opts.pool === undefined;
     this.#pool =
       opts.pool ??
@@ -170,7 +181,11 @@ export class PgIngest implements IngestSink {
   health(): StorageHealth {
     if (this.#closed) return { ok: false, code: 'storage_error', reason: 'ingest is closed' };
     if (this.#lowDisk) {
-      return { ok: false, code: 'storage_full', reason: `free disk ${this.#lowDisk.free} bytes in the spool folder is under the floor of ${this.#opts.config.minFreeDisk}` };
+      return {
+        ok: false,
+        code: 'storage_full',
+        reason: `free disk ${this.#lowDisk.free} bytes in the spool folder is under the floor of ${this.#opts.config.minFreeDisk}`,
+      };
     }
     if (this.#lastFailure) return { ok: false, code: this.#lastFailure.code, reason: this.#lastFailure.message };
     return { ok: true };
@@ -255,21 +270,24 @@ export class PgIngest implements IngestSink {
   #armExpiry(): void {
     if (this.#expiryTimer !== undefined || this.#outbox.length === 0) return;
     // The outbox is in arrival order, so its first item has the earliest deadline.
-    this.#expiryTimer = setTimeout(() => {
-      this.#expiryTimer = undefined;
-      const now = Date.now();
-      const expired = this.#outbox.filter((i) => i.deadline <= now);
-      if (expired.length > 0) {
-        this.#outbox = this.#outbox.filter((i) => i.deadline > now);
-        const code = this.#lastFailure?.connectionLost ? 'storage_error' : 'store_busy';
-        this.#fail(
-          expired.map((i) => i.seq),
-          new BatchFailure(code, 'no transaction slot within the lock timeout', false),
-        );
-        if (this.#outbox.length === 0 && this.#inflight === 0) for (const f of this.#idleWaiters.splice(0)) f();
-      }
-      this.#armExpiry();
-    }, Math.max(0, this.#outbox[0]!.deadline - Date.now()));
+    this.#expiryTimer = setTimeout(
+      () => {
+        this.#expiryTimer = undefined;
+        const now = Date.now();
+        const expired = this.#outbox.filter((i) => i.deadline <= now);
+        if (expired.length > 0) {
+          this.#outbox = this.#outbox.filter((i) => i.deadline > now);
+          const code = this.#lastFailure?.connectionLost ? 'storage_error' : 'store_busy';
+          this.#fail(
+            expired.map((i) => i.seq),
+            new BatchFailure(code, 'no transaction slot within the lock timeout', false),
+          );
+          if (this.#outbox.length === 0 && this.#inflight === 0) for (const f of this.#idleWaiters.splice(0)) f();
+        }
+        this.#armExpiry();
+      },
+      Math.max(0, this.#outbox[0]!.deadline - Date.now()),
+    );
   }
 
   #idle(): Promise<void> {
@@ -282,7 +300,10 @@ export class PgIngest implements IngestSink {
     try {
       rows = await Promise.all(items.map(toRow));
     } catch (e) {
-      this.#fail(items.map((i) => i.seq), new BatchFailure('storage_error', `hashing failed: ${String(e)}`, false, { cause: e }));
+      this.#fail(
+        items.map((i) => i.seq),
+        new BatchFailure('storage_error', `hashing failed: ${String(e)}`, false, { cause: e }),
+      );
       this.#restoreRejections(rejections);
       return;
     }
@@ -396,26 +417,31 @@ export class PgIngest implements IngestSink {
     const connecting = this.#pool.connect();
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        // Every connection busy: the database is slow (busy); fewer than the maximum open: a new
-        // connection is still being made, so the server is slow to reach (an error).
-        const exhausted = this.#pool.totalCount >= (this.#pool.options.max ?? 10);
-        reject(
-          exhausted
-            ? new BatchFailure('store_busy', 'no database connection free within the lock timeout', false)
-            : new BatchFailure('storage_error', 'database not reached within the lock timeout', true),
-        );
-        connecting.then(
-          (c) => c.release(),
-          () => undefined,
-        );
-      }, Math.max(0, deadline - Date.now()));
+      timer = setTimeout(
+        () => {
+          // Every connection busy: the database is slow (busy); fewer than the maximum open: a new
+          // connection is still being made, so the server is slow to reach (an error).
+          const exhausted = this.#pool.totalCount >= (this.#pool.options.max ?? 10);
+          reject(
+            exhausted
+              ? new BatchFailure('store_busy', 'no database connection free within the lock timeout', false)
+              : new BatchFailure('storage_error', 'database not reached within the lock timeout', true),
+          );
+          connecting.then(
+            (c) => c.release(),
+            () => undefined,
+          );
+        },
+        Math.max(0, deadline - Date.now()),
+      );
     });
     try {
       return await Promise.race([connecting, late]);
     } catch (e) {
       if (e instanceof BatchFailure) throw e;
-      throw new BatchFailure(pgStorageErrorCode(e) ?? 'storage_error', e instanceof Error ? e.message : String(e), isConnectionLoss(e), { cause: e });
+      throw new BatchFailure(pgStorageErrorCode(e) ?? 'storage_error', e instanceof Error ? e.message : String(e), isConnectionLoss(e), {
+        cause: e,
+      });
     } finally {
       clearTimeout(timer);
     }
@@ -488,7 +514,10 @@ export class PgIngest implements IngestSink {
       const wasLow = this.#lowDisk !== undefined;
       this.#lowDisk = free < this.#opts.config.minFreeDisk ? { free } : undefined;
       if (wasLow !== (this.#lowDisk !== undefined)) {
-        this.#log.warn({ free, floor: this.#opts.config.minFreeDisk }, this.#lowDisk ? 'free disk under floor: ingest paused' : 'free disk recovered');
+        this.#log.warn(
+          { free, floor: this.#opts.config.minFreeDisk },
+          this.#lowDisk ? 'free disk under floor: ingest paused' : 'free disk recovered',
+        );
       }
     } catch (e) {
       this.#log.warn({ err: e }, 'statfs failed');
@@ -556,5 +585,8 @@ function isConnectionLoss(e: unknown): boolean {
     if (/^E[A-Z]+$/.test(code)) return true;
   }
   const message = (e as { message?: unknown } | null)?.message;
-  return typeof message === 'string' && /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|not queryable/i.test(message);
+  return (
+    typeof message === 'string' &&
+    /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|not queryable/i.test(message)
+  );
 }

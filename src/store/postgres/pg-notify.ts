@@ -28,6 +28,10 @@ export function parseNoticePayload(payload: string | undefined): string[] | '*' 
 }
 
 /** Queues a NOTIFY inside the caller's transaction (sent at its commit). */
-export async function notify(db: Kysely<any>, channel: typeof REQUESTS_CHANNEL | typeof BUCKETS_CHANNEL, buckets: Iterable<string>): Promise<void> {
+export async function notify(
+  db: Kysely<any>,
+  channel: typeof REQUESTS_CHANNEL | typeof BUCKETS_CHANNEL,
+  buckets: Iterable<string>,
+): Promise<void> {
   await sql`select pg_notify(${channel}, ${noticePayload(buckets)})`.execute(db);
 }

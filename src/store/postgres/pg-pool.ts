@@ -76,11 +76,18 @@ export function pgKysely(pool: pg.Pool): Kysely<Database> {
  * PostgreSQL while it migrates, so processes starting at once run each migration once.
  */
 export async function migratePostgres(db: Kysely<any>): Promise<void> {
-  const migrator = new Migrator({ db, provider: migrationProvider, migrationTableName: 'hookbucket_migration', migrationLockTableName: 'hookbucket_migration_lock' });
+  const migrator = new Migrator({
+    db,
+    provider: migrationProvider,
+    migrationTableName: 'hookbucket_migration',
+    migrationLockTableName: 'hookbucket_migration_lock',
+  });
   const { error, results } = await migrator.migrateToLatest();
   const failed = results?.find((r) => r.status === 'Error');
   if (error || failed) {
     const code = pgStorageErrorCode(error) ?? 'storage_error';
-    throw new AppError(code, `migration ${failed?.migrationName ?? ''} failed: ${String((error as Error)?.message ?? error)}`, { cause: error });
+    throw new AppError(code, `migration ${failed?.migrationName ?? ''} failed: ${String((error as Error)?.message ?? error)}`, {
+      cause: error,
+    });
   }
 }

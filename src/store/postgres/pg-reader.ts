@@ -119,7 +119,8 @@ function readError(e: unknown, method: string, budgetMs: number): unknown {
   const code = (e as { code?: unknown } | null)?.code;
   if (code === QUERY_CANCELED) return queryTimeoutError(method, budgetMs, 'cancelled by the database');
   // A write on this read-only pool: storage_error, as SQLite's SQLITE_READONLY is.
-  if (code === READ_ONLY_SQL_TRANSACTION) return new AppError('storage_error', `the admin reader is read-only: ${(e as Error).message}`, { cause: e });
+  if (code === READ_ONLY_SQL_TRANSACTION)
+    return new AppError('storage_error', `the admin reader is read-only: ${(e as Error).message}`, { cause: e });
   const storage = pgStorageErrorCode(e);
   return storage === undefined ? e : new AppError(storage, (e as Error).message, { cause: e });
 }

@@ -94,7 +94,9 @@ async function replayBatch(trx: Kysely<Database>, r: NewReplay, ids: readonly st
         await sql`update deliveries set supersede_requested = 1, latest = 0, updated_at = ${r.nowMs}
           where request_id = any(${own}::text[]) and destination is null and state = 'delivering'`.execute(trx),
       );
-      await sql`update deliveries set latest = 0 where request_id = any(${own}::text[]) and destination is null and latest = 1`.execute(trx);
+      await sql`update deliveries set latest = 0 where request_id = any(${own}::text[]) and destination is null and latest = 1`.execute(
+        trx,
+      );
     }
     const rows: DeliveriesTable[] = own.map((id) => ({
       id: newId(),

@@ -2,7 +2,15 @@ import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { idFloorAt } from '../../shared/ids.js';
 import type { Database } from '../schema.js';
 import type { ListedRequest, RequestFilter, StoredRequest } from '../store.js';
-import { deliveryStatesFor, ID_SLACK_MS, iterateWithBodies, toListed, type IdRange, type ListedRow, type RequestBodyRow } from '../request-rows.js';
+import {
+  deliveryStatesFor,
+  ID_SLACK_MS,
+  iterateWithBodies,
+  toListed,
+  type IdRange,
+  type ListedRow,
+  type RequestBodyRow,
+} from '../request-rows.js';
 
 /**
  * Finding a bucket's requests by filter on PostgreSQL: the twin of ../sqlite/request-query.ts,
@@ -99,14 +107,25 @@ export function planPgRequestQueries(bucket: string, filter: RequestFilter, paus
   if (!filter.states) {
     const select = count ? sql`count(*) as n` : sql`${COLUMNS}, ${DELIVERY_COLUMNS}`;
     const where = and([sql`r.bucket = ${bucket}`, ...idBounds(sql`r.id`, filter, range), ...res.where]);
-    return [finish(sql`select ${select} from requests r left join deliveries d on d.request_id = r.id and d.latest = 1 where ${where}`, sql`r.id`)];
+    return [
+      finish(
+        sql`select ${select} from requests r left join deliveries d on d.request_id = r.id and d.latest = 1 where ${where}`,
+        sql`r.id`,
+      ),
+    ];
   }
 
   const plans: Fragment[] = [];
   const { states, none } = deliveryStatesFor(filter.states, paused);
   for (const state of states) {
     const select = count ? sql`count(*) as n` : sql`${COLUMNS}, ${DELIVERY_COLUMNS}`;
-    const where = and([sql`d.bucket = ${bucket}`, sql`d.state = ${state}`, sql`d.latest = 1`, ...idBounds(sql`d.request_id`, filter, range), ...res.where]);
+    const where = and([
+      sql`d.bucket = ${bucket}`,
+      sql`d.state = ${state}`,
+      sql`d.latest = 1`,
+      ...idBounds(sql`d.request_id`, filter, range),
+      ...res.where,
+    ]);
     plans.push(finish(sql`select ${select} from deliveries d join requests r on r.id = d.request_id where ${where}`, sql`d.request_id`));
   }
   // A request without a delivery has no last status, so a status filter leaves `none` empty.
@@ -165,13 +184,20 @@ export async function pgCountMatching(db: Kysely<Database>, bucket: string, filt
  * several receivers write (each makes UUIDv7 ids from its own clock), so a request committed during
  * the export with an id below the bound is included too; those with a newer id are left out.
  */
-export async function* pgIterateMatching(db: Kysely<Database>, bucket: string, filter: RequestFilter, paused: boolean): AsyncGenerator<StoredRequest> {
-  const newest = (await sql<{ id: string | null }>`select max(id) as id from requests where bucket = ${bucket}`.execute(db)).rows[0]?.id ?? null;
+export async function* pgIterateMatching(
+  db: Kysely<Database>,
+  bucket: string,
+  filter: RequestFilter,
+  paused: boolean,
+): AsyncGenerator<StoredRequest> {
+  const newest =
+    (await sql<{ id: string | null }>`select max(id) as id from requests where bucket = ${bucket}`.execute(db)).rows[0]?.id ?? null;
   if (newest === null) return;
   yield* iterateWithBodies(
     newest,
     (range) => pgQueryPage(db, bucket, filter, paused, range),
     async (ids) =>
-      (await sql<RequestBodyRow>`select id, headers, body, sha256, peer, trailers from requests where id in (${sql.join(ids)})`.execute(db)).rows,
+      (await sql<RequestBodyRow>`select id, headers, body, sha256, peer, trailers from requests where id in (${sql.join(ids)})`.execute(db))
+        .rows,
   );
 }

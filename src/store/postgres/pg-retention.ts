@@ -25,7 +25,6 @@ import type { Database } from '../schema.js';
 import { choosePrunable, PRUNE_BATCH, pruneWalk, zeroCounts, type PruneCandidate, type PruneStep } from '../prune-walk.js';
 import type { PrunableState, PruneHooks, PruneOptions, PruneResult } from '../store.js';
 
-
 const affected = (r: { numAffectedRows?: bigint }) => Number(r.numAffectedRows ?? 0n);
 
 export async function pgPrune(db: Kysely<Database>, o: PruneOptions, hooks: PruneHooks = {}): Promise<PruneResult> {
@@ -48,9 +47,13 @@ export async function pgPrune(db: Kysely<Database>, o: PruneOptions, hooks: Prun
   const batch = async (trx: Transaction<Database>, bucket: string, state: PrunableState, after: string): Promise<PruneStep> => {
     const { rows: pageRows } =
       state === 'none'
-        ? await sql<{ id: string }>`select id from requests where bucket = ${bucket} and id > ${after} order by id limit ${PRUNE_BATCH}`.execute(trx)
+        ? await sql<{
+            id: string;
+          }>`select id from requests where bucket = ${bucket} and id > ${after} order by id limit ${PRUNE_BATCH}`.execute(trx)
         : await sql<{ id: string }>`select request_id as id from deliveries
-            where latest = 1 and bucket = ${bucket} and state = ${state} and request_id > ${after} order by request_id limit ${PRUNE_BATCH}`.execute(trx);
+            where latest = 1 and bucket = ${bucket} and state = ${state} and request_id > ${after} order by request_id limit ${PRUNE_BATCH}`.execute(
+            trx,
+          );
     const page = pageRows.map((r) => r.id);
     if (page.length === 0) return { done: true, next: after, counts: zeroCounts() };
     if (!o.dryRun) await sql`select id from requests where id = any(${page}::text[]) order by id for update`.execute(trx);
@@ -66,12 +69,16 @@ export async function pgPrune(db: Kysely<Database>, o: PruneOptions, hooks: Prun
       if (o.dryRun) {
         const d = await sql<{ n: number }>`select count(*) as n from deliveries where request_id = any(${take}::text[])`.execute(trx);
         const a = await sql<{ n: number }>`
-          select count(*) as n from attempts where delivery_id in (select id from deliveries where request_id = any(${take}::text[]))`.execute(trx);
+          select count(*) as n from attempts where delivery_id in (select id from deliveries where request_id = any(${take}::text[]))`.execute(
+          trx,
+        );
         counts.deliveries = Number(d.rows[0]?.n ?? 0);
         counts.attempts = Number(a.rows[0]?.n ?? 0);
       } else {
         counts.attempts = affected(
-          await sql`delete from attempts where delivery_id in (select id from deliveries where request_id = any(${take}::text[]))`.execute(trx),
+          await sql`delete from attempts where delivery_id in (select id from deliveries where request_id = any(${take}::text[]))`.execute(
+            trx,
+          ),
         );
         counts.deliveries = affected(await sql`delete from deliveries where request_id = any(${take}::text[])`.execute(trx));
         await sql`delete from requests where id = any(${take}::text[])`.execute(trx);

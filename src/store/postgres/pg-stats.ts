@@ -10,7 +10,15 @@ import { AppError } from '../../shared/errors.js';
 import { idFloorAt } from '../../shared/ids.js';
 import type { Database } from '../schema.js';
 import type { StatsQuery, StatsSample } from '../store.js';
-import { oldestWaitingId, toStatsSamples, type AttemptGroupRow, type LatestStateRow, type RejectionRow, type SettledRow, type StatsBucketRow } from '../stats-rows.js';
+import {
+  oldestWaitingId,
+  toStatsSamples,
+  type AttemptGroupRow,
+  type LatestStateRow,
+  type RejectionRow,
+  type SettledRow,
+  type StatsBucketRow,
+} from '../stats-rows.js';
 
 /** Same slack as SQLite: an id is made at capture, its row may commit a little later. */
 const ID_SLACK_MS = 60_000; // 1m
@@ -29,7 +37,10 @@ export async function pgStatsSamples(
       // (collate "C"), as SQLite's BINARY collation lists them.
       const { rows: bucketRows } =
         q.bucket === undefined
-          ? await sql<{ name: string; paused: number }>`select name, paused from buckets where deleting_at is null order by name collate "C"`.execute(trx)
+          ? await sql<{
+              name: string;
+              paused: number;
+            }>`select name, paused from buckets where deleting_at is null order by name collate "C"`.execute(trx)
           : await sql<{ name: string; paused: number }>`select name, paused from buckets where name = ${q.bucket}`.execute(trx);
       if (q.bucket !== undefined && bucketRows.length === 0) throw new AppError('not_found', `bucket ${q.bucket} not found`);
       const buckets = bucketRows.map((r) => ({ name: r.name, paused: Number(r.paused) === 1 }));

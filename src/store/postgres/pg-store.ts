@@ -157,10 +157,7 @@ export class PgStore implements Store {
         if (existing) return existing.deleting_at === null ? 'exists' : 'deleting';
         // No orphan adoption as on SQLite: foreign keys keep requests, deliveries and replays from
         // outliving their bucket, and ingest counts a refusal for a gone bucket under ''.
-        await trx
-          .insertInto('buckets')
-          .values(newBucketColumns(b, now))
-          .execute();
+        await trx.insertInto('buckets').values(newBucketColumns(b, now)).execute();
         await bucketsChanged(trx, b.name);
         return 'created';
       });
@@ -300,7 +297,13 @@ export class PgStore implements Store {
       .where('expires_at', '>', this.#useCallerClock ? sql<number>`${nowMs}::bigint` : DB_NOW)
       .executeTakeFirst();
     if (!row) return undefined;
-    return { holder: row.holder, info: row.info, acquiredAt: Number(row.acquired_at), heartbeatAt: Number(row.heartbeat_at), expiresAt: Number(row.expires_at) };
+    return {
+      holder: row.holder,
+      info: row.info,
+      acquiredAt: Number(row.acquired_at),
+      heartbeatAt: Number(row.heartbeat_at),
+      expiresAt: Number(row.expires_at),
+    };
   }
 
   async heartbeat(p: ProcessBeat, nowMs: number, ttlMs: number): Promise<void> {
@@ -315,7 +318,9 @@ export class PgStore implements Store {
     // Heartbeats are written in the database's time: `alive` is judged on the same clock.
     const now = await dueNow(this.#db, nowMs, this.#useCallerClock);
     const held = await sql<{ id: string | null; n: number }>`
-      select a.worker_id as id, count(*) as n from deliveries d join attempts a on a.id = d.lease_attempt where d.state = 'delivering' group by a.worker_id`.execute(this.#db);
+      select a.worker_id as id, count(*) as n from deliveries d join attempts a on a.id = d.lease_attempt where d.state = 'delivering' group by a.worker_id`.execute(
+      this.#db,
+    );
     const inflight = new Map(held.rows.map((h) => [h.id, Number(h.n)]));
     const ids = held.rows.flatMap((h) => (h.id === null ? [] : [h.id]));
     // Every live process and every one still holding a delivery, then the newest others up to the limit.
@@ -371,6 +376,10 @@ export class PgStore implements Store {
  * sent at commit (resolveBucket's cache, the worker's bucket list).
  */
 async function bucketsChanged(trx: Kysely<Database>, name: string): Promise<void> {
-  await trx.updateTable('meta').set((eb) => ({ value: eb('value', '+', 1) })).where('key', '=', 'bucket_epoch').execute();
+  await trx
+    .updateTable('meta')
+    .set((eb) => ({ value: eb('value', '+', 1) }))
+    .where('key', '=', 'bucket_epoch')
+    .execute();
   await notify(trx, BUCKETS_CHANNEL, [name]);
 }

@@ -57,7 +57,20 @@ export function createBatchWriter(db: SqliteDb) {
         missing.push(it.seq);
         continue;
       }
-      insertRequest.run(it.id, it.bucket, it.receivedAt, it.method, it.path, it.query, headers, body, body.byteLength, sha256, it.peer, trailers);
+      insertRequest.run(
+        it.id,
+        it.bucket,
+        it.receivedAt,
+        it.method,
+        it.path,
+        it.query,
+        headers,
+        body,
+        body.byteLength,
+        sha256,
+        it.peer,
+        trailers,
+      );
       if (it.createDelivery) {
         insertDelivery.run(newId(), it.id, it.bucket, it.receivedAt, it.receivedAt, it.receivedAt);
         const at = dueAt.get(it.bucket);

@@ -10,8 +10,7 @@ export interface ReaderInit {
 
 export type ToReader =
   /** One call at a time: the main thread posts the next only after this one's answer. `nowMs`: the caller's clock. */
-  | { type: 'call'; id: number; method: string; args: unknown[]; nowMs: number }
-  | { type: 'close' };
+  { type: 'call'; id: number; method: string; args: unknown[]; nowMs: number } | { type: 'close' };
 
 export type FromReader =
   | { type: 'ready' }

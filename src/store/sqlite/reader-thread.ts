@@ -65,7 +65,12 @@ async function answer(store: SqliteStore, call: Extract<ToReader, { type: 'call'
     post({ type: 'result', id: call.id, value });
   } catch (e) {
     // A value structured clone refuses (a function, a class with private state): a bug here, said plainly.
-    post({ type: 'error', id: call.id, code: 'internal', message: `${call.method}'s result cannot cross threads: ${(e as Error).message}` });
+    post({
+      type: 'error',
+      id: call.id,
+      code: 'internal',
+      message: `${call.method}'s result cannot cross threads: ${(e as Error).message}`,
+    });
   }
 }
 

@@ -2,7 +2,15 @@ import type { Statement } from 'better-sqlite3';
 import type { DeliveryState } from '../schema.js';
 import type { ListedRequest, RequestFilter, RequestState, StoredRequest } from '../store.js';
 import { idFloorAt } from '../../shared/ids.js';
-import { deliveryStatesFor, ID_SLACK_MS, iterateWithBodies, toListed, type IdRange, type ListedRow, type RequestBodyRow } from '../request-rows.js';
+import {
+  deliveryStatesFor,
+  ID_SLACK_MS,
+  iterateWithBodies,
+  toListed,
+  type IdRange,
+  type ListedRow,
+  type RequestBodyRow,
+} from '../request-rows.js';
 import type { SqliteDb } from './open.js';
 
 /**
@@ -240,7 +248,13 @@ export function explainPlan(db: SqliteDb, q: PlannedQuery): string[] {
  * One page in id order: each range gives at most limit + 1 rows, the ranges are merged, and the
  * extra row (if any) says there is a next page.
  */
-export function queryPage(db: SqliteDb, bucket: string, filter: RequestFilter, paused: boolean, range: IdRange): { requests: ListedRequest[]; more: boolean } {
+export function queryPage(
+  db: SqliteDb,
+  bucket: string,
+  filter: RequestFilter,
+  paused: boolean,
+  range: IdRange,
+): { requests: ListedRequest[]; more: boolean } {
   const plans = planRequestQueries(bucket, filter, paused, { ...range, limit: range.limit + 1 });
   let rows: ListedRow[] = [];
   for (const p of plans) rows = rows.concat(prepare(db, p.sql).all(...p.params) as ListedRow[]);
@@ -262,15 +276,21 @@ export function countMatching(db: SqliteDb, bucket: string, filter: RequestFilte
  * memory stays bounded whatever the bucket holds. Requests stored after the iteration starts are
  * left out.
  */
-export async function* iterateMatching(db: SqliteDb, bucket: string, filter: RequestFilter, paused: boolean): AsyncGenerator<StoredRequest> {
+export async function* iterateMatching(
+  db: SqliteDb,
+  bucket: string,
+  filter: RequestFilter,
+  paused: boolean,
+): AsyncGenerator<StoredRequest> {
   const newest = db.prepare('select max(id) from requests where bucket = ?').pluck().get(bucket) as string | null;
   if (newest === null) return;
   yield* iterateWithBodies(
     newest,
     (range) => queryPage(db, bucket, filter, paused, range),
     (ids) =>
-      prepare(db, `select id, headers, body, sha256, peer, trailers from requests where id in (${new Array(ids.length).fill('?').join(', ')})`).all(
-        ...ids,
-      ) as RequestBodyRow[],
+      prepare(
+        db,
+        `select id, headers, body, sha256, peer, trailers from requests where id in (${new Array(ids.length).fill('?').join(', ')})`,
+      ).all(...ids) as RequestBodyRow[],
   );
 }

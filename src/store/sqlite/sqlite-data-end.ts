@@ -14,11 +14,15 @@ import { migrate } from './sqlite-store.js';
 const BUSY_TIMEOUT_MS = 10_000; // 10 s
 
 async function latestName(): Promise<string> {
-  return Object.keys(await migrationProvider.getMigrations()).sort().at(-1)!;
+  return Object.keys(await migrationProvider.getMigrations())
+    .sort()
+    .at(-1)!;
 }
 
 async function applied(db: Kysely<Database>): Promise<string | null> {
-  const t = await sql<{ n: number }>`select count(*) as n from sqlite_master where type = 'table' and name = ${MIGRATION_TABLE}`.execute(db);
+  const t = await sql<{ n: number }>`select count(*) as n from sqlite_master where type = 'table' and name = ${MIGRATION_TABLE}`.execute(
+    db,
+  );
   if (Number(t.rows[0]!.n) === 0) return null;
   const r = await sql<{ name: string | null }>`select max(name) as name from ${sql.table(MIGRATION_TABLE)}`.execute(db);
   return r.rows[0]?.name ?? null;
@@ -38,7 +42,9 @@ export async function openSqliteDataEnd(path: string, role: 'source' | 'target')
     raw = openSqlite(path, { durability: 'full', busyTimeoutMs: BUSY_TIMEOUT_MS });
   }
   // Every target transaction reads (collisions, the cursor) and then writes: BEGIN IMMEDIATE.
-  const db = new Kysely<Database>({ dialect: role === 'target' ? new ImmediateSqliteDialect({ database: raw }) : new SqliteDialect({ database: raw }) });
+  const db = new Kysely<Database>({
+    dialect: role === 'target' ? new ImmediateSqliteDialect({ database: raw }) : new SqliteDialect({ database: raw }),
+  });
   return {
     dialect: 'sqlite',
     location: path,

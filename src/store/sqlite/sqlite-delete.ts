@@ -35,7 +35,9 @@ export { deletingError } from '../store.js';
 export function createPurger(db: SqliteDb) {
   const s = {
     bucket: db.prepare('select deleting_at from buckets where name = ?'),
-    live: db.prepare(`select exists (select 1 from deliveries where bucket = ? and state in ('pending', 'retrying', 'delivering'))`).pluck(),
+    live: db
+      .prepare(`select exists (select 1 from deliveries where bucket = ? and state in ('pending', 'retrying', 'delivering'))`)
+      .pluck(),
     liveCount: db.prepare(`select count(*) from deliveries where bucket = ? and state in ('pending', 'retrying', 'delivering')`).pluck(),
     mark: db.prepare('update buckets set deleting_at = ?, updated_at = ? where name = ? and deleting_at is null'),
     epoch: db.prepare(`update meta set value = value + 1 where key = 'bucket_epoch'`),
@@ -52,10 +54,12 @@ export function createPurger(db: SqliteDb) {
     deleteRejections: db.prepare('delete from rejections where bucket = ?'),
     deleteTombstone: db.prepare('delete from buckets where name = ? and deleting_at is not null'),
     deleting: db.prepare('select name, deleting_at from buckets where deleting_at is not null order by deleting_at, name'),
-    hasRows: db.prepare(
-      `select exists (select 1 from requests where bucket = @b) or exists (select 1 from deliveries where bucket = @b)
+    hasRows: db
+      .prepare(
+        `select exists (select 1 from requests where bucket = @b) or exists (select 1 from deliveries where bucket = @b)
          or exists (select 1 from replays where bucket = @b) or exists (select 1 from rejections where bucket = @b)`,
-    ).pluck(),
+      )
+      .pluck(),
   };
 
   const mark = db.transaction((name: string, force: boolean, nowMs: number): 'marked' | 'already' => {
@@ -127,7 +131,10 @@ export function createPurger(db: SqliteDb) {
     },
     adoptOrphans,
     deleting(): DeletingBucket[] {
-      return (s.deleting.all() as Array<{ name: string; deleting_at: number }>).map((r) => ({ name: r.name, deletingAt: Number(r.deleting_at) }));
+      return (s.deleting.all() as Array<{ name: string; deleting_at: number }>).map((r) => ({
+        name: r.name,
+        deletingAt: Number(r.deleting_at),
+      }));
     },
   };
 }

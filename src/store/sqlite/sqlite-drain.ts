@@ -112,7 +112,8 @@ export class SqliteDrainStore implements DrainStore {
       insertAttempt: p(`insert into attempts (id, delivery_id, request_id, bucket, number, url, started_at, response_truncated, worker_id)
                         values (?, ?, ?, ?, ?, ?, ?, 0, ?)`),
       pacer: p('select * from bucket_pacer where bucket = ?'),
-      writePacer: p(`insert into bucket_pacer (bucket, bucket_created_at, full_at, budget, blocked_until, counted_at) values (?, ?, ?, ?, ?, ?)
+      writePacer:
+        p(`insert into bucket_pacer (bucket, bucket_created_at, full_at, budget, blocked_until, counted_at) values (?, ?, ?, ?, ?, ?)
                      on conflict (bucket) do update set bucket_created_at = excluded.bucket_created_at, full_at = excluded.full_at,
                        budget = excluded.budget, blocked_until = excluded.blocked_until, counted_at = excluded.counted_at`),
       // A block never shortens one; a row of an older bucket of that name starts over.
@@ -125,7 +126,9 @@ export class SqliteDrainStore implements DrainStore {
                   bucket_created_at = excluded.bucket_created_at`),
       replayPacing: p(`select r.id, r.rate_count, r.rate_per_ms, p.full_at from replays r left join replay_pacer p on p.replay_id = r.id
                        where r.bucket = ? and r.rate_count is not null`),
-      writeReplayPacer: p(`insert into replay_pacer (replay_id, full_at) values (?, ?) on conflict (replay_id) do update set full_at = excluded.full_at`),
+      writeReplayPacer: p(
+        `insert into replay_pacer (replay_id, full_at) values (?, ?) on conflict (replay_id) do update set full_at = excluded.full_at`,
+      ),
       beat: p(UPSERT_PROCESS_SQL),
       stopped: p(STOP_PROCESS_SQL),
       defer: p(`update deliveries set deferrals = deferrals + 1, last_deferral_reason = ?, updated_at = ? where id = ?`),
@@ -140,7 +143,8 @@ export class SqliteDrainStore implements DrainStore {
                   settled_at = case when supersede_requested = 1 then ? else null end,
                   next_attempt_at = ?, lease_until = null, lease_attempt = null, last_status = ?, last_error = ?, updated_at = ?
                 where id = ? and lease_attempt = ?`),
-      release: p(`update deliveries set state = case when supersede_requested = 1 then 'superseded' when attempts <= 1 then 'pending' else 'retrying' end,
+      release:
+        p(`update deliveries set state = case when supersede_requested = 1 then 'superseded' when attempts <= 1 then 'pending' else 'retrying' end,
                     settled_at = case when supersede_requested = 1 then ? else null end,
                     first_attempt_at = case when attempts <= 1 then null else first_attempt_at end,
                     paused_ms_at_first = case when attempts <= 1 then null else paused_ms_at_first end,
@@ -195,7 +199,10 @@ export class SqliteDrainStore implements DrainStore {
       const pending = this.#due('pending', own, o.limit).all(bucket.name, o.nowMs) as DueRow[];
       const retrying = this.#due('retrying', own, o.limit).all(bucket.name, o.nowMs) as DueRow[];
       // Merge in due order; a retry held back by the budget does not block first attempts behind it.
-      const rows = retrying.length === 0 ? pending : [...pending, ...retrying].sort((a, b) => a.next_attempt_at - b.next_attempt_at || (a.id < b.id ? -1 : 1));
+      const rows =
+        retrying.length === 0
+          ? pending
+          : [...pending, ...retrying].sort((a, b) => a.next_attempt_at - b.next_attempt_at || (a.id < b.id ? -1 : 1));
       const claimed: ClaimedAttempt[] = [];
       const pausedNow = pausedMsAt(bucket, o.nowMs);
       for (const r of rows) {
@@ -219,7 +226,13 @@ export class SqliteDrainStore implements DrainStore {
         if (!req) continue;
         const attemptId = newId();
         const number = Number(r.attempts) + 1;
-        const target = forwardTarget(r.destination ?? bucket.destination!, req.path, req.query, bucket.drain.forwardPath, bucket.drain.forwardRawPath);
+        const target = forwardTarget(
+          r.destination ?? bucket.destination!,
+          req.path,
+          req.query,
+          bucket.drain.forwardPath,
+          bucket.drain.forwardRawPath,
+        );
         const url = target.origin + target.path;
         // A rate token taken ahead: the attempt starts (and its lease runs) from the token's time.
         const at = d.atMs;
@@ -377,12 +390,16 @@ export class SqliteDrainStore implements DrainStore {
     return this.#claimTx.immediate(bucket, options, policy);
   }
 
-
   /** The bucket's replays that pace their own deliveries (`replay --rate`), with their token buckets. */
   #replayPacing(bucket: string): { rates: Map<string, Rate>; pacers: Map<string, TokenBucketState> } {
     const rates = new Map<string, Rate>();
     const pacers = new Map<string, TokenBucketState>();
-    const rows = this.#s.replayPacing!.all(bucket) as Array<{ id: string; rate_count: number; rate_per_ms: number; full_at: number | null }>;
+    const rows = this.#s.replayPacing!.all(bucket) as Array<{
+      id: string;
+      rate_count: number;
+      rate_per_ms: number;
+      full_at: number | null;
+    }>;
     for (const r of rows) {
       rates.set(r.id, { count: Number(r.rate_count), perMs: Number(r.rate_per_ms) });
       if (r.full_at !== null) pacers.set(r.id, { fullAtMs: Number(r.full_at) });
@@ -410,23 +427,25 @@ export class SqliteDrainStore implements DrainStore {
   }
 
   async acquireWorkerLease(holder: string, info: string, nowMs: number, ttlMs: number): Promise<WorkerLeaseResult> {
-    return this.#db.transaction((): WorkerLeaseResult => {
-      this.#s.takeLease!.run(WORKER_LEASE, holder, info, nowMs, nowMs, nowMs + ttlMs);
-      const row = this.#s.readLease!.get(WORKER_LEASE) as
-        | { holder: string; info: string; acquired_at: number; heartbeat_at: number; expires_at: number }
-        | undefined;
-      if (row && row.holder === holder) return { ok: true };
-      return {
-        ok: false,
-        current: {
-          holder: row?.holder ?? '?',
-          info: row?.info ?? '',
-          acquiredAt: Number(row?.acquired_at ?? 0),
-          heartbeatAt: Number(row?.heartbeat_at ?? 0),
-          expiresAt: Number(row?.expires_at ?? 0),
-        },
-      };
-    }).immediate();
+    return this.#db
+      .transaction((): WorkerLeaseResult => {
+        this.#s.takeLease!.run(WORKER_LEASE, holder, info, nowMs, nowMs, nowMs + ttlMs);
+        const row = this.#s.readLease!.get(WORKER_LEASE) as
+          | { holder: string; info: string; acquired_at: number; heartbeat_at: number; expires_at: number }
+          | undefined;
+        if (row && row.holder === holder) return { ok: true };
+        return {
+          ok: false,
+          current: {
+            holder: row?.holder ?? '?',
+            info: row?.info ?? '',
+            acquiredAt: Number(row?.acquired_at ?? 0),
+            heartbeatAt: Number(row?.heartbeat_at ?? 0),
+            expiresAt: Number(row?.expires_at ?? 0),
+          },
+        };
+      })
+      .immediate();
   }
 
   async heartbeat(p: ProcessBeat, nowMs: number, ttlMs: number): Promise<void> {

@@ -9,12 +9,20 @@ import type { DeliveryHistory, TailCursor, TailEvent } from '../store.js';
 import { attemptEvent, TAIL_LOOKBACK_MS, toDeliveryHistory, toListed, type ListedRow } from '../request-rows.js';
 
 export function requestHistory(db: SqliteDb, requestId: string): DeliveryHistory[] {
-  const deliveries = db.prepare('select * from deliveries where request_id = ? order by generation, created_at').all(requestId) as DeliveriesTable[];
+  const deliveries = db
+    .prepare('select * from deliveries where request_id = ? order by generation, created_at')
+    .all(requestId) as DeliveriesTable[];
   const attempts = db.prepare('select * from attempts where request_id = ? order by started_at, number').all(requestId) as AttemptsTable[];
   return toDeliveryHistory(deliveries, attempts);
 }
 
-export function tail(db: SqliteDb, bucket: string, cursor: TailCursor, nowMs: number, paused: boolean): { events: TailEvent[]; cursor: TailCursor } {
+export function tail(
+  db: SqliteDb,
+  bucket: string,
+  cursor: TailCursor,
+  nowMs: number,
+  paused: boolean,
+): { events: TailEvent[]; cursor: TailCursor } {
   const events: TailEvent[] = [];
   const requests = db
     .prepare(

@@ -6,7 +6,14 @@ import { AppError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { CapturedRequest, IngestSink, StorageHealth } from '../store.js';
 import { closeThread, readyOf } from './threads.js';
-import { mergeRejection, type FromWriter, type IngestItem, type RejectionCount, type ToWriter, type WriterInit } from './writer-protocol.js';
+import {
+  mergeRejection,
+  type FromWriter,
+  type IngestItem,
+  type RejectionCount,
+  type ToWriter,
+  type WriterInit,
+} from './writer-protocol.js';
 
 interface Pending {
   resolve: () => void;
@@ -131,7 +138,8 @@ export class SqliteIngest implements IngestSink {
       this.#opts.onCommitted?.();
     } else if (msg.type === 'failed') {
       if (msg.code === 'storage_full' || msg.code === 'storage_error') this.#lastFailure = { code: msg.code, message: msg.message };
-      if (msg.code !== 'unknown_bucket') this.#log.warn({ code: msg.code, count: msg.seqs.length, msg: msg.message }, 'batch not committed');
+      if (msg.code !== 'unknown_bucket')
+        this.#log.warn({ code: msg.code, count: msg.seqs.length, msg: msg.message }, 'batch not committed');
       const err = new AppError(msg.code, failureMessage[msg.code]);
       for (const seq of msg.seqs) this.#settle(seq)?.reject(err);
     }
@@ -158,7 +166,10 @@ export class SqliteIngest implements IngestSink {
       const wasLow = this.#lowDisk !== undefined;
       this.#lowDisk = free < this.#opts.config.minFreeDisk ? { free } : undefined;
       if (wasLow !== (this.#lowDisk !== undefined)) {
-        this.#log.warn({ free, floor: this.#opts.config.minFreeDisk }, this.#lowDisk ? 'free disk under floor: ingest paused' : 'free disk recovered');
+        this.#log.warn(
+          { free, floor: this.#opts.config.minFreeDisk },
+          this.#lowDisk ? 'free disk under floor: ingest paused' : 'free disk recovered',
+        );
       }
     } catch (e) {
       this.#log.warn({ err: e }, 'statfs failed');
@@ -168,7 +179,11 @@ export class SqliteIngest implements IngestSink {
   health(): StorageHealth {
     if (!this.#writerAlive) return { ok: false, code: 'storage_error', reason: 'writer thread is not running' };
     if (this.#lowDisk) {
-      return { ok: false, code: 'storage_full', reason: `free disk ${this.#lowDisk.free} bytes is under the floor of ${this.#opts.config.minFreeDisk}` };
+      return {
+        ok: false,
+        code: 'storage_full',
+        reason: `free disk ${this.#lowDisk.free} bytes is under the floor of ${this.#opts.config.minFreeDisk}`,
+      };
     }
     if (this.#lastFailure) return { ok: false, code: this.#lastFailure.code, reason: this.#lastFailure.message };
     return { ok: true };

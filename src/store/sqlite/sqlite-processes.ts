@@ -25,5 +25,14 @@ export const STOP_PROCESS_SQL = 'update workers set stopped_at = ?, expires_at =
 
 /** The named parameters of UPSERT_PROCESS_SQL. */
 export function processParams(p: ProcessBeat, nowMs: number, ttlMs: number) {
-  return { id: p.id, roles: p.roles.join(','), host: p.host, pid: p.pid, info: p.info, lease_ms: p.leaseMs, now: nowMs, expires_at: nowMs + ttlMs };
+  return {
+    id: p.id,
+    roles: p.roles.join(','),
+    host: p.host,
+    pid: p.pid,
+    info: p.info,
+    lease_ms: p.leaseMs,
+    now: nowMs,
+    expires_at: nowMs + ttlMs,
+  };
 }

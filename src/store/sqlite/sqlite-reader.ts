@@ -55,7 +55,10 @@ interface Call {
 }
 
 /** Opens the reader once its first thread has opened the database (failing as that open failed). */
-export async function openSqliteReader<M extends ReadableMethod>(options: SqliteReaderOptions<M>, deps: StoreReaderDeps): Promise<StoreReader<M>> {
+export async function openSqliteReader<M extends ReadableMethod>(
+  options: SqliteReaderOptions<M>,
+  deps: StoreReaderDeps,
+): Promise<StoreReader<M>> {
   const reader = new SqliteReader(options, deps);
   await reader.start();
   const methods = Object.fromEntries(options.methods.map((m) => [m, (...args: unknown[]) => reader.call(m, args)]));
@@ -95,7 +98,12 @@ class SqliteReader {
   }
 
   status(): ReaderStatus {
-    return { threadsStarted: this.#threadsStarted, abandoned: this.#abandoned.size, queued: this.#queue.length, running: this.#running ? 1 : 0 };
+    return {
+      threadsStarted: this.#threadsStarted,
+      abandoned: this.#abandoned.size,
+      queued: this.#queue.length,
+      running: this.#running ? 1 : 0,
+    };
   }
 
   call(method: string, args: unknown[]): Promise<unknown> {
@@ -146,7 +154,13 @@ class SqliteReader {
     this.#running = call;
     call.timer = setTimeout(() => this.#expire(call), this.#budgetMs);
     try {
-      thread.postMessage({ type: 'call', id: call.id, method: call.method, args: call.args, nowMs: this.#deps.clock.now() } satisfies ToReader);
+      thread.postMessage({
+        type: 'call',
+        id: call.id,
+        method: call.method,
+        args: call.args,
+        nowMs: this.#deps.clock.now(),
+      } satisfies ToReader);
     } catch (e) {
       // Arguments structured clone refuses: the caller's bug, reported on this call alone.
       clearTimeout(call.timer);
@@ -169,7 +183,10 @@ class SqliteReader {
       thread.unref();
       void thread.terminate();
     }
-    this.#log?.warn({ method: call.method, budgetMs: this.#budgetMs, abandoned: this.#abandoned.size }, 'admin read ran past its budget: its thread is abandoned, a fresh one serves the next calls');
+    this.#log?.warn(
+      { method: call.method, budgetMs: this.#budgetMs, abandoned: this.#abandoned.size },
+      'admin read ran past its budget: its thread is abandoned, a fresh one serves the next calls',
+    );
     this.#ensureThread();
   }
 

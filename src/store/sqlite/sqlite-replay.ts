@@ -98,7 +98,12 @@ export function listReplays(db: SqliteDb, options: { bucket?: string; limit: num
 }
 
 export function replayProgress(db: SqliteDb, id: string): ReplayProgress {
-  const rows = db.prepare('select state, count(*) n, max(settled_at) last from deliveries where replay_id = ? group by state').all(id) as ReplayStateRow[];
-  const paused = Number(db.prepare('select coalesce(max(b.paused), 0) from replays r join buckets b on b.name = r.bucket where r.id = ?').pluck().get(id)) === 1;
+  const rows = db
+    .prepare('select state, count(*) n, max(settled_at) last from deliveries where replay_id = ? group by state')
+    .all(id) as ReplayStateRow[];
+  const paused =
+    Number(
+      db.prepare('select coalesce(max(b.paused), 0) from replays r join buckets b on b.name = r.bucket where r.id = ?').pluck().get(id),
+    ) === 1;
   return toReplayProgress(rows, paused);
 }

@@ -26,12 +26,18 @@ const AUTO_VACUUM_INCREMENTAL = 2;
 
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-
-export async function pruneRequests(db: SqliteDb, buckets: readonly string[], o: PruneOptions, hooks: PruneHooks = {}): Promise<PruneResult> {
+export async function pruneRequests(
+  db: SqliteDb,
+  buckets: readonly string[],
+  o: PruneOptions,
+  hooks: PruneHooks = {},
+): Promise<PruneResult> {
   const ids = '(select value from json_each(?))';
   const s = {
     pageByState: db
-      .prepare('select request_id from deliveries where latest = 1 and bucket = ? and state = ? and request_id > ? order by request_id limit ?')
+      .prepare(
+        'select request_id from deliveries where latest = 1 and bucket = ? and state = ? and request_id > ? order by request_id limit ?',
+      )
       .pluck(),
     pageAll: db.prepare('select id from requests where bucket = ? and id > ? order by id limit ?').pluck(),
     // length(body) reads the length from the record header without the body's overflow pages.
@@ -42,7 +48,9 @@ export async function pruneRequests(db: SqliteDb, buckets: readonly string[], o:
        from requests r where r.id in ${ids} order by r.id`,
     ),
     countDeliveries: db.prepare(`select count(*) from deliveries where request_id in ${ids}`).pluck(),
-    countAttempts: db.prepare(`select count(*) from attempts where delivery_id in (select id from deliveries where request_id in ${ids})`).pluck(),
+    countAttempts: db
+      .prepare(`select count(*) from attempts where delivery_id in (select id from deliveries where request_id in ${ids})`)
+      .pluck(),
     // Attempts by delivery id: attempts_delivery (delivery_id, started_at) serves it.
     deleteAttempts: db.prepare(`delete from attempts where delivery_id in (select id from deliveries where request_id in ${ids})`),
     deleteDeliveries: db.prepare(`delete from deliveries where request_id in ${ids}`),
@@ -55,7 +63,9 @@ export async function pruneRequests(db: SqliteDb, buckets: readonly string[], o:
 
   /** One batch: the next page of one state's candidates, and the deletion of those that qualify. */
   const batch = (bucket: string, state: PrunableState, after: string): PruneStep => {
-    const page = (state === 'none' ? s.pageAll.all(bucket, after, PRUNE_BATCH) : s.pageByState.all(bucket, state, after, PRUNE_BATCH)) as string[];
+    const page = (
+      state === 'none' ? s.pageAll.all(bucket, after, PRUNE_BATCH) : s.pageByState.all(bucket, state, after, PRUNE_BATCH)
+    ) as string[];
     if (page.length === 0) return { done: true, next: after, counts: zeroCounts() };
     const rows = s.detail.all(JSON.stringify(page)) as PruneCandidate[];
     const { take, step } = choosePrunable(state, page, rows, o.receivedBeforeMs);
@@ -74,7 +84,8 @@ export async function pruneRequests(db: SqliteDb, buckets: readonly string[], o:
     return step;
   };
   const tx = db.transaction(batch);
-  const run = (bucket: string, state: PrunableState, after: string) => (o.dryRun ? tx.deferred(bucket, state, after) : tx.immediate(bucket, state, after));
+  const run = (bucket: string, state: PrunableState, after: string) =>
+    o.dryRun ? tx.deferred(bucket, state, after) : tx.immediate(bucket, state, after);
 
   await pruneWalk(total, buckets, o.states, hooks, run, (bucket) => progress(bucket, 'delete'), yieldToEventLoop);
   // Not after an aborted walk (its reclaim would stop at once all the same).

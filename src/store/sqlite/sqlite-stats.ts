@@ -15,7 +15,14 @@
  */
 import { idFloorAt } from '../../shared/ids.js';
 import type { Bucket, StatsQuery, StatsSample } from '../store.js';
-import { toStatsSamples, type AttemptGroupRow, type LatestStateRow, type RejectionRow, type SettledRow, type StatsBucketRow } from '../stats-rows.js';
+import {
+  toStatsSamples,
+  type AttemptGroupRow,
+  type LatestStateRow,
+  type RejectionRow,
+  type SettledRow,
+  type StatsBucketRow,
+} from '../stats-rows.js';
 import type { SqliteDb } from './open.js';
 
 /**

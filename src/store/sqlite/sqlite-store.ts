@@ -173,10 +173,7 @@ export class SqliteStore implements Store {
         // before tombstones existed) must never reach the new destination: they become a
         // tombstone, and the name is free once they are purged.
         if (this.#purger.adoptOrphans(b.name, now, DEFAULT_MAX_BODY)) return 'orphans';
-        await trx
-          .insertInto('buckets')
-          .values(newBucketColumns(b, now))
-          .execute();
+        await trx.insertInto('buckets').values(newBucketColumns(b, now)).execute();
         await bumpEpoch(trx);
         return 'created';
       });
@@ -239,7 +236,12 @@ export class SqliteStore implements Store {
     // First the tombstone, in one short transaction: from here on nothing of the bucket is
     // stored or sent, whatever happens to the purge.
     this.#purger.markDeleting(name, options.force, this.#clock.now());
-    const purged = await purgeToEnd(name, () => this.#purger.purgeBatch(name), sqliteStorageErrorCode, async () => (await this.bucketCounts(name)).requests);
+    const purged = await purgeToEnd(
+      name,
+      () => this.#purger.purgeBatch(name),
+      sqliteStorageErrorCode,
+      async () => (await this.bucketCounts(name)).requests,
+    );
     await this.#reclaim();
     return purged;
   }
@@ -371,7 +373,13 @@ export class SqliteStore implements Store {
       | { holder: string; info: string; acquired_at: number; heartbeat_at: number; expires_at: number }
       | undefined;
     if (!row) return undefined;
-    return { holder: row.holder, info: row.info, acquiredAt: Number(row.acquired_at), heartbeatAt: Number(row.heartbeat_at), expiresAt: Number(row.expires_at) };
+    return {
+      holder: row.holder,
+      info: row.info,
+      acquiredAt: Number(row.acquired_at),
+      heartbeatAt: Number(row.heartbeat_at),
+      expiresAt: Number(row.expires_at),
+    };
   }
 
   async heartbeat(p: ProcessBeat, nowMs: number, ttlMs: number): Promise<void> {
@@ -391,7 +399,9 @@ export class SqliteStore implements Store {
 
   async processes(nowMs: number, options: { limit?: number } = {}): Promise<ProcessRecord[]> {
     const held = this.#raw
-      .prepare(`select a.worker_id as id, count(*) as n from deliveries d join attempts a on a.id = d.lease_attempt where d.state = 'delivering' group by a.worker_id`)
+      .prepare(
+        `select a.worker_id as id, count(*) as n from deliveries d join attempts a on a.id = d.lease_attempt where d.state = 'delivering' group by a.worker_id`,
+      )
       .all() as Array<{ id: string | null; n: number }>;
     const inflight = new Map(held.map((h) => [h.id, Number(h.n)]));
     const ids = JSON.stringify(held.flatMap((h) => (h.id === null ? [] : [h.id])));
@@ -411,9 +421,12 @@ export class SqliteStore implements Store {
     // pause flags (10,000 full bucket rows cost more than the figures).
     const buckets =
       query.bucket === undefined
-        ? (this.#raw.prepare('select name, paused from buckets where deleting_at is null order by name').all() as Array<{ name: string; paused: number }>).map(
-            (r) => ({ name: r.name, paused: Number(r.paused) === 1 }),
-          )
+        ? (
+            this.#raw.prepare('select name, paused from buckets where deleting_at is null order by name').all() as Array<{
+              name: string;
+              paused: number;
+            }>
+          ).map((r) => ({ name: r.name, paused: Number(r.paused) === 1 }))
         : [await this.getBucket(query.bucket)];
     if (buckets[0] === undefined && query.bucket !== undefined) throw new AppError('not_found', `bucket ${query.bucket} not found`);
     return statsSamples(this.#raw, buckets as Array<Pick<Bucket, 'name' | 'paused'>>, query);
@@ -428,7 +441,12 @@ export class SqliteStore implements Store {
   async prune(options: PruneOptions, hooks: PruneHooks = {}): Promise<PruneResult> {
     const buckets = options.bucket === undefined ? await this.listBuckets() : [await this.getBucket(options.bucket)];
     if (buckets[0] === undefined && options.bucket !== undefined) throw new AppError('not_found', `bucket ${options.bucket} not found`);
-    return pruneRequests(this.#raw, (buckets as Bucket[]).map((b) => b.name), options, hooks);
+    return pruneRequests(
+      this.#raw,
+      (buckets as Bucket[]).map((b) => b.name),
+      options,
+      hooks,
+    );
   }
 
   async close(): Promise<void> {
@@ -449,26 +467,46 @@ async function fileSize(path: string): Promise<number> {
 const pausedLit = (paused: boolean) => sql.lit(paused ? 1 : 0);
 
 async function bumpEpoch(trx: Kysely<Database>): Promise<void> {
-  await trx.updateTable('meta').set((eb) => ({ value: eb('value', '+', 1) })).where('key', '=', 'bucket_epoch').execute();
+  await trx
+    .updateTable('meta')
+    .set((eb) => ({ value: eb('value', '+', 1) }))
+    .where('key', '=', 'bucket_epoch')
+    .execute();
 }
 
 /** Refuses a database whose last applied migration is not this program's last (not migrated yet, or by a newer program). */
 async function requireLatestSchema(raw: SqliteDb, path: string): Promise<void> {
-  const latest = Object.keys(await migrationProvider.getMigrations()).sort().at(-1)!;
-  const hasTable = raw.prepare(`select count(*) from sqlite_master where type = 'table' and name = 'hookbucket_migration'`).pluck().get() as number;
-  const applied = hasTable === 0 ? null : ((raw.prepare('select max(name) from hookbucket_migration').pluck().get() as string | null) ?? null);
+  const latest = Object.keys(await migrationProvider.getMigrations())
+    .sort()
+    .at(-1)!;
+  const hasTable = raw
+    .prepare(`select count(*) from sqlite_master where type = 'table' and name = 'hookbucket_migration'`)
+    .pluck()
+    .get() as number;
+  const applied =
+    hasTable === 0 ? null : ((raw.prepare('select max(name) from hookbucket_migration').pluck().get() as string | null) ?? null);
   if (applied !== latest) {
-    throw new AppError('schema_mismatch', `database ${path} is at schema ${applied ?? '(none)'}, this program's is ${latest}: start serve (or any command that opens it read-write) with this program first`);
+    throw new AppError(
+      'schema_mismatch',
+      `database ${path} is at schema ${applied ?? '(none)'}, this program's is ${latest}: start serve (or any command that opens it read-write) with this program first`,
+    );
   }
 }
 
 /** Runs pending migrations; safe to run again and from several processes (each migration is one transaction). */
 export async function migrate(raw: SqliteDb): Promise<void> {
   const db = new Kysely<unknown>({ dialect: new SqliteDialect({ database: raw }) });
-  const migrator = new Migrator({ db, provider: migrationProvider, migrationTableName: 'hookbucket_migration', migrationLockTableName: 'hookbucket_migration_lock' });
+  const migrator = new Migrator({
+    db,
+    provider: migrationProvider,
+    migrationTableName: 'hookbucket_migration',
+    migrationLockTableName: 'hookbucket_migration_lock',
+  });
   const { error, results } = await migrator.migrateToLatest();
   const failed = results?.find((r) => r.status === 'Error');
   if (error || failed) {
-    throw new AppError('storage_error', `migration ${failed?.migrationName ?? ''} failed: ${String((error as Error)?.message ?? error)}`, { cause: error });
+    throw new AppError('storage_error', `migration ${failed?.migrationName ?? ''} failed: ${String((error as Error)?.message ?? error)}`, {
+      cause: error,
+    });
   }
 }

@@ -14,7 +14,13 @@ export function readyOf(w: Worker): Promise<void> {
     const onError = (e: unknown) => {
       if (e instanceof Error) return reject(e);
       const code = (e as { code?: unknown } | null)?.code;
-      reject(new AppError(sqliteStorageErrorCode(e) ?? 'storage_error', `a storage thread failed to open the database${typeof code === 'string' ? `: ${code}` : ''}`, { cause: e }));
+      reject(
+        new AppError(
+          sqliteStorageErrorCode(e) ?? 'storage_error',
+          `a storage thread failed to open the database${typeof code === 'string' ? `: ${code}` : ''}`,
+          { cause: e },
+        ),
+      );
     };
     const onMsg = (m: { type: string }) => {
       if (m.type === 'ready') {

@@ -37,10 +37,7 @@ export function mergeRejection(into: Map<string, RejectionCount>, r: RejectionCo
   } else into.set(key, [...r]);
 }
 
-export type ToWriter =
-  | { type: 'ingest'; items: IngestItem[] }
-  | { type: 'rejections'; counts: RejectionCount[] }
-  | { type: 'close' };
+export type ToWriter = { type: 'ingest'; items: IngestItem[] } | { type: 'rejections'; counts: RejectionCount[] } | { type: 'close' };
 
 export type FromWriter =
   | { type: 'ready' }

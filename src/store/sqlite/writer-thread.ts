@@ -12,7 +12,14 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { createBatchWriter } from './ingest-batch.js';
 import { JOURNAL_SIZE_LIMIT, openSqlite } from './open.js';
 import { sqliteStorageErrorCode } from './sqlite-error.js';
-import { mergeRejection, type FromWriter, type IngestItem, type RejectionCount, type ToWriter, type WriterInit } from './writer-protocol.js';
+import {
+  mergeRejection,
+  type FromWriter,
+  type IngestItem,
+  type RejectionCount,
+  type ToWriter,
+  type WriterInit,
+} from './writer-protocol.js';
 
 const port = parentPort!;
 const init = workerData as WriterInit;
@@ -101,7 +108,8 @@ function flush(): void {
     const gone = new Set(missing);
     const stored = items.filter((i) => !gone.has(i.seq)).map((i) => i.seq);
     if (stored.length > 0) post({ type: 'committed', seqs: stored, ms: performance.now() - started });
-    if (missing.length > 0) post({ type: 'failed', seqs: missing, code: 'unknown_bucket', message: 'bucket deleted while the request was in flight' });
+    if (missing.length > 0)
+      post({ type: 'failed', seqs: missing, code: 'unknown_bucket', message: 'bucket deleted while the request was in flight' });
   } catch (e) {
     const code = sqliteStorageErrorCode(e) ?? 'storage_error';
     const message = e instanceof Error ? e.message : String(e);

@@ -12,7 +12,15 @@ import { checkInvariant, openForCheck, type InvariantReport } from '../lib/invar
 import { framedBody, LoadGenerator, sleep, type Outcome } from '../lib/load.js';
 import { mib, newResult, secs, until } from '../lib/result.js';
 import { openTestStore } from '../lib/test-store.js';
-import { freePort, hookbucket, HookbucketProcess, runHookbucket, startServe, startWorkerProcess, type ServeHandle } from '../lib/serve-process.js';
+import {
+  freePort,
+  hookbucket,
+  HookbucketProcess,
+  runHookbucket,
+  startServe,
+  startWorkerProcess,
+  type ServeHandle,
+} from '../lib/serve-process.js';
 import { randomInt } from '../lib/seed.js';
 import type { CaseContext, CaseResult, ReliabilityCase } from '../lib/types.js';
 
@@ -127,7 +135,20 @@ export async function killUnderLoad(ctx: CaseContext, rounds = KILL_ROUNDS): Pro
     // Two kills during start-up (opening, migrating, spawning the writer thread).
     for (const delay of [randomInt(ctx.random, 5, 60), randomInt(ctx.random, 60, 200)]) {
       await serve.proc.kill9();
-      const p = new HookbucketProcess(['--db', db, 'serve', '--host', '127.0.0.1', '--port', String(port), '--admin-port', '0', '--min-free-disk', '0', ...serveFlags]);
+      const p = new HookbucketProcess([
+        '--db',
+        db,
+        'serve',
+        '--host',
+        '127.0.0.1',
+        '--port',
+        String(port),
+        '--admin-port',
+        '0',
+        '--min-free-disk',
+        '0',
+        ...serveFlags,
+      ]);
       await sleep(delay);
       await p.kill9();
       serve = await startServe({ db, port, flags: serveFlags });
@@ -152,7 +173,11 @@ export async function killUnderLoad(ctx: CaseContext, rounds = KILL_ROUNDS): Pro
   if (odd.length > 0) r.fail(`answers other than 2xx/503: ${odd.join(', ')}`);
   if (acks.duplicateIds > 0) r.fail(`${acks.duplicateIds} ids acknowledged twice`);
   r.figure('kills under load', `${restarts.length} (${afterAckKills} right after an ack)`, `≥ ${rounds}`);
-  r.figure('restart time (kill → listening) median / max', `${secs(median(restarts))} / ${secs(Math.max(...restarts))}`, `≤ ${secs(RESTART_BOUND_MS)}`);
+  r.figure(
+    'restart time (kill → listening) median / max',
+    `${secs(median(restarts))} / ${secs(Math.max(...restarts))}`,
+    `≤ ${secs(RESTART_BOUND_MS)}`,
+  );
   r.figure('requests cut off by a kill: committed / not stored', `${unansweredStored} / ${unansweredAbsent}`);
   r.figure('503 answers', String(s.byStatus[503] ?? 0));
   r.figure('invariant check time median / max', `${secs(median(checks))} / ${secs(Math.max(...checks))}`);
@@ -230,10 +255,18 @@ export async function sigtermUnderLoad(ctx: CaseContext): Promise<CaseResult> {
       `${inflight.filter((o) => o.kind === 'answered' && o.status < 300).length} / ${inflight.filter((o) => o.kind === 'answered' && o.status === 503).length} / ` +
         `${inflight.filter((o) => o.kind === 'reset').length} (${inflight.filter((o) => o.kind === 'reset' && seqs.has(o.seq)).length})`,
     );
-    r.figure('requests started after SIGTERM on open connections', `${afterTerm.length} (${afterTerm.filter((o) => o.kind === 'answered').length} answered)`);
+    r.figure(
+      'requests started after SIGTERM on open connections',
+      `${afterTerm.length} (${afterTerm.filter((o) => o.kind === 'answered').length} answered)`,
+    );
     r.figure(
       'slow bodies at 1 KiB per 200 ms (grace 10 s)',
-      dripResults.map((d) => `${(d.size / 1024).toFixed(0)} KiB: ${d.status === 'reset' ? 'reset at the grace' : d.status}${seqs.has(d.seq) ? ' stored' : ''}`).join(', '),
+      dripResults
+        .map(
+          (d) =>
+            `${(d.size / 1024).toFixed(0)} KiB: ${d.status === 'reset' ? 'reset at the grace' : d.status}${seqs.has(d.seq) ? ' stored' : ''}`,
+        )
+        .join(', '),
     );
     r.figure('SIGTERM → first refused connection', probed.firstRefusedMs === undefined ? 'exited first' : secs(probed.firstRefusedMs));
     r.figure('SIGTERM → exit', secs(exit.ms), '≤ 30 s');
@@ -285,7 +318,11 @@ function statusOf(b: Buffer): number | undefined {
 }
 
 /** Connects every 20 ms from SIGTERM until the process exits: when was one first refused, and was one accepted after that? */
-async function probeAccepting(url: URL, termAt: number, proc: HookbucketProcess): Promise<{ firstRefusedMs?: number; acceptedAfterRefusal: number }> {
+async function probeAccepting(
+  url: URL,
+  termAt: number,
+  proc: HookbucketProcess,
+): Promise<{ firstRefusedMs?: number; acceptedAfterRefusal: number }> {
   let firstRefusedMs: number | undefined;
   let acceptedAfterRefusal = 0;
   while (!proc.exit && performance.now() - termAt < 30_000) {
@@ -319,8 +356,15 @@ interface AttemptRow {
 function deliveryRows(db: string): { states: Map<string, string>; attempts: AttemptRow[] } {
   const c = openForCheck(db);
   try {
-    const states = new Map((c.prepare('select request_id, state from deliveries').all() as Array<{ request_id: string; state: string }>).map((d) => [d.request_id, d.state]));
-    const attempts = c.prepare('select delivery_id, request_id, number, outcome, error_class, status from attempts order by request_id, number').all() as AttemptRow[];
+    const states = new Map(
+      (c.prepare('select request_id, state from deliveries').all() as Array<{ request_id: string; state: string }>).map((d) => [
+        d.request_id,
+        d.state,
+      ]),
+    );
+    const attempts = c
+      .prepare('select delivery_id, request_id, number, outcome, error_class, status from attempts order by request_id, number')
+      .all() as AttemptRow[];
     return { states, attempts };
   } finally {
     c.close();
@@ -329,7 +373,15 @@ function deliveryRows(db: string): { states: Map<string, string>; attempts: Atte
 
 /** Ingests n requests through a `serve --no-worker` and returns their acks. */
 async function ingest(ctx: CaseContext, url: string, bucket: string, n: number, acks: AckLog): Promise<LoadGenerator> {
-  const load = new LoadGenerator({ url, bucket, connections: Math.min(n, 5), random: ctx.random, ackLog: acks, maxRequests: n, maxBody: 64 * 1024 });
+  const load = new LoadGenerator({
+    url,
+    bucket,
+    connections: Math.min(n, 5),
+    random: ctx.random,
+    ackLog: acks,
+    maxRequests: n,
+    maxBody: 64 * 1024,
+  });
   load.start();
   await until(() => (load.stats.sent >= n && load.inflight === 0 ? true : undefined), 20_000);
   await load.stop();
@@ -349,10 +401,14 @@ async function recoverDeliveries(
   const worker = await startWorkerProcess({ db, flags: ['--lease', '2s', '--standby'] });
   let settled;
   try {
-    settled = await until(() => {
-      const d = deliveryRows(db);
-      return [...d.states.values()].every((s) => s === 'delivered') && d.states.size === WORKER_REQUESTS ? d : undefined;
-    }, 60_000, 200);
+    settled = await until(
+      () => {
+        const d = deliveryRows(db);
+        return [...d.states.values()].every((s) => s === 'delivered') && d.states.size === WORKER_REQUESTS ? d : undefined;
+      },
+      60_000,
+      200,
+    );
   } finally {
     const term = await worker.term();
     if (term.code !== 0) r.fail(`recovering worker: exit ${term.code ?? term.signal} on SIGTERM`);
@@ -362,7 +418,8 @@ async function recoverDeliveries(
   const seen = countByRequestId(consumer.received);
   for (const a of acks.all()) if ((seen.get(a.id) ?? 0) < 1) r.fail(`request ${a.id} never reached the consumer`);
   const expired = final.attempts.filter((a) => a.outcome === 'lease_expired');
-  if (expired.length !== o.inFlight) r.fail(`${o.inFlight} deliveries were in flight at the ${o.what}, ${expired.length} attempts closed as lease_expired`);
+  if (expired.length !== o.inFlight)
+    r.fail(`${o.inFlight} deliveries were in flight at the ${o.what}, ${expired.length} attempts closed as lease_expired`);
   const inv = await checkInvariant({ db, acks: acks.all(), sent: load.sent, expectDeliveries: true });
   addInvariant(r, inv, 'after recovery');
   r.sent = load.stats.sent;
@@ -452,7 +509,9 @@ async function crashAfterResponse(ctx: CaseContext): Promise<CaseResult> {
     const atCrash = deliveryRows(db);
     const delivering = [...atCrash.states.values()].filter((s) => s === 'delivering').length;
     const delivered = [...atCrash.states.values()].filter((s) => s === 'delivered').length;
-    ctx.log(`worker killed itself after a 2xx: consumer had ${seenAtCrash} request(s); ${delivering} delivering, ${delivered} delivered in the file`);
+    ctx.log(
+      `worker killed itself after a 2xx: consumer had ${seenAtCrash} request(s); ${delivering} delivering, ${delivered} delivered in the file`,
+    );
     if (delivered > 0) r.note(`${delivered} delivered before the crash (their completions were written first)`);
     const t0 = performance.now();
     const { seen } = await recoverDeliveries(r, { db, acks, load, consumer, inFlight: delivering, what: 'crash' });
@@ -484,7 +543,11 @@ async function leaseShorterThanTimeout(ctx: CaseContext): Promise<CaseResult> {
     const run = await runHookbucket(['--db', db, ...args], { timeoutMs: 20_000 });
     const ok = run.code === 2 && /error \[invalid_option\]/.test(run.stderr) && /slow has 10000 ms/.test(run.stderr);
     if (!ok) r.fail(`${name}: exit ${run.code ?? run.signal}, stderr ${JSON.stringify(run.stderr.slice(0, 300))}`);
-    r.figure(name, `exit ${run.code ?? run.signal} in ${secs(run.ms)}${ok ? ', invalid_option naming the bucket' : ''}`, 'exit 2, invalid_option');
+    r.figure(
+      name,
+      `exit ${run.code ?? run.signal} in ${secs(run.ms)}${ok ? ', invalid_option naming the bucket' : ''}`,
+      'exit 2, invalid_option',
+    );
   }
   // A lease longer than every timeout starts, and stops cleanly.
   const w = await startWorkerProcess({ db, flags: ['--lease', '11s'] });

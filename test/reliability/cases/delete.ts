@@ -121,7 +121,15 @@ async function deleteUnderLoad(ctx: CaseContext): Promise<CaseResult> {
 
     serve = await startServe({ db });
     const acks = new AckLog();
-    load = new LoadGenerator({ url: serve.url, bucket: 'other', connections: 8, random: ctx.random, ackLog: acks, maxBody: 16 * 1024, maxRequests: LOAD_BOUND });
+    load = new LoadGenerator({
+      url: serve.url,
+      bucket: 'other',
+      connections: 8,
+      random: ctx.random,
+      ackLog: acks,
+      maxBody: 16 * 1024,
+      maxRequests: LOAD_BOUND,
+    });
     load.start();
     await sleep(1000);
 
@@ -131,7 +139,9 @@ async function deleteUnderLoad(ctx: CaseContext): Promise<CaseResult> {
     const killAt = Math.floor(OLD_ROWS * (1 - KILL_AT_SHARE));
     const reached = await until(() => (deleting!.exit ? 'exited' : rowsIn(db, 'big') <= killAt ? 'reached' : undefined), 120_000, 100);
     if (reached !== 'reached') {
-      r.fail(`the first delete ${reached === 'exited' ? `exited (${deleting.exit?.code}) before` : 'did not get'} to ${killAt} rows left: ${deleting.tail(5)}`);
+      r.fail(
+        `the first delete ${reached === 'exited' ? `exited (${deleting.exit?.code}) before` : 'did not get'} to ${killAt} rows left: ${deleting.tail(5)}`,
+      );
       return r;
     }
     await deleting.kill9();
@@ -141,12 +151,16 @@ async function deleteUnderLoad(ctx: CaseContext): Promise<CaseResult> {
     // The tombstone stands: shown as deleting, refused by ingest and by create.
     const show = await runHookbucket(['--db', db, 'bucket', 'show', 'big', '--json']);
     const shown = show.code === 0 ? (JSON.parse(show.stdout) as { deleting?: boolean; requests?: number }) : undefined;
-    if (shown?.deleting !== true) r.fail(`after the kill, bucket show does not say deleting: exit ${show.code}, ${show.stdout.slice(0, 200)} ${show.stderr.slice(0, 200)}`);
+    if (shown?.deleting !== true)
+      r.fail(
+        `after the kill, bucket show does not say deleting: exit ${show.code}, ${show.stdout.slice(0, 200)} ${show.stderr.slice(0, 200)}`,
+      );
     if (shown && shown.requests !== left) r.fail(`bucket show says ${shown.requests} requests left, the file has ${left}`);
     const late = await fetch(`${serve.url}/b/big`, { method: 'POST', body: 'late', signal: AbortSignal.timeout(10_000) });
     if (late.status !== 404) r.fail(`ingest to the deleting bucket answered ${late.status}, not 404`);
     const early = await runHookbucket(['--db', db, 'bucket', 'create', 'big', '--destination', `${newC.url}/new`]);
-    if (early.code !== 1 || !/bucket_deleting/.test(early.stderr)) r.fail(`bucket create during the delete: exit ${early.code}, ${early.stderr.slice(0, 200)}`);
+    if (early.code !== 1 || !/bucket_deleting/.test(early.stderr))
+      r.fail(`bucket create during the delete: exit ${early.code}, ${early.stderr.slice(0, 200)}`);
 
     // Re-run without --force: it finishes.
     t0 = performance.now();
@@ -159,7 +173,11 @@ async function deleteUnderLoad(ctx: CaseContext): Promise<CaseResult> {
     const created = await runHookbucket(['--db', db, 'bucket', 'create', 'big', '--destination', `${newC.url}/new`]);
     if (created.code !== 0) r.fail(`bucket create after the delete: exit ${created.code}: ${created.stderr.slice(0, 200)}`);
     for (let i = 0; i < NEW_ROWS; i++) {
-      const res = await fetch(`${serve.url}/b/big/new/${i}`, { method: 'POST', body: JSON.stringify({ new: i }), signal: AbortSignal.timeout(10_000) });
+      const res = await fetch(`${serve.url}/b/big/new/${i}`, {
+        method: 'POST',
+        body: JSON.stringify({ new: i }),
+        signal: AbortSignal.timeout(10_000),
+      });
       if (res.status !== 200) r.fail(`new request ${i} answered ${res.status}`);
     }
     try {
@@ -174,7 +192,8 @@ async function deleteUnderLoad(ctx: CaseContext): Promise<CaseResult> {
     if (oldC.received.length > 0) r.fail(`${oldC.received.length} old requests delivered to the old destination (the bucket was paused)`);
     r.figure('old requests delivered to the new destination', String(oldToNew), '0');
     r.figure('new destination received', `${newC.received.length} (${countByRequestId(newC.received).size} distinct)`, `${NEW_ROWS}`);
-    if (countByRequestId(newC.received).size !== NEW_ROWS) r.fail(`the new destination got ${countByRequestId(newC.received).size} distinct requests, not ${NEW_ROWS}`);
+    if (countByRequestId(newC.received).size !== NEW_ROWS)
+      r.fail(`the new destination got ${countByRequestId(newC.received).size} distinct requests, not ${NEW_ROWS}`);
 
     checkIngest(r, load, 'ingest to other');
     await checkAcks(r, db, acks, load, ['other']);
@@ -203,7 +222,15 @@ async function changesUnderLoad(ctx: CaseContext): Promise<CaseResult> {
     await hookbucket(['--db', db, 'bucket', 'create', 'hot', '--destination', `${consumer.url}/hot`]);
     serve = await startServe({ db });
     const acks = new AckLog();
-    load = new LoadGenerator({ url: serve.url, bucket: 'hot', connections: 8, random: ctx.random, ackLog: acks, maxBody: 16 * 1024, maxRequests: LOAD_BOUND });
+    load = new LoadGenerator({
+      url: serve.url,
+      bucket: 'hot',
+      connections: 8,
+      random: ctx.random,
+      ackLog: acks,
+      maxBody: 16 * 1024,
+      maxRequests: LOAD_BOUND,
+    });
     load.start();
     await sleep(1000);
     const runs: Array<{ args: string; run: CliRun }> = [];
@@ -222,10 +249,14 @@ async function changesUnderLoad(ctx: CaseContext): Promise<CaseResult> {
     r.figure('command time p50 / max', `${secs(pct(ms, 0.5))} / ${secs(Math.max(...ms))}`, '≤ 10 s lock wait each');
 
     // Every acknowledged request is delivered once the bucket runs again: pauses lose nothing.
-    const delivered = await until(() => {
-      const seen = countByRequestId(consumer.received);
-      return acks.all().every((a) => seen.has(a.id)) ? true : undefined;
-    }, 120_000, 250);
+    const delivered = await until(
+      () => {
+        const seen = countByRequestId(consumer.received);
+        return acks.all().every((a) => seen.has(a.id)) ? true : undefined;
+      },
+      120_000,
+      250,
+    );
     if (!delivered) {
       const seen = countByRequestId(consumer.received);
       r.fail(`${acks.all().filter((a) => !seen.has(a.id)).length} of ${acks.size} acknowledged requests not delivered within 120 s`);
@@ -244,6 +275,16 @@ async function changesUnderLoad(ctx: CaseContext): Promise<CaseResult> {
 }
 
 export const cases: ReliabilityCase[] = [
-  { id: 28, title: 'bucket delete of 200,000 requests under ingest load, killed and re-run; the name recreated gets none of them', timeoutMs: 4 * 60_000, run: deleteUnderLoad },
-  { id: 29, title: 'bucket pause, resume and update, 20 rounds each, under ingest and drain load: all exit 0', timeoutMs: 4 * 60_000, run: changesUnderLoad },
+  {
+    id: 28,
+    title: 'bucket delete of 200,000 requests under ingest load, killed and re-run; the name recreated gets none of them',
+    timeoutMs: 4 * 60_000,
+    run: deleteUnderLoad,
+  },
+  {
+    id: 29,
+    title: 'bucket pause, resume and update, 20 rounds each, under ingest and drain load: all exit 0',
+    timeoutMs: 4 * 60_000,
+    run: changesUnderLoad,
+  },
 ];

@@ -203,7 +203,8 @@ function parseAnswer(buf: Buffer, headOnly: boolean, atClose: boolean): Parsed {
       if (i > 0) headers[l.slice(0, i).trim().toLowerCase()] = l.slice(i + 1).trim();
     }
     const rest = buf.subarray(end + 4);
-    if (headOnly || status === 204 || status === 304) return { continued, final: { status, headers, body: Buffer.alloc(0), complete: true } };
+    if (headOnly || status === 204 || status === 304)
+      return { continued, final: { status, headers, body: Buffer.alloc(0), complete: true } };
     const cl = headers['content-length'];
     if (cl !== undefined) {
       const n = Number(cl);
@@ -303,7 +304,11 @@ export function splitAnswers(raw: Buffer): Array<{ status: number; code: string 
  * Writes bytes on one connection (optionally half-closing after them) and collects everything
  * that comes back until the server closes it or `timeoutMs` passes.
  */
-export function converse(url: string, bytes: Buffer, o: { end?: boolean; timeoutMs?: number } = {}): Promise<{ raw: Buffer; closedByServer: boolean }> {
+export function converse(
+  url: string,
+  bytes: Buffer,
+  o: { end?: boolean; timeoutMs?: number } = {},
+): Promise<{ raw: Buffer; closedByServer: boolean }> {
   const u = new URL(url);
   return new Promise((resolve) => {
     const sock = connect(Number(u.port), u.hostname);
@@ -510,25 +515,33 @@ export class Bench {
   /** An answer has this status (and JSON code); returns whether it did. */
   expect(a: { status: number; body?: Buffer }, status: number, code: string | undefined, label: string): boolean {
     const got = a.body ? codeOf(a.body) : undefined;
-    return this.check(a.status === status && (code === undefined || got === code), `${label}: expected ${status}${code ? ` ${code}` : ''}, got ${a.status}${got ? ` ${got}` : ''}`);
+    return this.check(
+      a.status === status && (code === undefined || got === code),
+      `${label}: expected ${status}${code ? ` ${code}` : ''}, got ${a.status}${got ? ` ${got}` : ''}`,
+    );
   }
 
   /** The synchronous reads below are SQLite's; a PostgreSQL twin reads through `store` (async). */
   #db(): BetterSqlite3.Database {
-    if (this.store.dialect !== 'SQLite') throw new Error(`Bench's synchronous reads are SQLite only (this case runs on ${this.store.dialect})`);
+    if (this.store.dialect !== 'SQLite')
+      throw new Error(`Bench's synchronous reads are SQLite only (this case runs on ${this.store.dialect})`);
     return (this.#reader ??= openForCheck(this.db));
   }
 
   /** Stored requests, in one bucket or all. */
   rows(bucket?: string): number {
     const db = this.#db();
-    return (bucket === undefined
-      ? db.prepare('select count(*) from requests').pluck().get()
-      : db.prepare('select count(*) from requests where bucket = ?').pluck().get(bucket)) as number;
+    return (
+      bucket === undefined
+        ? db.prepare('select count(*) from requests').pluck().get()
+        : db.prepare('select count(*) from requests where bucket = ?').pluck().get(bucket)
+    ) as number;
   }
 
   query<T = Record<string, unknown>>(sql: string, ...params: unknown[]): T[] {
-    return this.#db().prepare(sql).all(...params) as T[];
+    return this.#db()
+      .prepare(sql)
+      .all(...params) as T[];
   }
 
   /** Waits until no delivery is pending, retrying or in flight (or the time is up). */
@@ -538,7 +551,10 @@ export class Bench {
   }
 
   rowsWhere(sql: string, ...params: unknown[]): number {
-    return this.#db().prepare(sql).pluck().get(...params) as number;
+    return this.#db()
+      .prepare(sql)
+      .pluck()
+      .get(...params) as number;
   }
 
   /** Nothing stored since `before` rows: the refusal left no trace. */
@@ -559,7 +575,10 @@ export class Bench {
       this.#reader = undefined;
       const stop = await this.serve.proc.term(20_000);
       r.figure('serve stop (SIGTERM)', secs(stop.ms), '≤ 20 s');
-      this.check(!stop.forced && stop.code === 0, `serve did not stop cleanly: ${stop.code ?? stop.signal}${stop.forced ? ' (killed)' : ''}`);
+      this.check(
+        !stop.forced && stop.code === 0,
+        `serve did not stop cleanly: ${stop.code ?? stop.signal}${stop.forced ? ' (killed)' : ''}`,
+      );
       const inv = await this.store.check({ acks: this.acks.all(), sent: this.sent, expectDeliveries: true });
       const ackIds = new Set(this.acks.all().map((a) => a.id));
       r.verified = inv.verified;
@@ -568,7 +587,10 @@ export class Bench {
       this.check(inv.storedUnacked === 0, `${inv.storedUnacked} stored row(s) were never acknowledged`);
       const total = await this.store.scalar('select count(*) from requests');
       this.check(total === this.acks.size, `${total} rows stored, ${this.acks.size} acknowledged`);
-      r.figure('invariant', `${inv.verified}/${this.acks.size} acked verified, ${inv.rowsScanned} rows scanned, integrity ${inv.integrity}, ${inv.ms.toFixed(0)} ms`);
+      r.figure(
+        'invariant',
+        `${inv.verified}/${this.acks.size} acked verified, ${inv.rowsScanned} rows scanned, integrity ${inv.integrity}, ${inv.ms.toFixed(0)} ms`,
+      );
       if (this.consumer) r.duplicates = await duplicateDeliveries(this.store, this.consumer.received);
     } finally {
       await this.consumer?.close();
@@ -612,10 +634,16 @@ const case10: ReliabilityCase = {
   title: 'body at exactly the limit: stored byte-identical',
   timeoutMs: 120_000,
   run: async (ctx) => {
-    const b = await Bench.start(ctx, { buckets: [{ name: 'big' }, { name: 'small', flags: ['--max-body', '1KiB'] }], serve: ['--no-worker'] });
+    const b = await Bench.start(ctx, {
+      buckets: [{ name: 'big' }, { name: 'small', flags: ['--max-body', '1KiB'] }],
+      serve: ['--no-worker'],
+    });
     b.result.note('also covered by test/ingest/bad-input.test.ts "body at exactly the limit is stored" (1 KiB, Content-Length only)');
     return b.run(async () => {
-      const limits: Array<[string, number]> = [['small', 1024], ['big', 25 * MiB]];
+      const limits: Array<[string, number]> = [
+        ['small', 1024],
+        ['big', 25 * MiB],
+      ];
       for (const [bucket, limit] of limits) {
         const body = randomBytesFrom(ctx.random, limit);
         for (const framing of ['length', 'chunked', 'expect'] as const) {
@@ -625,7 +653,10 @@ const case10: ReliabilityCase = {
             body,
             framing: framing === 'chunked' ? 'chunked' : 'length',
             chunkBytes: framing === 'chunked' ? 64 * KiB : undefined,
-            headers: framing === 'expect' ? ['Expect', '100-continue', 'Content-Type', 'application/octet-stream'] : ['Content-Type', 'application/octet-stream'],
+            headers:
+              framing === 'expect'
+                ? ['Expect', '100-continue', 'Content-Type', 'application/octet-stream']
+                : ['Content-Type', 'application/octet-stream'],
           });
           const a = await b.send(w, { waitContinue: framing === 'expect' });
           b.expect(a, 200, undefined, `${bucket} ${limit} bytes (${framing})`);
@@ -638,7 +669,10 @@ const case10: ReliabilityCase = {
       const shown = spawnSync(process.execPath, [BIN, '--db', b.db, 'requests', 'show', last.id, '--raw'], {
         maxBuffer: 64 * MiB,
       });
-      b.check(shown.status === 0 && sha256Hex(shown.stdout) === last.sha256, `requests show --raw of the 25 MiB request differs (exit ${shown.status})`);
+      b.check(
+        shown.status === 0 && sha256Hex(shown.stdout) === last.sha256,
+        `requests show --raw of the 25 MiB request differs (exit ${shown.status})`,
+      );
     });
   },
 };
@@ -649,7 +683,13 @@ const case11: ReliabilityCase = {
   timeoutMs: 180_000,
   run: async (ctx) => {
     const limit = 100 * MiB;
-    const b = await Bench.start(ctx, { buckets: [{ name: 'capped', flags: ['--max-body', '100MiB'] }, { name: 'small', flags: ['--max-body', '1KiB'] }], serve: ['--no-worker'] });
+    const b = await Bench.start(ctx, {
+      buckets: [
+        { name: 'capped', flags: ['--max-body', '100MiB'] },
+        { name: 'small', flags: ['--max-body', '1KiB'] },
+      ],
+      serve: ['--no-worker'],
+    });
     b.result.note('the 1 KiB shapes are also in test/ingest/bad-input.test.ts (413 with Content-Length, chunked, Expect)');
     return b.run(async () => {
       // Warm the server up (JIT, pools) so the measured growth is the request's own.
@@ -657,7 +697,13 @@ const case11: ReliabilityCase = {
       const small = Buffer.alloc(1025, 0x61);
       for (const framing of ['length', 'chunked', 'expect'] as const) {
         const before = b.rows();
-        const w = b.wire({ bucket: 'small', body: small, framing: framing === 'chunked' ? 'chunked' : 'length', chunkBytes: 600, headers: framing === 'expect' ? ['Expect', '100-continue'] : [] });
+        const w = b.wire({
+          bucket: 'small',
+          body: small,
+          framing: framing === 'chunked' ? 'chunked' : 'length',
+          chunkBytes: 600,
+          headers: framing === 'expect' ? ['Expect', '100-continue'] : [],
+        });
         const a = await b.send(w, { waitContinue: framing === 'expect' });
         b.expect(a, 413, 'body_too_large', `1 KiB + 1 (${framing})`);
         b.nothingStored(before, `1 KiB + 1 (${framing})`);
@@ -672,7 +718,11 @@ const case11: ReliabilityCase = {
         const m = await peakGrowth(b.pid, () => b.send(w, { pieceBytes: 64 * KiB }));
         b.expect(m.value, 413, 'body_too_large', 'limit + 1 with Content-Length');
         b.nothingStored(before, 'limit + 1 with Content-Length');
-        b.result.figure('Content-Length limit+1: server peak RSS growth', `${mib(m.growth)} (${m.how}); ${mib(m.value.bytesSent)} of the body written before the 413`, `< ${mib(flatBound)}`);
+        b.result.figure(
+          'Content-Length limit+1: server peak RSS growth',
+          `${mib(m.growth)} (${m.how}); ${mib(m.value.bytesSent)} of the body written before the 413`,
+          `< ${mib(flatBound)}`,
+        );
         b.check(m.growth < flatBound, `Content-Length limit+1: peak RSS grew ${mib(m.growth)}`);
       }
       // Expect: 100-continue with a Content-Length over the limit: 413 and no 100, so no body is sent.
@@ -696,25 +746,43 @@ const case11: ReliabilityCase = {
       // unmeasured) against a quarter.
       {
         const before = b.rows();
-        const one = await peakGrowth(b.pid, () => b.send(b.wire({ bucket: 'capped', body: payload, framing: 'chunked', chunkBytes: MiB }), { pieceBytes: 64 * KiB }));
+        const one = await peakGrowth(b.pid, () =>
+          b.send(b.wire({ bucket: 'capped', body: payload, framing: 'chunked', chunkBytes: MiB }), { pieceBytes: 64 * KiB }),
+        );
         b.expect(one.value, 413, 'body_too_large', 'limit + 1 chunked');
-        b.result.figure('chunked limit+1, first on a fresh server: peak RSS growth', `${mib(one.growth)} (${one.how}); ${mib(one.value.bytesSent)} sent`, `< ${mib(payload.length / 2)}`);
+        b.result.figure(
+          'chunked limit+1, first on a fresh server: peak RSS growth',
+          `${mib(one.growth)} (${one.how}); ${mib(one.value.bytesSent)} sent`,
+          `< ${mib(payload.length / 2)}`,
+        );
         b.check(one.growth < payload.length / 2, `chunked limit+1 (first): peak RSS grew ${mib(one.growth)}`);
         // The steady state starts after two more, unmeasured: how much dead socket-read memory waits
         // for the next GC varies from one refusal to the next (0.8–22.5 MiB of growth over six, seen
         // right after the first), and the process's heap settles only after a few such peaks.
         for (let i = 0; i < 2; i++) {
-          b.expect(await b.send(b.wire({ bucket: 'capped', body: payload, framing: 'chunked', chunkBytes: MiB }), { pieceBytes: 64 * KiB }), 413, 'body_too_large', `limit + 1 chunked (settling #${i + 1})`);
+          b.expect(
+            await b.send(b.wire({ bucket: 'capped', body: payload, framing: 'chunked', chunkBytes: MiB }), { pieceBytes: 64 * KiB }),
+            413,
+            'body_too_large',
+            `limit + 1 chunked (settling #${i + 1})`,
+          );
         }
         const runs = 6;
         const run = await peakGrowth(b.pid, async () => {
           const answers: Answer[] = [];
-          for (let i = 0; i < runs; i++) answers.push(await b.send(b.wire({ bucket: 'capped', body: payload, framing: 'chunked', chunkBytes: MiB }), { pieceBytes: 64 * KiB }));
+          for (let i = 0; i < runs; i++)
+            answers.push(
+              await b.send(b.wire({ bucket: 'capped', body: payload, framing: 'chunked', chunkBytes: MiB }), { pieceBytes: 64 * KiB }),
+            );
           return answers;
         });
         run.value.forEach((a, i) => b.expect(a, 413, 'body_too_large', `limit + 1 chunked (run #${i + 1})`));
         b.nothingStored(before, 'limit + 1 chunked');
-        b.result.figure(`chunked limit+1 ×${runs} in a row: server peak RSS growth`, `${mib(run.growth)} (${run.how}) for ${mib(runs * payload.length)} sent`, `< ${mib(flatBound)}`);
+        b.result.figure(
+          `chunked limit+1 ×${runs} in a row: server peak RSS growth`,
+          `${mib(run.growth)} (${run.how}) for ${mib(runs * payload.length)} sent`,
+          `< ${mib(flatBound)}`,
+        );
         b.check(run.growth < flatBound, `chunked limit+1 ×${runs}: peak RSS grew ${mib(run.growth)}`);
         // The last refusal's spool closes just after its 413 went out: a leak would never clear.
         await until(() => (spoolLeft(b).length === 0 ? true : undefined), 5000);
@@ -739,10 +807,16 @@ const case12: ReliabilityCase = {
         const w = b.wire({ bucket: 'hooks', path: `/one-byte/${size}`, body, framing: 'chunked', chunkBytes: 1 });
         const m = await peakGrowth(b.pid, () => b.send(w, { pieceBytes: 64 * KiB, timeoutMs: 120_000 }));
         b.expect(m.value, 200, undefined, `${mib(size)} in 1-byte chunks`);
-        b.result.figure(`${mib(size)} as ${size} 1-byte chunks (${mib(w.body.length)} on the wire)`, `acked in ${secs(m.value.ms)}, server peak RSS growth ${mib(m.growth)} (${m.how})`, `< ${mib(bound)}`);
+        b.result.figure(
+          `${mib(size)} as ${size} 1-byte chunks (${mib(w.body.length)} on the wire)`,
+          `acked in ${secs(m.value.ms)}, server peak RSS growth ${mib(m.growth)} (${m.how})`,
+          `< ${mib(bound)}`,
+        );
         b.check(m.growth < bound, `${mib(size)} in 1-byte chunks: peak RSS grew ${mib(m.growth)}`);
       }
-      b.result.note('before the fix in src/ingest/capture.ts (small chunks coalesced), 1 MiB in 1-byte chunks raised serve peak RSS by about 420 MiB');
+      b.result.note(
+        'before the fix in src/ingest/capture.ts (small chunks coalesced), 1 MiB in 1-byte chunks raised serve peak RSS by about 420 MiB',
+      );
     });
   },
 };
@@ -762,10 +836,21 @@ const case13: ReliabilityCase = {
       for (let i = 0; i < resets; i++) {
         const size = 1 + Math.floor(ctx.random() * 6 * MiB);
         const chunked = i % 2 === 1;
-        const w = b.wire({ bucket: 'hooks', path: `/reset/${i}`, body: randomBytesFrom(ctx.random, size), framing: chunked ? 'chunked' : 'length', chunkBytes: 256 * KiB });
+        const w = b.wire({
+          bucket: 'hooks',
+          path: `/reset/${i}`,
+          body: randomBytesFrom(ctx.random, size),
+          framing: chunked ? 'chunked' : 'length',
+          chunkBytes: 256 * KiB,
+        });
         const wire = Buffer.concat([w.head, w.body]);
         // Anywhere from just after the head to one byte short of the end: never a whole request.
-        const cut = i === 0 ? w.head.length : i === 1 ? wire.length - 1 : w.head.length + Math.floor(ctx.random() * (wire.length - 1 - w.head.length));
+        const cut =
+          i === 0
+            ? w.head.length
+            : i === 1
+              ? wire.length - 1
+              : w.head.length + Math.floor(ctx.random() * (wire.length - 1 - w.head.length));
         cuts.push(`${((cut / wire.length) * 100).toFixed(0)}%`);
         b.result.sent++;
         await new Promise<void>((resolve) => {
@@ -787,7 +872,11 @@ const case13: ReliabilityCase = {
       // No write transaction left open: another connection takes the write lock at once.
       try {
         const waited = await b.store.takeWriteLock(2000);
-        b.result.figure(`write lock taken by another ${b.store.dialect === 'SQLite' ? 'process' : 'connection'} after the resets`, ms(waited), '< 1000 ms');
+        b.result.figure(
+          `write lock taken by another ${b.store.dialect === 'SQLite' ? 'process' : 'connection'} after the resets`,
+          ms(waited),
+          '< 1000 ms',
+        );
         b.check(waited < 1000, `the write lock took ${ms(waited)}`);
       } catch (e) {
         b.fail(`another connection could not take the write lock: ${(e as Error).message}`);
@@ -806,7 +895,10 @@ const case14: ReliabilityCase = {
   run: async (ctx) => {
     const headersTimeout = 1000;
     const requestTimeout = 3000;
-    const b = await Bench.start(ctx, { buckets: [{ name: 'hooks' }], serve: ['--no-worker', '--headers-timeout', '1s', '--request-timeout', '3s'] });
+    const b = await Bench.start(ctx, {
+      buckets: [{ name: 'hooks' }],
+      serve: ['--no-worker', '--headers-timeout', '1s', '--request-timeout', '3s'],
+    });
     b.result.note('one slow-headers and one slow-body client are also in test/ingest/bad-input.test.ts');
     return b.run(async () => {
       interface Slow {
@@ -862,23 +954,44 @@ const case14: ReliabilityCase = {
       let stop = false;
       const everyone = Promise.all(all).then(() => (stop = true));
       while (!stop && performance.now() - t0 < 15_000) {
-        const a = await b.send(b.wire({ bucket: 'hooks', path: '/normal', body: randomBytesFrom(ctx.random, 1 + Math.floor(ctx.random() * 8 * KiB)) }));
+        const a = await b.send(
+          b.wire({ bucket: 'hooks', path: '/normal', body: randomBytesFrom(ctx.random, 1 + Math.floor(ctx.random() * 8 * KiB)) }),
+        );
         latencies.push(a.ms);
         if (a.status !== 200) bad++;
         await new Promise((r) => setTimeout(r, 50));
       }
       await everyone;
       b.check(bad === 0, `${bad} ordinary request(s) did not get a 2xx while slow clients were connected`);
-      b.result.figure('ordinary requests meanwhile', `${latencies.length} sent, ${latencies.length - bad} 2xx, p50 ${ms(pct(latencies, 50))}, max ${ms(Math.max(...latencies))}`, 'all 2xx');
-      const bounds = { headers: [headersTimeout * 0.9, headersTimeout + 2000], body: [requestTimeout * 0.9, requestTimeout + 2000], idle: [headersTimeout * 0.9, headersTimeout + 2000] } as const;
+      b.result.figure(
+        'ordinary requests meanwhile',
+        `${latencies.length} sent, ${latencies.length - bad} 2xx, p50 ${ms(pct(latencies, 50))}, max ${ms(Math.max(...latencies))}`,
+        'all 2xx',
+      );
+      const bounds = {
+        headers: [headersTimeout * 0.9, headersTimeout + 2000],
+        body: [requestTimeout * 0.9, requestTimeout + 2000],
+        idle: [headersTimeout * 0.9, headersTimeout + 2000],
+      } as const;
       for (const kind of ['headers', 'body', 'idle'] as const) {
         const group = slows.filter((s) => s.kind === kind);
         const times = group.map((s) => s.closedAt ?? Infinity);
         const [lo, hi] = bounds[kind];
         const statuses = [...new Set(group.map((s) => `${s.status}${s.code ? ` ${s.code}` : ''}`))].join(', ');
-        b.result.figure(`slow ${kind} (${group.length}): closed after`, `${ms(Math.min(...times))}–${ms(Math.max(...times))}; answers: ${statuses}`, `${ms(lo)}–${ms(hi)}`);
-        b.check(times.every((t) => t >= lo && t <= hi), `slow ${kind}: closed after ${times.map((t) => t.toFixed(0)).join(', ')} ms`);
-        if (kind !== 'idle') b.check(group.every((s) => s.status === 408 && s.code === 'request_timeout'), `slow ${kind}: answers ${statuses}, expected 408 request_timeout`);
+        b.result.figure(
+          `slow ${kind} (${group.length}): closed after`,
+          `${ms(Math.min(...times))}–${ms(Math.max(...times))}; answers: ${statuses}`,
+          `${ms(lo)}–${ms(hi)}`,
+        );
+        b.check(
+          times.every((t) => t >= lo && t <= hi),
+          `slow ${kind}: closed after ${times.map((t) => t.toFixed(0)).join(', ')} ms`,
+        );
+        if (kind !== 'idle')
+          b.check(
+            group.every((s) => s.status === 408 && s.code === 'request_timeout'),
+            `slow ${kind}: answers ${statuses}, expected 408 request_timeout`,
+          );
       }
       b.check(b.rows('hooks') === b.acks.size, 'a slow request was stored');
     });
@@ -897,20 +1010,32 @@ const case15: ReliabilityCase = {
       const inner = 'POST /b/other HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello';
       const chunkedInner = `0\r\n\r\n${inner}`;
       const shapes: Array<[string, string]> = [
-        ['CL then TE', `POST /b/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: ${chunkedInner.length}\r\nTransfer-Encoding: chunked\r\n\r\n${chunkedInner}`],
+        [
+          'CL then TE',
+          `POST /b/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: ${chunkedInner.length}\r\nTransfer-Encoding: chunked\r\n\r\n${chunkedInner}`,
+        ],
         ['TE then CL', `POST /b/hooks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n${chunkedInner}`],
-        ['duplicate CL, different values', `POST /b/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: ${inner.length}\r\n\r\n${inner}`],
+        [
+          'duplicate CL, different values',
+          `POST /b/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: ${inner.length}\r\n\r\n${inner}`,
+        ],
         ['duplicate CL, same value', `POST /b/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello${inner}`],
         ['CL list "5, 5"', `POST /b/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 5\r\n\r\nhello`],
         ['CL "+5"', `POST /b/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: +5\r\n\r\nhello`],
-        ['"Transfer-Encoding : chunked"', `POST /b/hooks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding : chunked\r\nContent-Length: 5\r\n\r\nhello${chunkedInner}`],
+        [
+          '"Transfer-Encoding : chunked"',
+          `POST /b/hooks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding : chunked\r\nContent-Length: 5\r\n\r\nhello${chunkedInner}`,
+        ],
         ['"Transfer-Encoding : chunked" alone', `POST /b/hooks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding : chunked\r\n\r\n${chunkedInner}`],
         ['TE folded onto the next line', `POST /b/hooks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: x\r\n chunked\r\n\r\n${chunkedInner}`],
         ['bare LF everywhere', `POST /b/hooks HTTP/1.1\nHost: x\nContent-Length: 5\n\nhello`],
         ['bare LF in one header line', `POST /b/hooks HTTP/1.1\r\nHost: x\nContent-Length: 5\r\n\r\nhello`],
         ['bare CR', `POST /b/hooks HTTP/1.1\rHost: x\rContent-Length: 5\r\r\nhello`],
         ['bare LF in chunk framing', `POST /b/hooks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\n0\n\n`],
-        ['chunk size overflow', `POST /b/hooks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffff\r\nhello\r\n0\r\n\r\n`],
+        [
+          'chunk size overflow',
+          `POST /b/hooks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffff\r\nhello\r\n0\r\n\r\n`,
+        ],
         ['space in a header name', `POST /b/hooks HTTP/1.1\r\nHost: x\r\nContent Length: 5\r\n\r\nhello`],
       ];
       // Framed soundly, so refused by ingest on a connection that stays usable (RFC 9112 §3.2 asks for the 400).
@@ -932,7 +1057,10 @@ const case15: ReliabilityCase = {
       b.expect(await b.sendRaw(twoHosts), 400, 'bad_request', 'two Host headers');
       b.nothingStored(before, 'two Host headers');
       b.check(b.rows('other') === 0, 'a smuggled request reached bucket other');
-      b.result.figure('shapes refused with 400', `${shapes.length + 1}; connection closed after each parse error, the slowest after ${ms(slowest)}`);
+      b.result.figure(
+        'shapes refused with 400',
+        `${shapes.length + 1}; connection closed after each parse error, the slowest after ${ms(slowest)}`,
+      );
       // The parser still serves a well-formed request on a fresh connection.
       const ok = await b.send(b.wire({ bucket: 'hooks', body: Buffer.from('well-formed') }));
       b.expect(ok, 200, undefined, 'a well-formed request after the shapes');
@@ -953,11 +1081,23 @@ const case16: ReliabilityCase = {
       // bytes past the chunk size and make the frame itself malformed (then a 400 parse error can
       // win the race with the route's 501, as it did once the server fed its parser from a 'data' listener).
       const frame = chunkedFrame(body, body.length);
-      const codings = ['gzip, chunked', 'deflate, chunked', 'br, chunked', 'x-custom, chunked', 'chunked, chunked', 'gzip', 'chunked, gzip', 'identity'];
+      const codings = [
+        'gzip, chunked',
+        'deflate, chunked',
+        'br, chunked',
+        'x-custom, chunked',
+        'chunked, chunked',
+        'gzip',
+        'chunked, gzip',
+        'identity',
+      ];
       for (const te of codings) {
         const before = b.rows();
         const a = await b.sendRaw(
-          Buffer.concat([Buffer.from(`POST /b/hooks HTTP/1.1\r\nHost: x\r\nx-reliability-seq: 0\r\nTransfer-Encoding: ${te}\r\n\r\n`, 'latin1'), frame]),
+          Buffer.concat([
+            Buffer.from(`POST /b/hooks HTTP/1.1\r\nHost: x\r\nx-reliability-seq: 0\r\nTransfer-Encoding: ${te}\r\n\r\n`, 'latin1'),
+            frame,
+          ]),
           { waitForClose: true, timeoutMs: 5000 },
         );
         b.expect(a, 501, 'unsupported_transfer_encoding', `Transfer-Encoding: ${te}`);
@@ -1000,7 +1140,9 @@ const case17: ReliabilityCase = {
       const bomb10m = await gzipZeros(10 * 1000 * 1000);
       const bomb1g = await gzipZeros(1024 * MiB);
       const double1g = gzipSync(bomb1g, { level: 9 });
-      ctx.log(`bombs built in ${secs(performance.now() - t0)}: 10 MB → ${bomb10m.length} B, 1 GiB → ${bomb1g.length} B, 1 GiB gzip twice → ${double1g.length} B`);
+      ctx.log(
+        `bombs built in ${secs(performance.now() - t0)}: 10 MB → ${bomb10m.length} B, 1 GiB → ${bomb1g.length} B, 1 GiB gzip twice → ${double1g.length} B`,
+      );
       const notGzip = randomBytesFrom(ctx.random, 4096);
       // label, bytes, Content-Encoding, inflated size (what a decoder would make of it), times sent.
       // The 10 MB bomb goes 20 times, so the payload involved (200 MB inflated) stands well clear of
@@ -1018,7 +1160,14 @@ const case17: ReliabilityCase = {
         const m = await peakGrowth(b.pid, async () => {
           const answers: Answer[] = [];
           for (let k = 0; k < times; k++) {
-            const w = b.wire({ bucket: 'gz', path: '/bomb', body, headers: ['Content-Type', 'application/json', 'Content-Encoding', encoding], framing: body.length > 100_000 ? 'chunked' : 'length', chunkBytes: 64 * KiB });
+            const w = b.wire({
+              bucket: 'gz',
+              path: '/bomb',
+              body,
+              headers: ['Content-Type', 'application/json', 'Content-Encoding', encoding],
+              framing: body.length > 100_000 ? 'chunked' : 'length',
+              chunkBytes: 64 * KiB,
+            });
             const a = await b.send(w);
             answers.push(a);
             if (a.status === 200) await c.waitFor(++delivered, 30_000);
@@ -1030,7 +1179,10 @@ const case17: ReliabilityCase = {
           const id = a.headers['x-hookbucket-request-id'] ?? '';
           const got = receivedFor(c, id)[0];
           b.check(got !== undefined && got.body.equals(body), `${label}: the consumer did not get the bytes as sent`);
-          b.check(got !== undefined && headerValues(got.rawHeaders, 'content-encoding').join(',') === encoding, `${label}: Content-Encoding not forwarded as sent`);
+          b.check(
+            got !== undefined && headerValues(got.rawHeaders, 'content-encoding').join(',') === encoding,
+            `${label}: Content-Encoding not forwarded as sent`,
+          );
         }
         const involved = inflated * times;
         const bound = involved > 0 ? involved / 4 : undefined;
@@ -1042,7 +1194,10 @@ const case17: ReliabilityCase = {
         if (bound) b.check(m.growth < bound, `${label}: peak RSS grew ${mib(m.growth)}: inflated?`);
       }
       b.check(await b.settled(30_000), 'deliveries did not settle');
-      b.check(b.rowsWhere(`select count(*) from deliveries where state = 'delivered'`) === b.acks.size, 'not every gzip request was delivered');
+      b.check(
+        b.rowsWhere(`select count(*) from deliveries where state = 'delivered'`) === b.acks.size,
+        'not every gzip request was delivered',
+      );
     });
   },
 };
@@ -1053,7 +1208,9 @@ const case18: ReliabilityCase = {
   timeoutMs: 120_000,
   run: async (ctx) => {
     const b = await Bench.start(ctx, { consumer: true, buckets: [{ name: 'bin', flags: ['--destination', '{consumer}/in'] }] });
-    b.result.note('the same kinds of bodies are in test/ingest/ingest.test.ts (stored) and test/drain/fidelity.test.ts (forwarded, in-process worker)');
+    b.result.note(
+      'the same kinds of bodies are in test/ingest/ingest.test.ts (stored) and test/drain/fidelity.test.ts (forwarded, in-process worker)',
+    );
     return b.run(async () => {
       const every = Buffer.alloc(1024);
       for (let i = 0; i < every.length; i++) every[i] = i % 256;
@@ -1063,27 +1220,48 @@ const case18: ReliabilityCase = {
         ['NUL only', Buffer.alloc(1000), 'text/plain'],
         ['UTF-8 BOM + JSON', Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"a":"é"}')]), 'application/json'],
         ['UTF-16LE BOM + text', Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from('hé', 'utf16le')]), 'text/plain; charset=utf-16'],
-        ['invalid UTF-8 (lone continuation, overlong, surrogate, 0xFF, truncated)', Buffer.from([0x7b, 0x80, 0xc0, 0xaf, 0xed, 0xa0, 0x80, 0xff, 0xfe, 0xe2, 0x82, 0x7d]), 'application/json; charset=utf-8'],
+        [
+          'invalid UTF-8 (lone continuation, overlong, surrogate, 0xFF, truncated)',
+          Buffer.from([0x7b, 0x80, 0xc0, 0xaf, 0xed, 0xa0, 0x80, 0xff, 0xfe, 0xe2, 0x82, 0x7d]),
+          'application/json; charset=utf-8',
+        ],
         ['CR/LF that looks like chunk framing', Buffer.from('\r\n\r\n0\r\n\r\nPOST /b/x HTTP/1.1\r\n\r\n', 'latin1'), 'text/plain'],
         ['empty', Buffer.alloc(0), 'application/json'],
-        ['random 70 KB with NULs', Buffer.concat([Buffer.alloc(10), randomBytesFrom(ctx.random, 70_000), Buffer.alloc(10)]), 'application/octet-stream'],
+        [
+          'random 70 KB with NULs',
+          Buffer.concat([Buffer.alloc(10), randomBytesFrom(ctx.random, 70_000), Buffer.alloc(10)]),
+          'application/octet-stream',
+        ],
       ];
       const ids: Array<[string, string, Buffer]> = [];
       let i = 0;
       for (const [label, body, type] of bodies) {
-        const w = b.wire({ bucket: 'bin', path: `/b${i}`, body, headers: ['Content-Type', type], framing: i++ % 2 === 0 ? 'length' : 'chunked', chunkBytes: 3000 });
+        const w = b.wire({
+          bucket: 'bin',
+          path: `/b${i}`,
+          body,
+          headers: ['Content-Type', type],
+          framing: i++ % 2 === 0 ? 'length' : 'chunked',
+          chunkBytes: 3000,
+        });
         const a = await b.send(w);
         if (b.expect(a, 200, undefined, label)) ids.push([label, a.headers['x-hookbucket-request-id']!, body]);
       }
       await b.consumer!.waitFor(ids.length, 30_000).catch((e: Error) => b.fail(e.message));
       for (const [label, id, body] of ids) {
         const got = receivedFor(b.consumer!, id);
-        b.check(got.length >= 1 && got.every((g) => g.body.equals(body)), `${label}: the consumer got ${got.length} copies, not byte-identical`);
+        b.check(
+          got.length >= 1 && got.every((g) => g.body.equals(body)),
+          `${label}: the consumer got ${got.length} copies, not byte-identical`,
+        );
       }
       const [, invalidId, invalidBody] = ids.find(([l]) => l.startsWith('invalid UTF-8'))!;
       const raw = await runHookbucket(['--db', b.db, 'requests', 'show', invalidId, '--json']);
       const shown = JSON.parse(raw.stdout) as { body: string; body_encoding: string };
-      b.check(Buffer.from(shown.body, shown.body_encoding === 'base64' ? 'base64' : 'utf8').equals(invalidBody), 'requests show --json does not give the invalid UTF-8 body back');
+      b.check(
+        Buffer.from(shown.body, shown.body_encoding === 'base64' ? 'base64' : 'utf8').equals(invalidBody),
+        'requests show --json does not give the invalid UTF-8 body back',
+      );
       b.check(await b.settled(30_000), 'deliveries did not settle');
       b.result.figure('bodies byte-identical at the consumer', `${ids.length}/${bodies.length}`);
     });
@@ -1099,25 +1277,44 @@ const case19: ReliabilityCase = {
     b.result.note('also in test/ingest/ingest.test.ts "keeps the raw header list" and test/drain/fidelity.test.ts (in-process worker)');
     return b.run(async () => {
       const headers = [
-        'X-Dup', 'one',
-        'Content-Type', 'application/json',
-        'x-dup', 'two',
-        'sTrIpE-SiGnAtUrE', 't=1,v1=abc',
-        'X-Empty', '',
-        'X-Latin1', 'caf\u00e9',
-        'X-Utf8-As-Latin1', Buffer.from('naïve ☕', 'utf8').toString('latin1'),
-        'X-Inner-Spaces', 'a  b   c',
-        'Connection', 'keep-alive, X-Hop',
-        'X-Hop', 'hop-by-hop, named by Connection',
-        'Keep-Alive', 'timeout=5',
-        'Proxy-Authorization', 'Basic eDp5',
-        'proxy-connection', 'keep-alive',
-        'TE', 'trailers',
-        'Trailer', 'X-Checksum',
-        'Upgrade', 'h2c',
-        'X-Hookbucket-Attempt', '99',
-        'X-DUP', 'three',
-        'Expect', '100-continue',
+        'X-Dup',
+        'one',
+        'Content-Type',
+        'application/json',
+        'x-dup',
+        'two',
+        'sTrIpE-SiGnAtUrE',
+        't=1,v1=abc',
+        'X-Empty',
+        '',
+        'X-Latin1',
+        'caf\u00e9',
+        'X-Utf8-As-Latin1',
+        Buffer.from('naïve ☕', 'utf8').toString('latin1'),
+        'X-Inner-Spaces',
+        'a  b   c',
+        'Connection',
+        'keep-alive, X-Hop',
+        'X-Hop',
+        'hop-by-hop, named by Connection',
+        'Keep-Alive',
+        'timeout=5',
+        'Proxy-Authorization',
+        'Basic eDp5',
+        'proxy-connection',
+        'keep-alive',
+        'TE',
+        'trailers',
+        'Trailer',
+        'X-Checksum',
+        'Upgrade',
+        'h2c',
+        'X-Hookbucket-Attempt',
+        '99',
+        'X-DUP',
+        'three',
+        'Expect',
+        '100-continue',
       ];
       const pairs: Array<[string, string]> = [];
       for (let k = 0; k < headers.length; k += 2) pairs.push([headers[k]!, headers[k + 1]!]);
@@ -1131,9 +1328,17 @@ const case19: ReliabilityCase = {
       const sent: Array<{ label: string; id: string; flat: string[]; body: Buffer }> = [];
       for (const [label, list, hostName] of lists) {
         const body = Buffer.from(JSON.stringify({ label }));
-        const w = b.wire({ bucket: 'hdr', path: '/h', body, headers: list, hostName, framing: label === 'reversed' ? 'chunked' : 'length' });
+        const w = b.wire({
+          bucket: 'hdr',
+          path: '/h',
+          body,
+          headers: list,
+          hostName,
+          framing: label === 'reversed' ? 'chunked' : 'length',
+        });
         const a = await b.send(w, { waitContinue: true });
-        if (b.expect(a, 200, undefined, `headers ${label}`)) sent.push({ label, id: a.headers['x-hookbucket-request-id']!, flat: w.flat, body });
+        if (b.expect(a, 200, undefined, `headers ${label}`))
+          sent.push({ label, id: a.headers['x-hookbucket-request-id']!, flat: w.flat, body });
       }
       await b.consumer!.waitFor(sent.length, 30_000).catch((e: Error) => b.fail(e.message));
       for (const s of sent) {
@@ -1144,13 +1349,25 @@ const case19: ReliabilityCase = {
         }
         const { rest, framing } = withoutUndiciFraming(got.rawHeaders);
         const want = expectedForward(s.flat, s.id, 1, 1);
-        b.check(JSON.stringify(rest) === JSON.stringify(want), `${s.label}: forwarded list differs:\n  got  ${JSON.stringify(rest)}\n  want ${JSON.stringify(want)}`);
-        b.check(framing.host!.length === 1 && framing.host![0] === new URL(b.consumer!.url).host, `${s.label}: Host to the consumer is ${framing.host!.join(',')}`);
-        b.check(framing['content-length']!.join() === String(s.body.length), `${s.label}: Content-Length ${framing['content-length']!.join()}`);
+        b.check(
+          JSON.stringify(rest) === JSON.stringify(want),
+          `${s.label}: forwarded list differs:\n  got  ${JSON.stringify(rest)}\n  want ${JSON.stringify(want)}`,
+        );
+        b.check(
+          framing.host!.length === 1 && framing.host![0] === new URL(b.consumer!.url).host,
+          `${s.label}: Host to the consumer is ${framing.host!.join(',')}`,
+        );
+        b.check(
+          framing['content-length']!.join() === String(s.body.length),
+          `${s.label}: Content-Length ${framing['content-length']!.join()}`,
+        );
         b.check(!framing.connection!.some((v) => /x-hop/i.test(v)), `${s.label}: the sender's Connection was forwarded`);
         b.check(got.body.equals(s.body), `${s.label}: body differs`);
       }
-      b.result.figure('header lists stored verbatim and forwarded as the README says', `${sent.length}/${lists.length}, ${headers.length / 2 + 4} headers each`);
+      b.result.figure(
+        'header lists stored verbatim and forwarded as the README says',
+        `${sent.length}/${lists.length}, ${headers.length / 2 + 4} headers each`,
+      );
     });
   },
 };
@@ -1170,7 +1387,9 @@ const case20: ReliabilityCase = {
         const a = await b.send(w);
         b.expect(a, 200, undefined, `${total} headers`);
         const id = a.headers['x-hookbucket-request-id'];
-        const stored = id ? (JSON.parse(b.query<{ headers: string }>('select headers from requests where id = ?', id)[0]?.headers ?? '[]') as string[]) : [];
+        const stored = id
+          ? (JSON.parse(b.query<{ headers: string }>('select headers from requests where id = ?', id)[0]?.headers ?? '[]') as string[])
+          : [];
         b.check(stored.length === total * 2, `${total} headers: ${stored.length / 2} stored`);
         b.result.figure(`${total} headers`, `${a.status}, ${stored.length / 2} stored`);
       }
@@ -1223,14 +1442,28 @@ const case21: ReliabilityCase = {
         }
       }
       // 8 KiB of query with the characters senders use, stored as written (nothing decoded).
-      const pieces = ['a=1', 'a=2', 'sp=%20+x', 'pct=%25', 'nul=%00', 'ff=%FF', 'u=%C3%BC', 'slash=/x/../y', 'q=?', 'sub=!$\'()*,;:@', 'empty=', 'flag'];
+      const pieces = [
+        'a=1',
+        'a=2',
+        'sp=%20+x',
+        'pct=%25',
+        'nul=%00',
+        'ff=%FF',
+        'u=%C3%BC',
+        'slash=/x/../y',
+        'q=?',
+        "sub=!$'()*,;:@",
+        'empty=',
+        'flag',
+      ];
       let query = '';
       while (query.length < 8 * KiB) query += `${pieces[Math.floor(ctx.random() * pieces.length)]}&`;
       query = query.slice(0, 8 * KiB);
       const w = b.wire({ bucket: 'hooks', path: '/q', query, body: Buffer.from('x') });
       const a = await b.send(w);
       b.expect(a, 200, undefined, '8 KiB query');
-      const stored = b.query<{ query: string }>('select query from requests where id = ?', a.headers['x-hookbucket-request-id'] ?? '')[0]?.query;
+      const stored = b.query<{ query: string }>('select query from requests where id = ?', a.headers['x-hookbucket-request-id'] ?? '')[0]
+        ?.query;
       b.check(stored === query, '8 KiB query not stored verbatim');
       b.result.figure('8 KiB query', `${query.length} bytes stored verbatim: ${stored === query}`);
     });
@@ -1302,7 +1535,10 @@ const case23: ReliabilityCase = {
         if (b.expect(a, 200, undefined, method)) ids.set(method, a.headers['x-hookbucket-request-id']!);
       }
       const stored = b.query<{ method: string }>('select method from requests').map((r) => r.method);
-      b.check(methods.every((m) => stored.includes(m)), `methods not stored: ${methods.filter((m) => !stored.includes(m)).join(', ')}`);
+      b.check(
+        methods.every((m) => stored.includes(m)),
+        `methods not stored: ${methods.filter((m) => !stored.includes(m)).join(', ')}`,
+      );
       for (const [method, bytes] of [
         ['TRACE', 'TRACE /b/m HTTP/1.1\r\nHost: x\r\nx-reliability-seq: 0\r\n\r\n'],
         ['CONNECT', 'CONNECT 127.0.0.1:1 HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n'],
@@ -1324,7 +1560,10 @@ const case23: ReliabilityCase = {
         // A HEAD request's body cannot be read back by a Node server (none is expected).
         if (method !== 'HEAD') b.check(got.body.equals(Buffer.from(`method ${method}`)), `${method}: body differs at the consumer`);
       }
-      b.result.figure('methods stored and delivered', `${ids.size}/${methods.length} stored, ${methods.length - notDelivered.length} delivered; CONNECT, TRACE → 405`);
+      b.result.figure(
+        'methods stored and delivered',
+        `${ids.size}/${methods.length} stored, ${methods.length - notDelivered.length} delivered; CONNECT, TRACE → 405`,
+      );
     });
   },
 };
@@ -1343,7 +1582,10 @@ const case24: ReliabilityCase = {
         const res = await converse(b.url, bytes, { end: o.end === true });
         const answers = splitAnswers(res.raw);
         const statuses = answers.map((a) => a.status);
-        b.check(JSON.stringify(statuses) === JSON.stringify(expect), `${label}: answers ${JSON.stringify(statuses)}, expected ${JSON.stringify(expect)}`);
+        b.check(
+          JSON.stringify(statuses) === JSON.stringify(expect),
+          `${label}: answers ${JSON.stringify(statuses)}, expected ${JSON.stringify(expect)}`,
+        );
         b.check(res.closedByServer, `${label}: the server left the connection open`);
         answers.forEach((a, i) => {
           const w = wires[i];
@@ -1359,8 +1601,18 @@ const case24: ReliabilityCase = {
         b.wire({ bucket: 'hooks', path: '/p2', body: body(), framing: 'chunked', chunkBytes: 999 }),
         b.wire({ bucket: 'hooks', method: 'GET', path: '/p3', framing: 'none' }),
       ];
-      await pipeline('3 pipelined + garbage', three(), Buffer.from('GARBAGE\x00\x01 not http at all\r\n\r\n', 'latin1'), [200, 200, 200, 400]);
-      await pipeline('3 pipelined + binary noise', three(), Buffer.concat([Buffer.from([0xff, 0x00]), randomBytesFrom(ctx.random, 512)]), [200, 200, 200, 400]);
+      await pipeline(
+        '3 pipelined + garbage',
+        three(),
+        Buffer.from('GARBAGE\x00\x01 not http at all\r\n\r\n', 'latin1'),
+        [200, 200, 200, 400],
+      );
+      await pipeline(
+        '3 pipelined + binary noise',
+        three(),
+        Buffer.concat([Buffer.from([0xff, 0x00]), randomBytesFrom(ctx.random, 512)]),
+        [200, 200, 200, 400],
+      );
       // The second request's chunked framing goes bad mid-body: it is not stored, the first is.
       const good = b.wire({ bucket: 'hooks', path: '/q1', body: body() });
       const broken = b.wire({ bucket: 'hooks', path: '/q2', body: Buffer.from('hello world'), framing: 'chunked', chunkBytes: 5 });
@@ -1368,9 +1620,22 @@ const case24: ReliabilityCase = {
       await pipeline('pipelined, second chunked body corrupt', [good], brokenWire, [200, 400]);
       // The last request is cut off mid-body when the client half-closes: nothing half-stored, no answer owed.
       const half = b.wire({ bucket: 'hooks', path: '/r2', body: randomBytesFrom(ctx.random, 5000) });
-      await pipeline('pipelined, last body cut short', [b.wire({ bucket: 'hooks', path: '/r1', body: body() })], Buffer.concat([half.head, half.body.subarray(0, 2500)]), [200], { end: true });
+      await pipeline(
+        'pipelined, last body cut short',
+        [b.wire({ bucket: 'hooks', path: '/r1', body: body() })],
+        Buffer.concat([half.head, half.body.subarray(0, 2500)]),
+        [200],
+        { end: true },
+      );
       // Plain keep-alive still works afterwards, several requests on one connection.
-      await pipeline('5 pipelined, clean', Array.from({ length: 5 }, (_, i) => b.wire({ bucket: 'hooks', path: `/s${i}`, body: body(), headers: i === 4 ? ['Connection', 'close'] : [] })), Buffer.alloc(0), [200, 200, 200, 200, 200]);
+      await pipeline(
+        '5 pipelined, clean',
+        Array.from({ length: 5 }, (_, i) =>
+          b.wire({ bucket: 'hooks', path: `/s${i}`, body: body(), headers: i === 4 ? ['Connection', 'close'] : [] }),
+        ),
+        Buffer.alloc(0),
+        [200, 200, 200, 200, 200],
+      );
     });
   },
 };
@@ -1393,7 +1658,10 @@ const case25: ReliabilityCase = {
   run: async (ctx) => {
     const idle = 2000;
     const need = idle + 1000;
-    const b = await Bench.start(ctx, { buckets: [{ name: 'hooks' }], serve: ['--no-worker', '--headers-timeout', '60s', '--request-timeout', '120s'] });
+    const b = await Bench.start(ctx, {
+      buckets: [{ name: 'hooks' }],
+      serve: ['--no-worker', '--headers-timeout', '60s', '--request-timeout', '120s'],
+    });
     return b.run(async () => {
       const limit = openFilesLimit();
       b.result.figure('ulimit -n', String(limit), `≥ ${need} (raised with prlimit when lower)`);
@@ -1419,7 +1687,10 @@ const case25: ReliabilityCase = {
       const t0 = performance.now();
       try {
         for (let i = 0; i < idle; i += 100) await Promise.all(Array.from({ length: 100 }, (_, k) => open((i + k) % 2 === 1)));
-        b.result.figure('idle sockets opened', `${sockets.length} (half of them with half a request head) in ${ms(performance.now() - t0)}`);
+        b.result.figure(
+          'idle sockets opened',
+          `${sockets.length} (half of them with half a request head) in ${ms(performance.now() - t0)}`,
+        );
         const mem = memoryOf(b.pid);
         b.result.figure('server RSS with the idle sockets', mib(mem.rss));
         // 200 ordinary requests, 10 at a time, while they sit there.
@@ -1427,7 +1698,11 @@ const case25: ReliabilityCase = {
         let bad = 0;
         for (let round = 0; round < 20; round++) {
           const answers = await Promise.all(
-            Array.from({ length: 10 }, () => b.send(b.wire({ bucket: 'hooks', path: '/busy', body: randomBytesFrom(ctx.random, 1 + Math.floor(ctx.random() * 16 * KiB)) }))),
+            Array.from({ length: 10 }, () =>
+              b.send(
+                b.wire({ bucket: 'hooks', path: '/busy', body: randomBytesFrom(ctx.random, 1 + Math.floor(ctx.random() * 16 * KiB)) }),
+              ),
+            ),
           );
           for (const a of answers) {
             latencies.push(a.ms);
@@ -1437,7 +1712,11 @@ const case25: ReliabilityCase = {
         const health = await fetch(`${b.url}/healthz`);
         b.check(health.status === 200, `/healthz ${health.status} with ${idle} idle sockets`);
         b.check(bad === 0, `${bad} of ${latencies.length} requests got no 2xx with ${idle} idle sockets open`);
-        b.result.figure('requests while idle sockets are open', `${latencies.length - bad}/${latencies.length} 2xx, p50 ${ms(pct(latencies, 50))}, p99 ${ms(pct(latencies, 99))}`, 'all 2xx, p99 ≤ 2000 ms');
+        b.result.figure(
+          'requests while idle sockets are open',
+          `${latencies.length - bad}/${latencies.length} 2xx, p50 ${ms(pct(latencies, 50))}, p99 ${ms(pct(latencies, 99))}`,
+          'all 2xx, p99 ≤ 2000 ms',
+        );
         b.check(pct(latencies, 99) <= 2000, `p99 ${ms(pct(latencies, 99))}`);
         b.result.figure('idle sockets the server closed meanwhile', String(closed), '0 (inside --headers-timeout 60s)');
         b.check(closed === 0, `the server closed ${closed} idle sockets`);
@@ -1452,4 +1731,21 @@ const case25: ReliabilityCase = {
   },
 };
 
-export const cases: ReliabilityCase[] = [case10, case11, case12, case13, case14, case15, case16, case17, case18, case19, case20, case21, case22, case23, case24, case25];
+export const cases: ReliabilityCase[] = [
+  case10,
+  case11,
+  case12,
+  case13,
+  case14,
+  case15,
+  case16,
+  case17,
+  case18,
+  case19,
+  case20,
+  case21,
+  case22,
+  case23,
+  case24,
+  case25,
+];

@@ -66,10 +66,22 @@ async function connectionLoss(ctx: CaseContext): Promise<CaseResult> {
     load = new LoadGenerator({ url: serve.url, bucket: 'conn', connections: 8, random: ctx.random, ackLog: acks, maxBody: 64 * 1024 });
     const l = load;
     const terminate = async () =>
-      Number((await admin.query({ text: 'select count(pg_terminate_backend(pid)) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', values: [name], rowMode: 'array' })).rows[0]?.[0] ?? 0);
+      Number(
+        (
+          await admin.query({
+            text: 'select count(pg_terminate_backend(pid)) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()',
+            values: [name],
+            rowMode: 'array',
+          })
+        ).rows[0]?.[0] ?? 0,
+      );
     /** ms from `t` to the first 2xx of a request sent after `t`, or undefined past the bound. */
     const recoveredAfter = async (t: number) => {
-      const first = await until(() => l.outcomes.find((o): o is Answered => o.kind === 'answered' && o.sentAt >= t && o.status < 300), RECOVERY_BOUND_MS, 10);
+      const first = await until(
+        () => l.outcomes.find((o): o is Answered => o.kind === 'answered' && o.sentAt >= t && o.status < 300),
+        RECOVERY_BOUND_MS,
+        10,
+      );
       return first ? first.answeredAt - t : undefined;
     };
 
@@ -94,7 +106,10 @@ async function connectionLoss(ctx: CaseContext): Promise<CaseResult> {
     const awayAt = performance.now();
     killed += await terminate();
     await sleep(AWAY_MS / 2);
-    const health = await fetch(`${serve.url}/healthz`, { signal: AbortSignal.timeout(5000) }).then(async (res) => ({ status: res.status, body: (await res.json()) as { status?: string } }));
+    const health = await fetch(`${serve.url}/healthz`, { signal: AbortSignal.timeout(5000) }).then(async (res) => ({
+      status: res.status,
+      body: (await res.json()) as { status?: string },
+    }));
     await sleep(AWAY_MS / 2);
     const acksBeforeBack = acks.size;
     await admin.query(`alter database ${name} allow_connections true`);
@@ -102,11 +117,16 @@ async function connectionLoss(ctx: CaseContext): Promise<CaseResult> {
     const backAt = performance.now();
     const back = await recoveredAfter(backAt);
     if (back === undefined) r.fail(`no 2xx within ${secs(RECOVERY_BOUND_MS)} of the database accepting connections again`);
-    const awayOutcomes = l.outcomes.filter((o): o is Answered => o.kind === 'answered' && o.sentAt >= awayAt + 200 && o.answeredAt <= backAt);
+    const awayOutcomes = l.outcomes.filter(
+      (o): o is Answered => o.kind === 'answered' && o.sentAt >= awayAt + 200 && o.answeredAt <= backAt,
+    );
     const awayOk = awayOutcomes.filter((o) => o.status < 300);
     if (awayOk.length > 0) r.fail(`${awayOk.length} request(s) acknowledged while the database refused every connection`);
-    if (health.status !== 503 || health.body.status !== 'degraded') r.fail(`/healthz while the database was away: ${health.status} ${JSON.stringify(health.body)}`);
-    ctx.log(`database away ${secs(backAt - awayAt)}: ${awayOutcomes.length} answered (all 503: ${awayOk.length === 0}), /healthz ${health.status} ${health.body.status}; first 2xx ${back === undefined ? 'never' : secs(back)} after it was back`);
+    if (health.status !== 503 || health.body.status !== 'degraded')
+      r.fail(`/healthz while the database was away: ${health.status} ${JSON.stringify(health.body)}`);
+    ctx.log(
+      `database away ${secs(backAt - awayAt)}: ${awayOutcomes.length} answered (all 503: ${awayOk.length === 0}), /healthz ${health.status} ${health.body.status}; first 2xx ${back === undefined ? 'never' : secs(back)} after it was back`,
+    );
     await sleep(1500);
     await l.stop(10_000);
     const healthAfter = await fetch(`${serve.url}/healthz`, { signal: AbortSignal.timeout(5000) }).then((res) => res.status);
@@ -130,10 +150,16 @@ async function connectionLoss(ctx: CaseContext): Promise<CaseResult> {
     r.acked = l.stats.acked;
     r.verified = inv.verified;
     r.lostAcked = inv.lost.length;
-    const codes = Object.entries(l.stats.byCode).map(([k, n]) => `${k}: ${n}`).join(', ') || 'none';
+    const codes =
+      Object.entries(l.stats.byCode)
+        .map(([k, n]) => `${k}: ${n}`)
+        .join(', ') || 'none';
     r.figure('backends terminated', `${killed} in ${TERMINATE_ROUNDS} rounds + 1 away phase`);
     r.figure('terminate → first 2xx, per round', recoveries.map(secs).join(', '), `≤ ${secs(RECOVERY_BOUND_MS)}`);
-    r.figure('database away (connections refused)', `${secs(backAt - awayAt)}; ${awayOutcomes.length} answered, all 503: ${awayOk.length === 0}; /healthz ${health.status} ${health.body.status ?? ''}`);
+    r.figure(
+      'database away (connections refused)',
+      `${secs(backAt - awayAt)}; ${awayOutcomes.length} answered, all 503: ${awayOk.length === 0}; /healthz ${health.status} ${health.body.status ?? ''}`,
+    );
     r.figure('database back → first 2xx', back === undefined ? 'never' : secs(back), `≤ ${secs(RECOVERY_BOUND_MS)}`);
     r.figure('503 answers (codes)', `${l.stats.byStatus[503] ?? 0} (${codes})`);
     r.figure('503 answers that were stored (unknown COMMIT outcome)', String(refusedStored));
@@ -141,7 +167,10 @@ async function connectionLoss(ctx: CaseContext): Promise<CaseResult> {
     r.figure('acked before the away phase ended', String(acksBeforeBack));
   } catch (e) {
     r.fail(e instanceof Error ? (e.stack ?? e.message) : String(e));
-    if (serve) r.fail(`serve ${serve.proc.exit ? `exited ${serve.proc.exit.code ?? serve.proc.exit.signal}` : 'still running'}; last log: ${serve.proc.tail(5)}`);
+    if (serve)
+      r.fail(
+        `serve ${serve.proc.exit ? `exited ${serve.proc.exit.code ?? serve.proc.exit.signal}` : 'still running'}; last log: ${serve.proc.tail(5)}`,
+      );
     // A crash prints its stack as plain lines (not the JSON log): keep them whole.
     const plain = serve?.proc.logs.filter((l) => Object.keys(l).length === 1).map((l) => String(l.msg)) ?? [];
     if (plain.length > 0) r.note(`serve's non-JSON output: ${plain.slice(0, 40).join(' | ')}`);
@@ -203,16 +232,22 @@ async function workerKilledAmongMany(ctx: CaseContext): Promise<CaseResult> {
     const seenAtKill = consumer.received.length;
     await victim.kill9();
     const killedAt = performance.now();
-    ctx.log(`killed worker ${victimId} (pid ${victim.pid}) after ${seenAtKill} arrivals; ${activeAtStart} of ${WORKERS} workers were active`);
+    ctx.log(
+      `killed worker ${victimId} (pid ${victim.pid}) after ${seenAtKill} arrivals; ${activeAtStart} of ${WORKERS} workers were active`,
+    );
     await sleep(LOAD_AFTER_KILL_MS);
     await load.stop(10_000);
     const loadEnd = performance.now();
 
-    const settled = await until(async () => {
-      const seen = countByRequestId(consumer.received);
-      const open = await store.scalar(`select count(*) from deliveries where state in ('pending', 'retrying', 'delivering')`);
-      return open === 0 && acks.all().every((a) => seen.has(a.id)) ? true : undefined;
-    }, SETTLE_BOUND_MS, 200);
+    const settled = await until(
+      async () => {
+        const seen = countByRequestId(consumer.received);
+        const open = await store.scalar(`select count(*) from deliveries where state in ('pending', 'retrying', 'delivering')`);
+        return open === 0 && acks.all().every((a) => seen.has(a.id)) ? true : undefined;
+      },
+      SETTLE_BOUND_MS,
+      200,
+    );
     const settleMs = performance.now() - loadEnd;
     if (!settled) r.fail(`not every acked request reached the consumer within ${secs(SETTLE_BOUND_MS)} of the load's end`);
     for (const w of workers.filter((x) => x !== victim)) {
@@ -229,7 +264,8 @@ async function workerKilledAmongMany(ctx: CaseContext): Promise<CaseResult> {
     const expired = await store.all<{ worker_id: string | null }>(`select worker_id from attempts where outcome = 'lease_expired'`);
     const duplicates = duplicatesIn(consumer.received);
     if (duplicates > expired.length) r.fail(`${duplicates} duplicate deliveries, only ${expired.length} attempts closed as lease_expired`);
-    if (expired.some((e) => e.worker_id !== victimId)) r.fail(`lease_expired attempts of workers other than the killed one: ${expired.map((e) => e.worker_id).join(', ')}`);
+    if (expired.some((e) => e.worker_id !== victimId))
+      r.fail(`lease_expired attempts of workers other than the killed one: ${expired.map((e) => e.worker_id).join(', ')}`);
     const open = await store.scalar('select count(*) from attempts where outcome is null');
     if (open > 0) r.fail(`${open} attempts still open`);
     const inv = await store.check({ acks: acks.all(), sent: load.sent, expectDeliveries: true });
@@ -241,7 +277,11 @@ async function workerKilledAmongMany(ctx: CaseContext): Promise<CaseResult> {
     r.duplicates = duplicates;
     r.figure('workers (active at start)', `${WORKERS} (${activeAtStart})`);
     r.figure('attempts closed as lease_expired', String(expired.length), `≥ duplicates (${duplicates})`);
-    r.figure('kill → load end → all delivered', `${secs(loadEnd - killedAt)} + ${secs(settleMs)}`, `≤ ${secs(SETTLE_BOUND_MS)} after the load`);
+    r.figure(
+      'kill → load end → all delivered',
+      `${secs(loadEnd - killedAt)} + ${secs(settleMs)}`,
+      `≤ ${secs(SETTLE_BOUND_MS)} after the load`,
+    );
   } catch (e) {
     r.fail(e instanceof Error ? (e.stack ?? e.message) : String(e));
   } finally {
@@ -255,7 +295,9 @@ async function workerKilledAmongMany(ctx: CaseContext): Promise<CaseResult> {
 }
 
 /** Printed once by the runner when these cases do not run. */
-export const skipped = server ? undefined : 'PostgreSQL cases (1p, 2p, 3p, 7p, 7q, 10p, 12p, 13p, 18p, 19p) skipped: set HOOKBUCKET_TEST_PG (e.g. postgres://postgres@127.0.0.1:5432/test) to run them';
+export const skipped = server
+  ? undefined
+  : 'PostgreSQL cases (1p, 2p, 3p, 7p, 7q, 10p, 12p, 13p, 18p, 19p) skipped: set HOOKBUCKET_TEST_PG (e.g. postgres://postgres@127.0.0.1:5432/test) to run them';
 
 export const cases: ReliabilityCase[] = server
   ? [
@@ -263,7 +305,12 @@ export const cases: ReliabilityCase[] = server
       onPostgres('2p', 'SIGTERM under load', 2 * 60_000, sigtermUnderLoad),
       onPostgres('3p', `kill -9 one of ${WORKERS} drain workers under load`, 2 * 60_000, workerKilledAmongMany),
       onPostgres('7p', 'another connection holds LOCK TABLE requests IN EXCLUSIVE MODE for 10 s', 2 * 60_000, writeLockHeld),
-      onPostgres('7q', 'the receiver loses its connections mid-load (pg_terminate_backend ×3, then 3 s refused)', 2 * 60_000, connectionLoss),
+      onPostgres(
+        '7q',
+        'the receiver loses its connections mid-load (pg_terminate_backend ×3, then 3 s refused)',
+        2 * 60_000,
+        connectionLoss,
+      ),
       twinOf(10),
       twinOf(12),
       twinOf(13),

@@ -99,7 +99,8 @@ async function diskFull(ctx: CaseContext): Promise<CaseResult> {
     const bad = refusals.filter((o) => o.status !== 503 || (o.code !== 'storage_full' && o.code !== 'storage_error') || !o.retryAfter);
     if (refusals.length === 0) r.fail('the disk never filled: no 503 while full');
     if (bad.length > 0) r.fail(`refusals other than 503 storage_full/storage_error with Retry-After: ${JSON.stringify(codes)}`);
-    if (health.status !== 503 || health.body.status !== 'degraded') r.fail(`/healthz while full: ${health.status} ${JSON.stringify(health.body)}`);
+    if (health.status !== 503 || health.body.status !== 'degraded')
+      r.fail(`/healthz while full: ${health.status} ${JSON.stringify(health.body)}`);
     const storedWhileFull = fullOutcomes.filter((o) => o.kind === 'answered' && o.status < 300).length;
 
     // Free the space: ingest must come back by itself, same process.
@@ -111,10 +112,14 @@ async function diskFull(ctx: CaseContext): Promise<CaseResult> {
     const ok = await until(() => (probe.stats.acked > 0 ? true : undefined), 30_000, 20);
     recovered = ok ? performance.now() - freedAt : undefined;
     await probe.stop(5000);
-    const healthAfter = await until(async () => {
-      const h = await healthz(serve!.url);
-      return h.status === 200 ? h : undefined;
-    }, 10_000, 100);
+    const healthAfter = await until(
+      async () => {
+        const h = await healthz(serve!.url);
+        return h.status === 200 ? h : undefined;
+      },
+      10_000,
+      100,
+    );
     if (recovered === undefined) r.fail('ingest did not recover within 30 s of freeing space');
     if (!healthAfter) r.fail('/healthz still degraded 10 s after ingest recovered');
     if (serve.proc.exit) r.fail(`the receiver exited: ${serve.proc.exit.code ?? serve.proc.exit.signal}`);
@@ -136,7 +141,12 @@ async function diskFull(ctx: CaseContext): Promise<CaseResult> {
     r.verified = inv.verified;
     r.lostAcked = inv.lost.length;
     r.figure('while full: stored (2xx) / refused', `${storedWhileFull} / ${refusals.length}`);
-    r.figure('refusals by status and code', Object.entries(codes).map(([k, n]) => `${k}: ${n}`).join(', ') || 'none');
+    r.figure(
+      'refusals by status and code',
+      Object.entries(codes)
+        .map(([k, n]) => `${k}: ${n}`)
+        .join(', ') || 'none',
+    );
     r.figure('/healthz while full', `${health.status} ${health.body.code ?? ''}: ${health.body.reason ?? ''}`.trim());
     r.figure('space freed → first 2xx (no restart)', recovered === undefined ? 'never' : secs(recovered), '≤ 30 s');
     r.figure('unanswered while full (resets)', String(fullOutcomes.filter((o) => o.kind === 'reset').length));
@@ -221,12 +231,16 @@ export async function writeLockHeld(ctx: CaseContext): Promise<CaseResult> {
     if (busy.length === 0) r.fail('no 503 while the write lock was held');
     if (busyWrong.length > 0) r.fail(`${busyWrong.length} 503s without code store_busy and Retry-After`);
     if (duringOk.length > 0) r.fail(`${duringOk.length} requests sent well inside the lock were acknowledged`);
-    if (slowAcks.length > 0) r.fail(`${slowAcks.length} acks took longer than the lock timeout + 1 s (max ${secs(Math.max(...slowAcks.map(latency)))})`);
+    if (slowAcks.length > 0)
+      r.fail(`${slowAcks.length} acks took longer than the lock timeout + 1 s (max ${secs(Math.max(...slowAcks.map(latency)))})`);
     if (busyLat.some((ms) => ms < LOCK_TIMEOUT_MS - 100 || ms > LOCK_TIMEOUT_MS + 1500)) {
-      r.fail(`503 store_busy answered after ${secs(Math.min(...busyLat))}–${secs(Math.max(...busyLat))}, not about ${secs(LOCK_TIMEOUT_MS)}`);
+      r.fail(
+        `503 store_busy answered after ${secs(Math.min(...busyLat))}–${secs(Math.max(...busyLat))}, not about ${secs(LOCK_TIMEOUT_MS)}`,
+      );
     }
     const afterRelease = answered.filter((o) => o.sentAt > releasedAt + 100);
-    if (afterRelease.length === 0 || afterRelease.some((o) => o.status >= 300)) r.fail('ingest did not answer 2xx again after the lock was released');
+    if (afterRelease.length === 0 || afterRelease.some((o) => o.status >= 300))
+      r.fail('ingest did not answer 2xx again after the lock was released');
     const seqs = new Map<number, string>();
     const inv = await store.check({ acks: acks.all(), sent: load.sent, seqs, expectDeliveries: true });
     addInvariant(r, inv, 'after the lock');
@@ -237,8 +251,16 @@ export async function writeLockHeld(ctx: CaseContext): Promise<CaseResult> {
     r.verified = inv.verified;
     r.lostAcked = inv.lost.length;
     r.figure('lock held', secs(releasedAt - heldAt), `${secs(LOCK_HOLD_MS)}`);
-    r.figure('503 store_busy', `${busy.length}, answered after p50 ${secs(pct(busyLat, 0.5))}, max ${secs(Math.max(...busyLat))}`, `about ${secs(LOCK_TIMEOUT_MS)} (--lock-timeout)`);
-    r.figure('ack latency p99 / max (whole run)', `${secs(pct(answered.filter((o) => o.status < 300).map(latency), 0.99))} / ${secs(Math.max(...answered.filter((o) => o.status < 300).map(latency)))}`, `≤ ${secs(LOCK_TIMEOUT_MS + 1000)}`);
+    r.figure(
+      '503 store_busy',
+      `${busy.length}, answered after p50 ${secs(pct(busyLat, 0.5))}, max ${secs(Math.max(...busyLat))}`,
+      `about ${secs(LOCK_TIMEOUT_MS)} (--lock-timeout)`,
+    );
+    r.figure(
+      'ack latency p99 / max (whole run)',
+      `${secs(pct(answered.filter((o) => o.status < 300).map(latency), 0.99))} / ${secs(Math.max(...answered.filter((o) => o.status < 300).map(latency)))}`,
+      `≤ ${secs(LOCK_TIMEOUT_MS + 1000)}`,
+    );
     r.figure('500 answers', String(load.stats.byStatus[500] ?? 0), '0');
     r.figure('resets', String(load.stats.resets));
   } finally {
@@ -264,10 +286,13 @@ async function secondServe(ctx: CaseContext): Promise<CaseResult> {
     const n = (inflight.get(id) ?? 0) + 1;
     inflight.set(id, n);
     if (n > 1) overlaps++;
-    setTimeout(() => {
-      inflight.set(id, (inflight.get(id) ?? 1) - 1);
-      res.writeHead(200).end('ok');
-    }, 5 + Math.floor(Math.random() * 25));
+    setTimeout(
+      () => {
+        inflight.set(id, (inflight.get(id) ?? 1) - 1);
+        res.writeHead(200).end('ok');
+      },
+      5 + Math.floor(Math.random() * 25),
+    );
   });
   await hookbucket(['--db', db, 'bucket', 'create', 'shared', '--destination', `${consumer.url}/hook`, '--timeout', '5s']);
   let a: ServeHandle | undefined;
@@ -364,7 +389,11 @@ function leaseRows(db: string): Array<{ holder: string; info: string }> {
 function attemptsPerDelivery(db: string): { max: number } {
   const c = openForCheck(db);
   try {
-    return { max: (c.prepare('select coalesce(max(n), 0) from (select count(*) as n from attempts group by delivery_id)').pluck().get() as number) ?? 0 };
+    return {
+      max:
+        (c.prepare('select coalesce(max(n), 0) from (select count(*) as n from attempts group by delivery_id)').pluck().get() as number) ??
+        0,
+    };
   } finally {
     c.close();
   }
@@ -481,8 +510,10 @@ async function longReader(ctx: CaseContext): Promise<CaseResult> {
     if (exportPeak > WAL_BOUND) {
       r.fail(`the WAL grew to ${mib(exportPeak)} during the export (no reader: ${mib(baselinePeak)})`);
     }
-    if (heldPeak > writtenWhileHeld * 2 + JOURNAL_SIZE_LIMIT) r.fail(`the WAL grew to ${mib(heldPeak)} while ${mib(writtenWhileHeld)} was ingested`);
-    if (shrunk === undefined) r.fail(`the WAL stayed over ${mib(JOURNAL_SIZE_LIMIT)} for 15 s after the reader ended (${mib(wal.sample())})`);
+    if (heldPeak > writtenWhileHeld * 2 + JOURNAL_SIZE_LIMIT)
+      r.fail(`the WAL grew to ${mib(heldPeak)} while ${mib(writtenWhileHeld)} was ingested`);
+    if (shrunk === undefined)
+      r.fail(`the WAL stayed over ${mib(JOURNAL_SIZE_LIMIT)} for 15 s after the reader ended (${mib(wal.sample())})`);
     if (afterPeak > WAL_BOUND) r.fail(`after the reader, the WAL peaked at ${mib(afterPeak)} under load`);
     if (!emptied) r.fail(`the WAL was still ${mib(wal.sample())} 10 s after ingest stopped`);
     const term = await serve.proc.term();
@@ -493,10 +524,17 @@ async function longReader(ctx: CaseContext): Promise<CaseResult> {
     r.acked = acks.size;
     r.verified = inv.verified;
     r.lostAcked = inv.lost.length;
-    r.figure('bucket exported', `${exported.lines} requests, ${mib(bucketBytes)} database, ${secs(exportMs)} at ${mib(EXPORT_READ_BYTES_PER_S)}/s`);
+    r.figure(
+      'bucket exported',
+      `${exported.lines} requests, ${mib(bucketBytes)} database, ${secs(exportMs)} at ${mib(EXPORT_READ_BYTES_PER_S)}/s`,
+    );
     r.figure('WAL peak, ingest with no reader', mib(baselinePeak), `≤ ${mib(WAL_BOUND)}`);
     r.figure('WAL peak during the export', mib(exportPeak), `≤ ${mib(WAL_BOUND)}`);
-    r.figure('WAL peak with a 10 s read snapshot held', `${mib(heldPeak)} (${mib(writtenWhileHeld)} of bodies ingested meanwhile)`, `≤ 2× ingested + ${mib(JOURNAL_SIZE_LIMIT)}`);
+    r.figure(
+      'WAL peak with a 10 s read snapshot held',
+      `${mib(heldPeak)} (${mib(writtenWhileHeld)} of bodies ingested meanwhile)`,
+      `≤ 2× ingested + ${mib(JOURNAL_SIZE_LIMIT)}`,
+    );
     r.figure('reader ended → WAL ≤ 64 MiB, under load', shrunk === undefined ? 'never' : secs(shrunk - releasedAt), '≤ 15 s');
     r.figure('WAL under load after the reader: now / peak over 2 s', `${mib(underLoad)} / ${mib(afterPeak)}`, `≤ ${mib(WAL_BOUND)}`);
     r.figure('WAL after ingest stopped', emptied ? '0 (truncated)' : mib(wal.sample()), '0 within 10 s');
@@ -507,7 +545,12 @@ async function longReader(ctx: CaseContext): Promise<CaseResult> {
       for (const [k, n] of Object.entries(l.stats.byCode)) refused[k] = (refused[k] ?? 0) + n;
       if (l.stats.resets > 0) refused.reset = (refused.reset ?? 0) + l.stats.resets;
     }
-    r.figure('answers other than 2xx', Object.entries(refused).map(([k, n]) => `${k}: ${n}`).join(', ') || 'none');
+    r.figure(
+      'answers other than 2xx',
+      Object.entries(refused)
+        .map(([k, n]) => `${k}: ${n}`)
+        .join(', ') || 'none',
+    );
   } finally {
     wal.stop();
     await holder?.kill9();
@@ -532,7 +575,12 @@ function ingestedBytes(acks: AckLog, from: number): number {
 }
 
 /** `hookbucket requests export <bucket>` to a pipe read at `bytesPerS`; counts lines and bytes. */
-function slowExport(db: string, bucket: string, bytesPerS: number, timeoutMs: number): Promise<{ code: number | null; lines: number; bytes: number; stderr: string }> {
+function slowExport(
+  db: string,
+  bucket: string,
+  bytesPerS: number,
+  timeoutMs: number,
+): Promise<{ code: number | null; lines: number; bytes: number; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [BIN, '--db', db, 'requests', 'export', bucket], { stdio: ['ignore', 'pipe', 'pipe'] });
     let lines = 0;
@@ -564,4 +612,3 @@ export const cases: ReliabilityCase[] = [
   { id: 8, title: 'a second serve on the same database', timeoutMs: 3 * 60_000, run: secondServe },
   { id: 9, title: 'a long reader during ingest: the WAL stays bounded', timeoutMs: 4 * 60_000, run: longReader },
 ];
-

@@ -244,12 +244,16 @@ function matchProblems(row: RequestRow, sent: SentRequest): string[] {
   if (row.query !== sent.query) out.push(`query ${JSON.stringify(row.query)} ≠ ${JSON.stringify(sent.query)}`);
   let digest = '';
   try {
-    digest = createHash('sha256').update(JSON.stringify(JSON.parse(row.headers))).digest('hex');
+    digest = createHash('sha256')
+      .update(JSON.stringify(JSON.parse(row.headers)))
+      .digest('hex');
   } catch {
     // reported by wholeProblems
   }
   if (digest !== sent.headersDigest) out.push('raw header list differs');
-  const bodySha = createHash('sha256').update(row.body ?? Buffer.alloc(0)).digest('hex');
+  const bodySha = createHash('sha256')
+    .update(row.body ?? Buffer.alloc(0))
+    .digest('hex');
   if (bodySha !== sent.sha256) out.push(`body sha256 ${bodySha.slice(0, 12)}… ≠ sent ${sent.sha256.slice(0, 12)}…`);
   if (Number(row.size) !== sent.size) out.push(`size ${row.size} ≠ sent ${sent.size}`);
   return out;

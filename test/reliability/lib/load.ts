@@ -288,11 +288,16 @@ export class LoadGenerator {
     // The seq in the first bytes keeps bodies distinct even when slices repeat.
     if (size >= 8) body.writeBigUInt64BE(BigInt(seq), 0);
     const method = pick(r, ['POST', 'POST', 'POST', 'PUT', 'PATCH', 'DELETE']);
-    const path = `/r/${seq}/${pick(r, ['events', '%C3%BC', 'a%2Fb', 'x/../y', '~t!$&\'()*+,;=:@'])}`;
+    const path = `/r/${seq}/${pick(r, ['events', '%C3%BC', 'a%2Fb', 'x/../y', "~t!$&'()*+,;=:@"])}`;
     const query = pick(r, [null, '', `seq=${seq}`, `a=1&a=2&b=%20x+y`, `q=${'z'.repeat(randomIntIn(r, 1, 200))}`]);
     const chunked = size > 0 && r() < this.#o.chunkedShare;
     // Header names in mixed case, a repeated header, values with the bytes Node reads as latin1.
-    const flat: string[] = ['Host', `${this.#url.host}`, 'Content-Type', pick(r, ['application/octet-stream', 'application/json', 'text/plain; charset=utf-8'])];
+    const flat: string[] = [
+      'Host',
+      `${this.#url.host}`,
+      'Content-Type',
+      pick(r, ['application/octet-stream', 'application/json', 'text/plain; charset=utf-8']),
+    ];
     flat.push('x-reliability-seq', String(seq));
     flat.push(pick(r, ['X-Dup', 'x-dup', 'X-DUP']), 'one', pick(r, ['X-Dup', 'x-dup']), 'two');
     if (r() < 0.5) flat.push('Stripe-Signature', `t=${seq},v1=${(seq * 2654435761).toString(16)}`);
@@ -304,7 +309,16 @@ export class LoadGenerator {
     for (let i = 0; i < flat.length; i += 2) head += `${flat[i]}: ${flat[i + 1]}\r\n`;
     head += '\r\n';
     const headBytes = Buffer.from(head, 'latin1');
-    const meta: SentRequest = { seq, bucket: this.#o.bucket, method, path, query, headersDigest: headerListDigest(flat), sha256: sha256Hex(body), size };
+    const meta: SentRequest = {
+      seq,
+      bucket: this.#o.bucket,
+      method,
+      path,
+      query,
+      headersDigest: headerListDigest(flat),
+      sha256: sha256Hex(body),
+      size,
+    };
     this.sent.set(seq, meta);
     return {
       meta,

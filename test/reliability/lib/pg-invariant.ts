@@ -1,5 +1,14 @@
 import pg from 'pg';
-import { checkRows, MISSING_DELIVERIES, ORPHAN_ATTEMPTS, ORPHAN_DELIVERIES, type InvariantOptions, type InvariantReport, type InvariantRows, type RequestRow } from './invariant.js';
+import {
+  checkRows,
+  MISSING_DELIVERIES,
+  ORPHAN_ATTEMPTS,
+  ORPHAN_DELIVERIES,
+  type InvariantOptions,
+  type InvariantReport,
+  type InvariantRows,
+  type RequestRow,
+} from './invariant.js';
 
 /**
  * The suite's invariant on a PostgreSQL database (the same checks as on a SQLite file, from
@@ -12,12 +21,16 @@ import { checkRows, MISSING_DELIVERIES, ORPHAN_ATTEMPTS, ORPHAN_DELIVERIES, type
 export async function pgInvariantRows(url: string): Promise<InvariantRows> {
   const c = new pg.Client({ connectionString: url, statement_timeout: 120_000 }); // 120 s: a check never hangs
   await c.connect();
-  const one = async (text: string, values: unknown[] = []): Promise<number> => Number((await c.query({ text, values, rowMode: 'array' })).rows[0]?.[0] ?? 0);
+  const one = async (text: string, values: unknown[] = []): Promise<number> =>
+    Number((await c.query({ text, values, rowMode: 'array' })).rows[0]?.[0] ?? 0);
   return {
-    requestById: async (id) => (await c.query<RequestRow>('select id, bucket, method, path, query, headers, body, size, sha256 from requests where id = $1', [id])).rows[0],
+    requestById: async (id) =>
+      (await c.query<RequestRow>('select id, bucket, method, path, query, headers, body, size, sha256 from requests where id = $1', [id]))
+        .rows[0],
     sha256Of: async (id) => (await c.query<{ sha256: string }>('select sha256 from requests where id = $1', [id])).rows[0]?.sha256,
     bucketNames: async () => (await c.query<{ name: string }>('select name from buckets')).rows.map((r) => r.name),
-    requestIds: async (bucket) => (await c.query<{ id: string }>('select id from requests where bucket = $1 order by id', [bucket])).rows.map((r) => r.id),
+    requestIds: async (bucket) =>
+      (await c.query<{ id: string }>('select id from requests where bucket = $1 order by id', [bucket])).rows.map((r) => r.id),
     orphanDeliveries: () => one(ORPHAN_DELIVERIES),
     orphanAttempts: () => one(ORPHAN_ATTEMPTS),
     missingDeliveries: () => one(MISSING_DELIVERIES),

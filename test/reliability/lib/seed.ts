@@ -13,7 +13,8 @@ export function resolveSeed(argv: readonly string[], env: NodeJS.ProcessEnv): nu
   const text = flag ?? env.RELIABILITY_SEED;
   if (text !== undefined && text !== '') {
     const n = Number(text);
-    if (!Number.isSafeInteger(n) || n < 0 || n > 0xffff_ffff) throw new Error(`--seed must be an integer from 0 to 4294967295, got ${JSON.stringify(text)}`);
+    if (!Number.isSafeInteger(n) || n < 0 || n > 0xffff_ffff)
+      throw new Error(`--seed must be an integer from 0 to 4294967295, got ${JSON.stringify(text)}`);
     return n;
   }
   return (Date.now() ^ (process.pid << 16)) >>> 0;

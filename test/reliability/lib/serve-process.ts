@@ -120,7 +120,11 @@ export class HookbucketProcess {
           resolve(l);
         } else if (this.#exit) {
           done();
-          reject(new Error(`${this.describe()} exited (${this.#exit.code ?? this.#exit.signal}) before logging ${pattern}; last log: ${this.tail(20)}`));
+          reject(
+            new Error(
+              `${this.describe()} exited (${this.#exit.code ?? this.#exit.signal}) before logging ${pattern}; last log: ${this.tail(20)}`,
+            ),
+          );
         }
       };
       const timer = setTimeout(() => {
@@ -206,7 +210,12 @@ export async function startServe(o: ServeOptions): Promise<ServeHandle> {
 }
 
 /** `hookbucket --db <db> worker [flags]`, resolved once it says it is active or standing by. */
-export async function startWorkerProcess(o: { db: string; flags?: string[]; env?: Record<string, string>; timeoutMs?: number }): Promise<HookbucketProcess> {
+export async function startWorkerProcess(o: {
+  db: string;
+  flags?: string[];
+  env?: Record<string, string>;
+  timeoutMs?: number;
+}): Promise<HookbucketProcess> {
   const proc = new HookbucketProcess(['--db', o.db, 'worker', ...(o.flags ?? [])], o.env);
   try {
     await proc.waitForLog(/^drain worker (active|standing by)/, o.timeoutMs ?? 20_000);

@@ -57,8 +57,17 @@ export function sqliteTestStore(path: string): TestStore {
     serveFlags: [],
     spoolDir: `${path}-spool`,
     check: (o) => checkInvariant({ ...o, db: path }),
-    scalar: async (sql, ...params) => Number(c().prepare(sql).pluck().get(...params) ?? 0),
-    all: async <T>(sql: string, ...params: unknown[]) => c().prepare(sql).all(...params) as T[],
+    scalar: async (sql, ...params) =>
+      Number(
+        c()
+          .prepare(sql)
+          .pluck()
+          .get(...params) ?? 0,
+      ),
+    all: async <T>(sql: string, ...params: unknown[]) =>
+      c()
+        .prepare(sql)
+        .all(...params) as T[],
     sizeBytes: async () => {
       try {
         return (c().pragma('page_count', { simple: true }) as number) * (c().pragma('page_size', { simple: true }) as number);
@@ -110,9 +119,11 @@ export async function pgTestStore(server: string, dir: string): Promise<TestStor
     serveFlags: ['--spool-dir', spoolDir],
     spoolDir,
     check: (o) => checkPgInvariant({ ...o, db: database.url }),
-    scalar: async (sql, ...params) => Number((await (await c()).query({ text: numbered(sql), values: params, rowMode: 'array' })).rows[0]?.[0] ?? 0),
+    scalar: async (sql, ...params) =>
+      Number((await (await c()).query({ text: numbered(sql), values: params, rowMode: 'array' })).rows[0]?.[0] ?? 0),
     all: async <T>(sql: string, ...params: unknown[]) => (await (await c()).query(numbered(sql), params)).rows as T[],
-    sizeBytes: async () => Number((await (await c()).query({ text: 'select pg_database_size(current_database())', rowMode: 'array' })).rows[0]?.[0] ?? 0),
+    sizeBytes: async () =>
+      Number((await (await c()).query({ text: 'select pg_database_size(current_database())', rowMode: 'array' })).rows[0]?.[0] ?? 0),
     holdWriteLock: (ms) => holdPgLock(database.url, ms),
     takeWriteLock: async (timeoutMs) => {
       const other = new pg.Client({ connectionString: database.url, lock_timeout: timeoutMs });

@@ -76,8 +76,14 @@ export function bucketsContract(ctx: Ctx): void {
       });
       await store.createBucket({ name: 'alpha' });
       await assert.rejects(store.createBucket({ name: 'zeta' }), { code: 'bucket_exists' });
-      assert.deepEqual((await store.listBuckets()).map((x) => x.name), ['alpha', 'zeta']);
-      assert.deepEqual((await ctx.set.drain.listBuckets()).map((x) => x.name), ['alpha', 'zeta']);
+      assert.deepEqual(
+        (await store.listBuckets()).map((x) => x.name),
+        ['alpha', 'zeta'],
+      );
+      assert.deepEqual(
+        (await ctx.set.drain.listBuckets()).map((x) => x.name),
+        ['alpha', 'zeta'],
+      );
       assert.deepEqual(await store.getBucket('zeta'), b);
       assert.equal(await store.getBucket('nope'), undefined);
     });
@@ -100,7 +106,9 @@ export function bucketsContract(ctx: Ctx): void {
       assert.deepEqual(await drainBucket(ctx.set, 'full'), expected);
       // An uncapped schedule that gives up after a time instead of a count.
       ctx.clock.advance(1000);
-      const u = await store.updateBucket('full', { drain: { schedule: { baseMs: 1000, multiplier: 1, capMs: Infinity, giveUpMs: 3_600_000, jitter: 'none' } } });
+      const u = await store.updateBucket('full', {
+        drain: { schedule: { baseMs: 1000, multiplier: 1, capMs: Infinity, giveUpMs: 3_600_000, jitter: 'none' } },
+      });
       assert.deepEqual(u.drain.schedule, { baseMs: 1000, multiplier: 1, capMs: Infinity, giveUpMs: 3_600_000, jitter: 'none' });
       assert.deepEqual({ ...u.drain, schedule: null }, { ...expected.drain, schedule: null }, 'the rest of the drain settings stay');
     });
@@ -167,12 +175,19 @@ export function bucketsContract(ctx: Ctx): void {
       await store.createBucket({ name: 'held', destination: DEST });
       await store.createBucket({ name: 'none' });
       await store.createBucket({ name: 'empty', destination: DEST });
-      const ids = await submitAll(ctx.set, [captured('a', T0, { body: 'x' }), captured('a', T0 + 1, { body: 'yy' }), captured('a', T0 + 2, { body: 'zzz' })]);
+      const ids = await submitAll(ctx.set, [
+        captured('a', T0, { body: 'x' }),
+        captured('a', T0 + 1, { body: 'yy' }),
+        captured('a', T0 + 2, { body: 'zzz' }),
+      ]);
       await ingestN(ctx.set, 'held', 3, T0);
       await ingestN(ctx.set, 'none', 2, T0, { body: '12345' }, false);
       const { claimed } = await claim(ctx.set, 'a', T0 + 10);
       const of = (id: string) => claimed.find((c) => c.requestId === id)!;
-      await ctx.set.drain.complete([result(of(ids[0]!), T0 + 20, 'delivered'), result(of(ids[1]!), T0 + 20, 'retry', { status: 503, nextAttemptAt: T0 + MINUTE })]);
+      await ctx.set.drain.complete([
+        result(of(ids[0]!), T0 + 20, 'delivered'),
+        result(of(ids[1]!), T0 + 20, 'retry', { status: 503, nextAttemptAt: T0 + MINUTE }),
+      ]);
       const { claimed: heldClaims } = await claim(ctx.set, 'held', T0 + 10, { limit: 2 });
       await ctx.set.drain.complete(heldClaims.map((c) => result(c, T0 + 20, 'delivered')));
       await store.pauseBucket('held');
@@ -182,7 +197,12 @@ export function bucketsContract(ctx: Ctx): void {
       const all = await store.allBucketCounts();
       assert.deepEqual([...all.keys()].sort(), ['a', 'empty', 'held', 'none']);
       for (const name of all.keys()) assert.deepEqual(all.get(name), await store.bucketCounts(name), name);
-      assert.deepEqual(all.get('a'), { requests: 3, bytes: 6, states: { delivered: 1, retrying: 1, delivering: 1 }, rejections: { too_large: 1 } });
+      assert.deepEqual(all.get('a'), {
+        requests: 3,
+        bytes: 6,
+        states: { delivered: 1, retrying: 1, delivering: 1 },
+        rejections: { too_large: 1 },
+      });
       assert.deepEqual(all.get('held')!.states, { delivered: 2, held: 1 });
       assert.deepEqual(all.get('none'), { requests: 2, bytes: 10, states: { none: 2 }, rejections: {} });
       assert.deepEqual(all.get('empty'), { requests: 0, bytes: 0, states: {}, rejections: {} });
@@ -198,7 +218,15 @@ export function bucketsContract(ctx: Ctx): void {
       const stale = await drainBucket(ctx.set, 'b');
       const { claimed } = await claim(ctx.set, 'b', T0 + 10, { limit: 1 });
       await ctx.set.drain.complete([result(claimed[0]!, T0 + 20, 'delivered')]);
-      await store.createReplay({ id: newId(), bucket: 'b', requestIds: [ids[0]!], selection: {}, destination: 'http://127.0.0.1:9/to', rate: null, nowMs: T0 + 30 });
+      await store.createReplay({
+        id: newId(),
+        bucket: 'b',
+        requestIds: [ids[0]!],
+        selection: {},
+        destination: 'http://127.0.0.1:9/to',
+        rate: null,
+        nowMs: T0 + 30,
+      });
 
       assert.deepEqual(await store.deleteBucket('b', { force: true }), { requests: 3 });
       assert.equal(await store.getBucket('b'), undefined);
@@ -268,7 +296,15 @@ export function bucketsContract(ctx: Ctx): void {
         other.resumeBucket('big'),
         other.statsSamples({ sinceMs: T0, untilMs: T0 + 10_000 }),
         other.statsSamples({ sinceMs: T0, untilMs: T0 + 10_000, bucket: 'big' }),
-        other.createReplay({ id: newId(), bucket: 'big', requestIds: ids.slice(-3), selection: {}, destination: null, rate: null, nowMs: T0 + 10_000 }),
+        other.createReplay({
+          id: newId(),
+          bucket: 'big',
+          requestIds: ids.slice(-3),
+          selection: {},
+          destination: null,
+          rate: null,
+          nowMs: T0 + 10_000,
+        }),
       ]);
       const stillDeleting = (await other.getBucket('big'))?.deletingAt != null;
       assert.ok(stillDeleting, 'every check ran while the tombstone stood (more rows would widen the window)');
@@ -279,8 +315,13 @@ export function bucketsContract(ctx: Ctx): void {
       assert.equal(claimed!.status === 'fulfilled' && claimed.value.claimed.length, 0, 'nothing claimed');
       assert.deepEqual(drainList!.status === 'fulfilled' && drainList.value.map((b) => b.name), [], 'the worker does not see it');
       assert.deepEqual(list!.status === 'fulfilled' && list.value.map((b) => [b.name, b.deletingAt]), [['big', T0]], 'listed as deleting');
-      for (const r of [create, update, pause, resume, replayed]) assert.equal(r!.status === 'rejected' && r!.reason.code, 'bucket_deleting');
-      assert.deepEqual(allStats!.status === 'fulfilled' && allStats.value.buckets.map((b) => b.bucket), [], 'stats over every bucket leave it out');
+      for (const r of [create, update, pause, resume, replayed])
+        assert.equal(r!.status === 'rejected' && r!.reason.code, 'bucket_deleting');
+      assert.deepEqual(
+        allStats!.status === 'fulfilled' && allStats.value.buckets.map((b) => b.bucket),
+        [],
+        'stats over every bucket leave it out',
+      );
       assert.deepEqual(namedStats!.status === 'fulfilled' && namedStats.value.buckets.map((b) => b.bucket), ['big'], 'named, it is shown');
 
       assert.deepEqual(await deleting, { requests: n });

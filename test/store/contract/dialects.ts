@@ -45,7 +45,11 @@ export interface Dialect {
  * defaults): short waits, durability normal (a test needs no fsync per commit), no disk floor.
  */
 function testConfig(db: string): Config {
-  return loadConfig({}, {}, { db, port: 0, host: '127.0.0.1', durability: 'normal', minFreeDisk: '0', lockTimeoutMs: '5s', logLevel: 'silent', worker: false });
+  return loadConfig(
+    {},
+    {},
+    { db, port: 0, host: '127.0.0.1', durability: 'normal', minFreeDisk: '0', lockTimeoutMs: '5s', logLevel: 'silent', worker: false },
+  );
 }
 
 /** Closes every part, even when one fails, and reports the first failure. */
@@ -183,4 +187,5 @@ const pgServer = pgTestServer();
 export const DIALECTS: readonly Dialect[] = pgServer === undefined ? [sqlite] : [sqlite, postgres(pgServer)];
 
 /** Dialects left out of this run, with the one line that says why. */
-export const SKIPPED_DIALECTS: ReadonlyArray<{ name: string; reason: string }> = pgServer === undefined ? [{ name: 'postgres', reason: PG_SKIP_REASON }] : [];
+export const SKIPPED_DIALECTS: ReadonlyArray<{ name: string; reason: string }> =
+  pgServer === undefined ? [{ name: 'postgres', reason: PG_SKIP_REASON }] : [];

@@ -10,14 +10,23 @@ export function drainContract(ctx: Ctx): void {
       const { store } = ctx.set;
       await store.createBucket({ name: 'b', destination: DEST });
       const body = Buffer.from([0x00, 0xff, 0x7b, 0x7d]);
-      const first = captured('b', T0, { method: 'PUT', path: '/x/y', query: 'a=1&b=%20', rawHeaders: ['X-One', '1', 'x-one', '2'], body: Buffer.from(body) });
+      const first = captured('b', T0, {
+        method: 'PUT',
+        path: '/x/y',
+        query: 'a=1&b=%20',
+        rawHeaders: ['X-One', '1', 'x-one', '2'],
+        body: Buffer.from(body),
+      });
       await submitAll(ctx.set, [first]);
       const later = await ingestN(ctx.set, 'b', 4, T0 + 1);
       await ingestN(ctx.set, 'b', 1, T0 + 60_000);
       const now = T0 + 10 * SECOND;
       ctx.clock.set(now);
       const r = await claim(ctx.set, 'b', now, { limit: 2 });
-      assert.deepEqual(r.claimed.map((a) => a.requestId), [first.id, later[0]]);
+      assert.deepEqual(
+        r.claimed.map((a) => a.requestId),
+        [first.id, later[0]],
+      );
       const a = r.claimed[0]!;
       assert.ok(a.body.equals(body));
       assert.deepEqual(
@@ -55,7 +64,10 @@ export function drainContract(ctx: Ctx): void {
         [[a.attemptId, 1, a.url, now, null, null, null]],
       );
       // The rest, up to what is due: the one received after `now` waits.
-      assert.deepEqual((await claim(ctx.set, 'b', now, { limit: 10 })).claimed.map((x) => x.requestId), later.slice(1));
+      assert.deepEqual(
+        (await claim(ctx.set, 'b', now, { limit: 10 })).claimed.map((x) => x.requestId),
+        later.slice(1),
+      );
       assert.equal((await claim(ctx.set, 'b', now, { limit: 10 })).claimed.length, 0, 'claimed ones are not claimed twice');
       assert.equal((await claim(ctx.set, 'b', T0 + 60_000, { limit: 0 })).claimed.length, 0, 'limit 0 claims nothing');
       assert.equal((await claim(ctx.set, 'b', T0 + 60_000, { limit: 10 })).claimed.length, 1);
@@ -89,7 +101,10 @@ export function drainContract(ctx: Ctx): void {
       assert.deepEqual(await drain.dueBuckets(T0), ['p']);
       // The paused time is the bucket's, and each first attempt records how much there was.
       const a = (await claim(ctx.set, 'p', T0 + 40 * SECOND)).claimed;
-      assert.deepEqual(a.map((x) => x.pausedMsAtFirst), [30 * SECOND, 30 * SECOND]);
+      assert.deepEqual(
+        a.map((x) => x.pausedMsAtFirst),
+        [30 * SECOND, 30 * SECOND],
+      );
     });
 
     it('rate: claims what the tokens allow, defers the head of the line once, and the store keeps the tokens for the next claim', async () => {
@@ -98,15 +113,24 @@ export function drainContract(ctx: Ctx): void {
       const ids = await ingestN(ctx.set, 'b', 5, T0);
       const now = T0 + 100;
       const r1 = await claim(ctx.set, 'b', now, { limit: 10 });
-      assert.deepEqual(r1.claimed.map((a) => a.requestId), ids.slice(0, 2));
+      assert.deepEqual(
+        r1.claimed.map((a) => a.requestId),
+        ids.slice(0, 2),
+      );
       assert.deepEqual(r1.verdict.deferred, { rate: 1 });
       assert.equal(r1.verdict.wakeAt, now + SECOND);
       const deferred = await store.requestHistory(ids[2]!);
-      assert.deepEqual([deferred[0]!.state, deferred[0]!.deferrals, deferred[0]!.lastDeferralReason, deferred[0]!.attempts], ['pending', 1, 'rate', 0]);
+      assert.deepEqual(
+        [deferred[0]!.state, deferred[0]!.deferrals, deferred[0]!.lastDeferralReason, deferred[0]!.attempts],
+        ['pending', 1, 'rate', 0],
+      );
       assert.equal((await store.requestHistory(ids[3]!))[0]!.deferrals, 0, 'the ones behind it keep their place untouched');
       assert.equal((await claim(ctx.set, 'b', now + SECOND - 1)).claimed.length, 0);
       const r2 = await claim(ctx.set, 'b', now + SECOND);
-      assert.deepEqual(r2.claimed.map((a) => a.requestId), [ids[2]]);
+      assert.deepEqual(
+        r2.claimed.map((a) => a.requestId),
+        [ids[2]],
+      );
     });
 
     it('a Retry-After block recorded with a completion is kept by the store: it defers and stops the walk until it ends', async () => {
@@ -114,11 +138,22 @@ export function drainContract(ctx: Ctx): void {
       await store.createBucket({ name: 'b', destination: DEST });
       const [r0, r1, r2] = await ingestN(ctx.set, 'b', 3, T0);
       const first = await claim(ctx.set, 'b', T0 + SECOND, { limit: 1 });
-      assert.deepEqual(first.claimed.map((a) => a.requestId), [r0]);
+      assert.deepEqual(
+        first.claimed.map((a) => a.requestId),
+        [r0],
+      );
       const until = T0 + 30 * SECOND;
-      await ctx.set.drain.complete([{ ...result(first.claimed[0]!, T0 + SECOND + 5, 'retry', { status: 429, nextAttemptAt: until }), block: { bucket: 'b', untilMs: until } }]);
+      await ctx.set.drain.complete([
+        {
+          ...result(first.claimed[0]!, T0 + SECOND + 5, 'retry', { status: 429, nextAttemptAt: until }),
+          block: { bucket: 'b', untilMs: until },
+        },
+      ]);
       const b = await claim(ctx.set, 'b', T0 + 2 * SECOND);
-      assert.deepEqual([b.claimed.length, b.verdict.deferred, b.verdict.wakeAt, b.verdict.pacer.blockedUntilMs], [0, { retry_after: 1 }, until, until]);
+      assert.deepEqual(
+        [b.claimed.length, b.verdict.deferred, b.verdict.wakeAt, b.verdict.pacer.blockedUntilMs],
+        [0, { retry_after: 1 }, until, until],
+      );
       assert.equal((await store.requestHistory(r1!))[0]!.lastDeferralReason, 'retry_after');
       assert.equal((await store.requestHistory(r2!))[0]!.deferrals, 0);
       assert.equal((await claim(ctx.set, 'b', until - 1)).claimed.length, 0, 'still blocked a moment before');
@@ -133,14 +168,23 @@ export function drainContract(ctx: Ctx): void {
 
       // Both fail once; with a zero budget their retries wait, while a new first attempt goes.
       const { claimed } = await claim(ctx.set, 'b', T0 + SECOND);
-      await ctx.set.drain.complete(claimed.map((a, i) => result(a, T0 + 2 * SECOND, 'retry', { status: 500, nextAttemptAt: T0 + 5 * SECOND + i })));
+      await ctx.set.drain.complete(
+        claimed.map((a, i) => result(a, T0 + 2 * SECOND, 'retry', { status: 500, nextAttemptAt: T0 + 5 * SECOND + i })),
+      );
       const [fresh] = await ingestN(ctx.set, 'b', 1, T0 + 4 * SECOND);
       const c = await claim(ctx.set, 'b', T0 + 6 * SECOND);
-      assert.deepEqual(c.claimed.map((a) => a.requestId), [fresh]);
+      assert.deepEqual(
+        c.claimed.map((a) => a.requestId),
+        [fresh],
+      );
       assert.deepEqual(c.verdict.deferred, { retry_budget: 1 });
       const h1 = (await store.requestHistory(r1!))[0]!;
       const h2 = (await store.requestHistory(r2!))[0]!;
-      assert.deepEqual([h1.state, h1.deferrals, h1.lastDeferralReason], ['retrying', 1, 'retry_budget'], 'recorded once, on the head of the line');
+      assert.deepEqual(
+        [h1.state, h1.deferrals, h1.lastDeferralReason],
+        ['retrying', 1, 'retry_budget'],
+        'recorded once, on the head of the line',
+      );
       assert.deepEqual([h2.state, h2.deferrals, h2.lastDeferralReason], ['retrying', 0, null]);
     });
   });
@@ -156,12 +200,12 @@ export function drainContract(ctx: Ctx): void {
       await ctx.set.drain.complete([
         result(d!, T0 + SECOND + 25, 'delivered', { status: 201, body: respBody, headers: ['X-Resp', 'a', 'x-resp', 'b'] }),
         result(f!, T0 + SECOND + 30, 'failed', { status: 410 }),
-        { ...result(x!, T0 + SECOND + 35, 'exhausted', { status: null, errorClass: 'refused', reason: 'refused; gave up: max_attempts' }), responseTruncated: true },
+        {
+          ...result(x!, T0 + SECOND + 35, 'exhausted', { status: null, errorClass: 'refused', reason: 'refused; gave up: max_attempts' }),
+          responseTruncated: true,
+        },
       ]);
-      assert.deepEqual(
-        await Promise.all(ids.map(async (id) => (await store.getRequest(id))!.state)),
-        ['delivered', 'failed', 'exhausted'],
-      );
+      assert.deepEqual(await Promise.all(ids.map(async (id) => (await store.getRequest(id))!.state)), ['delivered', 'failed', 'exhausted']);
       const [h] = await store.requestHistory(ids[0]!);
       assert.deepEqual([h!.state, h!.settledAt, h!.attempts], ['delivered', T0 + SECOND + 25, 1]);
       const log = h!.attemptLog[0]!;
@@ -193,7 +237,11 @@ export function drainContract(ctx: Ctx): void {
         [null, 'refused', 'refused: test', 'exhausted', 'refused; gave up: max_attempts', true, null],
       );
       const listed = (await store.listRequests('b', {}, { limit: 10 })).requests.map((r) => [r.state, r.attempts, r.lastStatus]);
-      assert.deepEqual(listed, [['exhausted', 1, null], ['failed', 1, 410], ['delivered', 1, 201]]);
+      assert.deepEqual(listed, [
+        ['exhausted', 1, null],
+        ['failed', 1, 410],
+        ['delivered', 1, 201],
+      ]);
       assert.deepEqual(await ctx.set.drain.dueBuckets(T0 + 3_600_000), [], 'nothing left to do');
     });
 
@@ -204,21 +252,35 @@ export function drainContract(ctx: Ctx): void {
       const first = (await claim(ctx.set, 'b', T0 + SECOND)).claimed[0]!;
       const retryAt = T0 + 31 * SECOND;
       // Recorded through the next claim's own transaction.
-      const none = await claim(ctx.set, 'b', T0 + 2 * SECOND, { complete: [result(first, T0 + 2 * SECOND, 'retry', { status: 503, nextAttemptAt: retryAt })] });
+      const none = await claim(ctx.set, 'b', T0 + 2 * SECOND, {
+        complete: [result(first, T0 + 2 * SECOND, 'retry', { status: 503, nextAttemptAt: retryAt })],
+      });
       assert.equal(none.claimed.length, 0);
       assert.equal((await store.getRequest(id!))!.state, 'retrying');
       const [h] = await store.requestHistory(id!);
       assert.deepEqual([h!.state, h!.nextAttemptAt, h!.settledAt], ['retrying', retryAt, null]);
-      assert.deepEqual([h!.attemptLog[0]!.nextAttemptAt, h!.attemptLog[0]!.nextWhy, h!.attemptLog[0]!.outcome], [retryAt, 'schedule', 'retry']);
+      assert.deepEqual(
+        [h!.attemptLog[0]!.nextAttemptAt, h!.attemptLog[0]!.nextWhy, h!.attemptLog[0]!.outcome],
+        [retryAt, 'schedule', 'retry'],
+      );
       assert.deepEqual(await drain.dueBuckets(retryAt - 1), []);
       assert.equal(await drain.nextDueAt(T0 + 2 * SECOND), retryAt);
       assert.deepEqual(await drain.dueBuckets(retryAt), ['b']);
       assert.equal((await claim(ctx.set, 'b', retryAt - 1)).claimed.length, 0);
       const second = (await claim(ctx.set, 'b', retryAt)).claimed[0]!;
-      assert.deepEqual([second.number, second.deliveryId, second.firstAttemptAt, second.startedAt], [2, first.deliveryId, T0 + SECOND, retryAt]);
+      assert.deepEqual(
+        [second.number, second.deliveryId, second.firstAttemptAt, second.startedAt],
+        [2, first.deliveryId, T0 + SECOND, retryAt],
+      );
       await drain.complete([result(second, retryAt + 5, 'delivered')]);
       const after = await store.requestHistory(id!);
-      assert.deepEqual(after[0]!.attemptLog.map((a) => [a.number, a.status, a.outcome]), [[1, 503, 'retry'], [2, 200, 'delivered']]);
+      assert.deepEqual(
+        after[0]!.attemptLog.map((a) => [a.number, a.status, a.outcome]),
+        [
+          [1, 503, 'retry'],
+          [2, 200, 'delivered'],
+        ],
+      );
       assert.equal(after[0]!.attempts, 2);
     });
 
@@ -230,7 +292,10 @@ export function drainContract(ctx: Ctx): void {
       await ctx.set.drain.complete([result(a1, T0 + 2 * SECOND, 'released', { nextAttemptAt: T0 + 2 * SECOND })]);
       let [h] = await store.requestHistory(id!);
       assert.deepEqual([h!.state, h!.attempts, h!.nextAttemptAt], ['pending', 0, T0 + 2 * SECOND]);
-      assert.deepEqual(h!.attemptLog.map((a) => [a.outcome, a.reason]), [['released', 'released_on_shutdown']]);
+      assert.deepEqual(
+        h!.attemptLog.map((a) => [a.outcome, a.reason]),
+        [['released', 'released_on_shutdown']],
+      );
       const a2 = (await claim(ctx.set, 'b', T0 + 2 * SECOND)).claimed[0]!;
       assert.deepEqual([a2.number, a2.firstAttemptAt], [1, T0 + 2 * SECOND], 'a released first attempt does not count as the first');
       await ctx.set.drain.complete([result(a2, T0 + 3 * SECOND, 'retry', { nextAttemptAt: T0 + 4 * SECOND })]);
@@ -278,7 +343,11 @@ export function drainContract(ctx: Ctx): void {
 
     it("an expired lease on the schedule's last attempt exhausts the delivery", async () => {
       const { store, drain } = ctx.set;
-      await store.createBucket({ name: 'b', destination: DEST, drain: { schedule: { baseMs: 1000, multiplier: 1, capMs: 1000, maxAttempts: 1, jitter: 'none' } } });
+      await store.createBucket({
+        name: 'b',
+        destination: DEST,
+        drain: { schedule: { baseMs: 1000, multiplier: 1, capMs: 1000, maxAttempts: 1, jitter: 'none' } },
+      });
       const [id] = await ingestN(ctx.set, 'b', 1, T0);
       await claim(ctx.set, 'b', T0, { leaseMs: 10 * SECOND });
       const expired = await drain.recoverExpired(T0 + 10 * SECOND, await drain.listBuckets());
@@ -322,8 +391,18 @@ export function drainContract(ctx: Ctx): void {
       const renewed = { ...holder, heartbeatAt: T0 + 10 * SECOND, expiresAt: T0 + 40 * SECOND };
       assert.deepEqual(await store.activeWorker(T0 + 39 * SECOND), renewed);
       assert.equal(await store.activeWorker(T0 + 40 * SECOND), undefined, 'expired');
-      assert.deepEqual(await drain.acquireWorkerLease('w2', 'host-b', T0 + 40 * SECOND, 30 * SECOND), { ok: true }, 'an expired lease is taken over');
-      assert.deepEqual(await store.activeWorker(T0 + 41 * SECOND), { holder: 'w2', info: 'host-b', acquiredAt: T0 + 40 * SECOND, heartbeatAt: T0 + 40 * SECOND, expiresAt: T0 + 70 * SECOND });
+      assert.deepEqual(
+        await drain.acquireWorkerLease('w2', 'host-b', T0 + 40 * SECOND, 30 * SECOND),
+        { ok: true },
+        'an expired lease is taken over',
+      );
+      assert.deepEqual(await store.activeWorker(T0 + 41 * SECOND), {
+        holder: 'w2',
+        info: 'host-b',
+        acquiredAt: T0 + 40 * SECOND,
+        heartbeatAt: T0 + 40 * SECOND,
+        expiresAt: T0 + 70 * SECOND,
+      });
       await drain.releaseWorkerLease('w1');
       assert.equal((await store.activeWorker(T0 + 41 * SECOND))?.holder, 'w2', 'only the holder releases');
       await drain.releaseWorkerLease('w2');

@@ -95,8 +95,19 @@ export async function submitAll(set: StoreSet, requests: CapturedRequest[], crea
 }
 
 /** Stores `n` requests to `bucket` received 1 ms apart from `at` (with a delivery unless told). */
-export async function ingestN(set: StoreSet, bucket: string, n: number, at: number, over: Capture = {}, createDelivery = true): Promise<string[]> {
-  return submitAll(set, Array.from({ length: n }, (_, i) => captured(bucket, at + i, over)), createDelivery);
+export async function ingestN(
+  set: StoreSet,
+  bucket: string,
+  n: number,
+  at: number,
+  over: Capture = {},
+  createDelivery = true,
+): Promise<string[]> {
+  return submitAll(
+    set,
+    Array.from({ length: n }, (_, i) => captured(bucket, at + i, over)),
+    createDelivery,
+  );
 }
 
 /** The bucket as the drain worker reads it. */
@@ -127,7 +138,14 @@ export function result(
   a: ClaimedAttempt,
   at: number,
   outcome: AttemptResult['outcome'],
-  o: { status?: number | null; nextAttemptAt?: number | null; reason?: string; body?: Buffer; headers?: string[]; errorClass?: string } = {},
+  o: {
+    status?: number | null;
+    nextAttemptAt?: number | null;
+    reason?: string;
+    body?: Buffer;
+    headers?: string[];
+    errorClass?: string;
+  } = {},
 ): AttemptResult {
   const status = o.status === undefined ? (outcome === 'delivered' ? 200 : outcome === 'released' ? null : 500) : o.status;
   return {

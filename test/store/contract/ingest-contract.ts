@@ -52,7 +52,10 @@ export function ingestContract(ctx: Ctx): void {
       assert.equal(await store.getRequest(idAt(T0)), undefined, 'an id never stored');
       const counts = await store.bucketCounts('b');
       assert.equal(counts.requests, 50);
-      assert.equal(counts.bytes, expected.reduce((n, r) => n + r.body.length, 0));
+      assert.equal(
+        counts.bytes,
+        expected.reduce((n, r) => n + r.body.length, 0),
+      );
       assert.deepEqual(counts.states, { pending: 50 });
     });
 

@@ -71,7 +71,10 @@ async function fixture(ctx: Ctx): Promise<{ items: Item[]; other: string[] }> {
   }
   await submitAll(ctx.set, withDelivery, true);
   await submitAll(ctx.set, without, false);
-  const other = await submitAll(ctx.set, [0, 1, 2].map((i) => captured('o', T0 + i * 1000 + 500, { path: '/a', rawHeaders: headersOf(0), body: bodyOf(0) })));
+  const other = await submitAll(
+    ctx.set,
+    [0, 1, 2].map((i) => captured('o', T0 + i * 1000 + 500, { path: '/a', rawHeaders: headersOf(0), body: bodyOf(0) })),
+  );
 
   const now = T0 + 100_000;
   const { claimed } = await claim(ctx.set, 'b', now);
@@ -97,7 +100,10 @@ export function listContract(ctx: Ctx): void {
     it('every filter field selects the same requests in pages, counts and iteration', async () => {
       const { items, other } = await fixture(ctx);
       const { store } = ctx.set;
-      const byPath = (...paths: string[]) => (it: Item) => paths.includes(it.path);
+      const byPath =
+        (...paths: string[]) =>
+        (it: Item) =>
+          paths.includes(it.path);
       const cases: Array<[RequestFilter, (it: Item) => boolean]> = [
         [{}, () => true],
         // States, one at a time and several (none: no delivery; held needs a paused bucket).
@@ -135,8 +141,24 @@ export function listContract(ctx: Ctx): void {
         [{ headers: [{ name: 'x-dup', value: 'two' }] }, (it) => it.i % 3 === 0],
         [{ headers: [{ name: 'X-Dup', value: 'one' }] }, (it) => it.i % 3 === 0],
         [{ headers: [{ name: 'X-A', value: '2' }] }, () => false],
-        [{ headers: [{ name: 'X-A', value: '1' }, { name: 'x-b', value: '2' }] }, (it) => it.i % 6 === 0],
-        [{ headers: [{ name: 'x-n', value: '2' }, { name: 'x-kind', value: 'alpha' }] }, (it) => it.i % 4 === 2],
+        [
+          {
+            headers: [
+              { name: 'X-A', value: '1' },
+              { name: 'x-b', value: '2' },
+            ],
+          },
+          (it) => it.i % 6 === 0,
+        ],
+        [
+          {
+            headers: [
+              { name: 'x-n', value: '2' },
+              { name: 'x-kind', value: 'alpha' },
+            ],
+          },
+          (it) => it.i % 4 === 2,
+        ],
         [{ headers: [{ name: 'x-quote', value: QUOTED }] }, (it) => it.i % 5 === 0],
         [{ headers: [{ name: 'x-quote', value: 'say "hi"' }] }, () => false],
         // Body search: bytes, case-sensitive, `%` and `_` literal, UTF-8 of the text given.
@@ -169,7 +191,11 @@ export function listContract(ctx: Ctx): void {
         const expected = newestFirst(matching(items, keep));
         assert.deepEqual(await allPages(store, 'b', filter, 7), expected, `pages: ${what}`);
         assert.equal(await store.countRequests('b', filter), expected.length, `count: ${what}`);
-        assert.deepEqual((await iterated(store, 'b', filter)).map((r) => r.id), [...expected].reverse(), `iteration: ${what}`);
+        assert.deepEqual(
+          (await iterated(store, 'b', filter)).map((r) => r.id),
+          [...expected].reverse(),
+          `iteration: ${what}`,
+        );
       }
     });
 
@@ -234,9 +260,17 @@ export function listContract(ctx: Ctx): void {
         assert.equal(await store.countRequests('p', filter), ids.length, JSON.stringify(filter));
       }
       const listed = (await store.listRequests('p', {}, { limit: 10 })).requests.map((r) => [r.id, r.state]);
-      assert.deepEqual(listed, [[none, 'none'], [delivered, 'delivered'], [retrying, 'held'], [pending, 'held']]);
+      assert.deepEqual(listed, [
+        [none, 'none'],
+        [delivered, 'delivered'],
+        [retrying, 'held'],
+        [pending, 'held'],
+      ]);
       assert.equal((await store.getRequest(retrying!))!.state, 'held');
-      assert.deepEqual((await iterated(store, 'p', { states: ['held'] })).map((r) => r.state), ['held', 'held']);
+      assert.deepEqual(
+        (await iterated(store, 'p', { states: ['held'] })).map((r) => r.state),
+        ['held', 'held'],
+      );
       assert.deepEqual((await store.bucketCounts('p')).states, { held: 2, delivered: 1, none: 1 });
       await store.resumeBucket('p');
       assert.deepEqual(await allPages(store, 'p', { states: ['pending', 'retrying'] }), [retrying, pending]);
@@ -249,32 +283,46 @@ export function listContract(ctx: Ctx): void {
       // More than one read batch of bodies on any sensible dialect: 1,200 requests, 2 MiB.
       const first = await submitAll(
         ctx.set,
-        Array.from({ length: 1200 }, (_, i) => captured('b', T0 + i, { body: Buffer.alloc(1700 + (i % 7), i % 251), rawHeaders: ['X-I', String(i)] })),
+        Array.from({ length: 1200 }, (_, i) =>
+          captured('b', T0 + i, { body: Buffer.alloc(1700 + (i % 7), i % 251), rawHeaders: ['X-I', String(i)] }),
+        ),
       );
       const it = store.iterateRequests('b', {})[Symbol.asyncIterator]();
       const head = await it.next();
       assert.equal(head.done, false);
       assert.equal(head.value!.id, first[0]);
-      const later = await submitAll(ctx.set, Array.from({ length: 5 }, (_, i) => captured('b', T0 + 5000 + i)));
+      const later = await submitAll(
+        ctx.set,
+        Array.from({ length: 5 }, (_, i) => captured('b', T0 + 5000 + i)),
+      );
       const seen = [head.value!];
       for (let r = await it.next(); !r.done; r = await it.next()) seen.push(r.value);
-      assert.deepEqual(seen.map((r) => r.id), first);
+      assert.deepEqual(
+        seen.map((r) => r.id),
+        first,
+      );
       seen.forEach((r, i) => {
         assert.deepEqual(r.rawHeaders, ['X-I', String(i)]);
         assert.ok(r.body.equals(Buffer.alloc(1700 + (i % 7), i % 251)), `body ${i}`);
         assert.equal(r.state, 'pending');
       });
       assert.equal(await store.countRequests('b', {}), 1205, 'the later ones are there for the next iteration');
-      assert.deepEqual((await iterated(store, 'b', { ids: later })).map((r) => r.id), later);
+      assert.deepEqual(
+        (await iterated(store, 'b', { ids: later })).map((r) => r.id),
+        later,
+      );
     });
 
     it('an unknown bucket is not_found for all three', async () => {
       const { store } = ctx.set;
       await assert.rejects(store.listRequests('nope', {}, { limit: 1 }), { code: 'not_found' });
       await assert.rejects(store.countRequests('nope', {}), { code: 'not_found' });
-      await assert.rejects(async () => {
-        for await (const _ of store.iterateRequests('nope', {})) void _;
-      }, { code: 'not_found' });
+      await assert.rejects(
+        async () => {
+          for await (const _ of store.iterateRequests('nope', {})) void _;
+        },
+        { code: 'not_found' },
+      );
     });
   });
 }

@@ -48,7 +48,13 @@ export function pacingContract(ctx: Ctx): void {
       }
       // Each lease runs from its attempt's start: 150 ms past the first lease, two have expired.
       const expired = await ctx.set.drain.recoverExpired(now + LEASE_MS + 150, [await drainBucket(ctx.set, 'b')]);
-      assert.deepEqual(expired.map((e) => e.deliveryId).sort(), c.claimed.slice(0, 2).map((a) => a.deliveryId).sort());
+      assert.deepEqual(
+        expired.map((e) => e.deliveryId).sort(),
+        c.claimed
+          .slice(0, 2)
+          .map((a) => a.deliveryId)
+          .sort(),
+      );
       // The next claim finds the tokens taken: the next one is at 300 ms.
       const again = await claim(ctx.set, 'b', now + 10, { policy: { horizonMs: 250 } });
       assert.deepEqual([again.claimed.length, again.verdict.rateAt - now], [0, 300]);
@@ -60,7 +66,9 @@ export function pacingContract(ctx: Ctx): void {
       await ingestN(ctx.set, 'b', 2, T0);
       const [a] = (await claim(ctx.set, 'b', T0 + SECOND, { limit: 1 })).claimed;
       const until = T0 + 40 * SECOND;
-      await ctx.set.drain.complete([{ ...result(a!, T0 + SECOND + 3, 'retry', { status: 503, nextAttemptAt: until }), block: { bucket: 'b', untilMs: until } }]);
+      await ctx.set.drain.complete([
+        { ...result(a!, T0 + SECOND + 3, 'retry', { status: 503, nextAttemptAt: until }), block: { bucket: 'b', untilMs: until } },
+      ]);
       await ctx.set.drain.close();
       const restarted = await ctx.set.anotherDrain();
       const b = await drainBucket({ ...ctx.set, drain: restarted }, 'b');
@@ -81,7 +89,9 @@ export function pacingContract(ctx: Ctx): void {
       const b = await drainBucket(ctx.set, 'b');
       const second = await other.claim(b, { nowMs: T0 + 2 * SECOND, limit: 10, leaseUntilMs: T0 + 2 * SECOND + LEASE_MS }, {});
       assert.equal(second.claimed.length, 2);
-      await other.complete(second.claimed.map((a) => result(a, T0 + 2 * SECOND + 5, 'retry', { status: 500, nextAttemptAt: T0 + 3 * SECOND })));
+      await other.complete(
+        second.claimed.map((a) => result(a, T0 + 2 * SECOND + 5, 'retry', { status: 500, nextAttemptAt: T0 + 3 * SECOND })),
+      );
       const third = await claim(ctx.set, 'b', T0 + 3 * SECOND);
       assert.deepEqual([third.claimed.length, third.verdict.deferred], [0, { retry_budget: 1 }]);
     });
@@ -97,13 +107,10 @@ export function pacingContract(ctx: Ctx): void {
       assert.equal(c.claimed.length, 1);
       assert.equal((await store.requestHistory(id!))[0]!.attemptLog[0]!.workerId, 'w-1');
       const alive = await store.processes(T0 + 2 * SECOND);
-      assert.deepEqual(
-        alive.map((p) => [p.id, p.roles, p.alive, p.leaseMs, p.inflight]).sort(),
-        [
-          ['r-1', ['receiver'], true, null, 0],
-          ['w-1', ['worker'], true, LEASE_MS, 1],
-        ],
-      );
+      assert.deepEqual(alive.map((p) => [p.id, p.roles, p.alive, p.leaseMs, p.inflight]).sort(), [
+        ['r-1', ['receiver'], true, null, 0],
+        ['w-1', ['worker'], true, LEASE_MS, 1],
+      ]);
       await ctx.set.drain.markStopped('w-1', T0 + 3 * SECOND);
       const after = await store.processes(T0 + 3 * SECOND);
       assert.deepEqual(after.map((p) => [p.id, p.alive, p.stoppedAt]).sort(), [
@@ -113,14 +120,28 @@ export function pacingContract(ctx: Ctx): void {
       // A receiver that stops beating is dead once its TTL passes.
       assert.equal((await store.processes(T0 + 16 * SECOND)).find((p) => p.id === 'r-1')!.alive, false);
       // Newer rows past the limit (stopped `worker --once` runs) never hide a live process.
-      await store.heartbeat({ id: 'r-1', roles: ['receiver'], host: 'h', pid: 8, info: '{}', leaseMs: null }, T0 + 20 * SECOND, 15 * SECOND);
+      await store.heartbeat(
+        { id: 'r-1', roles: ['receiver'], host: 'h', pid: 8, info: '{}', leaseMs: null },
+        T0 + 20 * SECOND,
+        15 * SECOND,
+      );
       for (let i = 0; i < 3; i++) {
-        await ctx.set.drain.heartbeat({ id: `once-${i}`, roles: ['worker'], host: 'h', pid: 10 + i, info: '{}', leaseMs: LEASE_MS }, T0 + 21 * SECOND + i, 15 * SECOND);
+        await ctx.set.drain.heartbeat(
+          { id: `once-${i}`, roles: ['worker'], host: 'h', pid: 10 + i, info: '{}', leaseMs: LEASE_MS },
+          T0 + 21 * SECOND + i,
+          15 * SECOND,
+        );
         await ctx.set.drain.markStopped(`once-${i}`, T0 + 21 * SECOND + i);
       }
       const few = await store.processes(T0 + 22 * SECOND, { limit: 2 });
-      assert.ok(few.some((p) => p.id === 'r-1' && p.alive), few.map((p) => p.id).join(', '));
-      assert.ok(few.some((p) => p.id === 'w-1' && p.inflight === 1), 'the stopped worker still holding a delivery is listed');
+      assert.ok(
+        few.some((p) => p.id === 'r-1' && p.alive),
+        few.map((p) => p.id).join(', '),
+      );
+      assert.ok(
+        few.some((p) => p.id === 'w-1' && p.inflight === 1),
+        'the stopped worker still holding a delivery is listed',
+      );
     });
   });
 }

@@ -7,7 +7,6 @@ import { claim, DEST, idAt, ingestN, result, T0, type Ctx } from './harness.js';
 const SECOND = 1000;
 const TO = 'http://127.0.0.1:9/staging';
 
-
 export function replayContract(ctx: Ctx): void {
   describe('replay and supersede', () => {
     let seq = 0;
@@ -34,7 +33,16 @@ export function replayContract(ctx: Ctx): void {
       const r = await replay('b', [id!], T0 + SECOND);
       assert.deepEqual(
         { ...r, id: undefined },
-        { id: undefined, bucket: 'b', selection: { states: ['failed'], n: 1 }, destination: null, rate: null, total: 1, superseded: 0, createdAt: T0 + SECOND },
+        {
+          id: undefined,
+          bucket: 'b',
+          selection: { states: ['failed'], n: 1 },
+          destination: null,
+          rate: null,
+          total: 1,
+          superseded: 0,
+          createdAt: T0 + SECOND,
+        },
       );
       assert.deepEqual(await store.getReplay(r.id), r);
       assert.equal(await store.getReplay(idAt(T0)), undefined);
@@ -50,8 +58,14 @@ export function replayContract(ctx: Ctx): void {
       await drain.complete([result(a2, T0 + 2 * SECOND, 'delivered')]);
       assert.deepEqual(await store.replayProgress(r.id), progress({ total: 1, delivered: 1, settled: 1, lastSettledAt: T0 + 2 * SECOND }));
       const history = await store.requestHistory(id!);
-      assert.deepEqual(history.map((d) => d.attemptLog.map((x) => x.status)), [[500], [200]]);
-      assert.deepEqual(history.map((d) => d.replayId), [null, r.id]);
+      assert.deepEqual(
+        history.map((d) => d.attemptLog.map((x) => x.status)),
+        [[500], [200]],
+      );
+      assert.deepEqual(
+        history.map((d) => d.replayId),
+        [null, r.id],
+      );
       const listed = (await store.listRequests('b', {}, { limit: 1 })).requests[0]!;
       assert.deepEqual([listed.state, listed.generation, listed.attempts, listed.lastStatus], ['delivered', 2, 1, 200]);
     });
@@ -70,11 +84,27 @@ export function replayContract(ctx: Ctx): void {
         assert.deepEqual([g2!.state, g2!.latest, g2!.generation], ['pending', true, 2]);
       }
       await replay('b', [pending!], T0 + 2 * SECOND);
-      assert.deepEqual((await generations(pending!)).map(([g, s]) => [g, s]), [[1, 'superseded'], [2, 'superseded'], [3, 'pending']]);
-      assert.deepEqual(await store.replayProgress(r.id), progress({ total: 2, pending: 1, superseded: 1, settled: 1, lastSettledAt: T0 + 2 * SECOND }));
+      assert.deepEqual(
+        (await generations(pending!)).map(([g, s]) => [g, s]),
+        [
+          [1, 'superseded'],
+          [2, 'superseded'],
+          [3, 'pending'],
+        ],
+      );
+      assert.deepEqual(
+        await store.replayProgress(r.id),
+        progress({ total: 2, pending: 1, superseded: 1, settled: 1, lastSettledAt: T0 + 2 * SECOND }),
+      );
       // Only the latest generation is claimed; the request stays one row in listings.
       const claimed = (await claim(ctx.set, 'b', T0 + 3 * SECOND)).claimed;
-      assert.deepEqual(claimed.map((c) => [c.requestId, c.generation]).sort(), [[pending!, 3], [retrying!, 2]].sort());
+      assert.deepEqual(
+        claimed.map((c) => [c.requestId, c.generation]).sort(),
+        [
+          [pending!, 3],
+          [retrying!, 2],
+        ].sort(),
+      );
       assert.equal(await store.countRequests('b', {}), 2);
       assert.equal((await store.bucketCounts('b')).requests, 2);
     });
@@ -109,7 +139,15 @@ export function replayContract(ctx: Ctx): void {
         'its attempt is recorded as it went',
       );
       const next = (await claim(ctx.set, 'b', at)).claimed;
-      assert.deepEqual(next.map((c) => [c.generation, c.number]), [[2, 1], [2, 1], [2, 1], [2, 1]]);
+      assert.deepEqual(
+        next.map((c) => [c.generation, c.number]),
+        [
+          [2, 1],
+          [2, 1],
+          [2, 1],
+          [2, 1],
+        ],
+      );
     });
 
     it('an in-flight delivery marked to be superseded is superseded when its lease expires', async () => {
@@ -119,7 +157,13 @@ export function replayContract(ctx: Ctx): void {
       await claim(ctx.set, 'b', T0, { leaseMs: 10 * SECOND });
       await replay('b', [id!], T0 + SECOND);
       assert.equal((await drain.recoverExpired(T0 + 10 * SECOND, await drain.listBuckets())).length, 1);
-      assert.deepEqual((await generations(id!)).map(([g, s]) => [g, s]), [[1, 'superseded'], [2, 'pending']]);
+      assert.deepEqual(
+        (await generations(id!)).map(([g, s]) => [g, s]),
+        [
+          [1, 'superseded'],
+          [2, 'pending'],
+        ],
+      );
       assert.equal((await claim(ctx.set, 'b', T0 + 10 * SECOND)).claimed[0]?.generation, 2);
     });
 
@@ -149,7 +193,10 @@ export function replayContract(ctx: Ctx): void {
       assert.equal((await store.getRequest(stored!))!.state, 'none', 'a --to row is not the request state');
       assert.deepEqual(await drain.dueBuckets(T0 + 3 * SECOND), ['n']);
       const sent = (await claim(ctx.set, 'n', T0 + 3 * SECOND)).claimed;
-      assert.deepEqual(sent.map((c) => [c.requestId, c.destination, c.replayId]), [[stored, `${TO}/n`, rn.id]]);
+      assert.deepEqual(
+        sent.map((c) => [c.requestId, c.destination, c.replayId]),
+        [[stored, `${TO}/n`, rn.id]],
+      );
       await drain.complete([result(sent[0]!, T0 + 4 * SECOND, 'delivered')]);
       assert.deepEqual(await store.replayProgress(rn.id), progress({ total: 1, delivered: 1, settled: 1, lastSettledAt: T0 + 4 * SECOND }));
       assert.deepEqual((await store.bucketCounts('n')).states, { none: 1 });
@@ -184,9 +231,18 @@ export function replayContract(ctx: Ctx): void {
       const r1 = await replay('a', [], T0);
       const r2 = await replay('b', [], T0 + SECOND);
       const r3 = await replay('a', [], T0 + 2 * SECOND);
-      assert.deepEqual((await store.listReplays({ limit: 10 })).map((r) => r.id), [r3.id, r2.id, r1.id]);
-      assert.deepEqual((await store.listReplays({ bucket: 'a', limit: 10 })).map((r) => r.id), [r3.id, r1.id]);
-      assert.deepEqual((await store.listReplays({ limit: 2 })).map((r) => r.id), [r3.id, r2.id]);
+      assert.deepEqual(
+        (await store.listReplays({ limit: 10 })).map((r) => r.id),
+        [r3.id, r2.id, r1.id],
+      );
+      assert.deepEqual(
+        (await store.listReplays({ bucket: 'a', limit: 10 })).map((r) => r.id),
+        [r3.id, r1.id],
+      );
+      assert.deepEqual(
+        (await store.listReplays({ limit: 2 })).map((r) => r.id),
+        [r3.id, r2.id],
+      );
       assert.deepEqual(r1.total, 0);
       assert.deepEqual(await store.replayProgress(r1.id), progress({}));
       await assert.rejects(replay('nope', [], T0), { code: 'not_found' });

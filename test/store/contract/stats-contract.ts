@@ -31,12 +31,21 @@ export function statsContract(ctx: Ctx): void {
 
       // r0: first attempt before the window, delivered inside it.
       const a0 = (await claim(ctx.set, 's', at(1))).claimed;
-      assert.deepEqual(a0.map((a) => a.requestId), [r0]);
+      assert.deepEqual(
+        a0.map((a) => a.requestId),
+        [r0],
+      );
       await drain.complete([result(a0[0]!, at(11), 'delivered')]);
       // r1 delivered in 50 ms; r5's worker dies (lease expired); r6 released unsent.
       const a1 = (await claim(ctx.set, 's', at(12), { leaseMs: SECOND })).claimed;
-      assert.deepEqual(a1.map((a) => a.requestId), [r1, r5, r6]);
-      await drain.complete([result(a1[0]!, at(12) + 50, 'delivered'), result(a1[2]!, at(12) + 5, 'released', { nextAttemptAt: at(12) + 5 })]);
+      assert.deepEqual(
+        a1.map((a) => a.requestId),
+        [r1, r5, r6],
+      );
+      await drain.complete([
+        result(a1[0]!, at(12) + 50, 'delivered'),
+        result(a1[2]!, at(12) + 5, 'released', { nextAttemptAt: at(12) + 5 }),
+      ]);
       assert.equal((await drain.recoverExpired(at(13), await drain.listBuckets())).length, 1);
       // r2 retried (200 ms), r5 exhausted (200 ms), r6 failed (100 ms).
       const a2 = (await claim(ctx.set, 's', at(16))).claimed;
@@ -47,12 +56,31 @@ export function statsContract(ctx: Ctx): void {
         result(of(r6!), at(16) + 100, 'failed', { status: 404 }),
       ]);
       // A --to replay's attempt and settlement are not the bucket destination's figures.
-      await store.createReplay({ id: idAt(at(17)), bucket: 's', requestIds: [r0!], selection: {}, destination: TO, rate: null, nowMs: at(17) });
+      await store.createReplay({
+        id: idAt(at(17)),
+        bucket: 's',
+        requestIds: [r0!],
+        selection: {},
+        destination: TO,
+        rate: null,
+        nowMs: at(17),
+      });
       const to = (await claim(ctx.set, 's', at(17))).claimed;
-      assert.deepEqual(to.map((a) => a.destination), [TO]);
+      assert.deepEqual(
+        to.map((a) => a.destination),
+        [TO],
+      );
       await drain.complete([result(to[0]!, at(17) + 10, 'delivered')]);
       // r3 superseded by a replay to the bucket destination (its new generation pending).
-      await store.createReplay({ id: idAt(at(18)), bucket: 's', requestIds: [r3!], selection: {}, destination: null, rate: null, nowMs: at(18) });
+      await store.createReplay({
+        id: idAt(at(18)),
+        bucket: 's',
+        requestIds: [r3!],
+        selection: {},
+        destination: null,
+        rate: null,
+        nowMs: at(18),
+      });
       sink.countRejection('s', 'too_large');
       sink.countRejection('', 'unknown_bucket');
       await sink.close();
@@ -73,25 +101,31 @@ export function statsContract(ctx: Ctx): void {
         attempts: [],
         rejected: {},
       });
-      assert.deepEqual({ ...s!, attempts: sortedAttempts(s!) }, {
-        bucket: 's',
-        paused: false,
-        requests: 7,
-        latest: { delivered: 2, retrying: 1, pending: 1, exhausted: 1, failed: 1 },
-        superseded: 1,
-        oldestWaitingAt: at(15),
-        receivedInWindow: 5,
-        settled: { delivered: 2, failed: 1, exhausted: 1 },
-        attempts: [
-          { durationMs: null, delivered: false, count: 1 },
-          { durationMs: 50, delivered: true, count: 1 },
-          { durationMs: 100, delivered: false, count: 1 },
-          { durationMs: 200, delivered: false, count: 2 },
-        ],
-        rejected: { too_large: 1 },
-      });
+      assert.deepEqual(
+        { ...s!, attempts: sortedAttempts(s!) },
+        {
+          bucket: 's',
+          paused: false,
+          requests: 7,
+          latest: { delivered: 2, retrying: 1, pending: 1, exhausted: 1, failed: 1 },
+          superseded: 1,
+          oldestWaitingAt: at(15),
+          receivedInWindow: 5,
+          settled: { delivered: 2, failed: 1, exhausted: 1 },
+          attempts: [
+            { durationMs: null, delivered: false, count: 1 },
+            { durationMs: 50, delivered: true, count: 1 },
+            { durationMs: 100, delivered: false, count: 1 },
+            { durationMs: 200, delivered: false, count: 2 },
+          ],
+          rejected: { too_large: 1 },
+        },
+      );
       const one = await store.statsSamples({ ...window, bucket: 'q' });
-      assert.deepEqual(one.buckets.map((b) => b.bucket), ['q']);
+      assert.deepEqual(
+        one.buckets.map((b) => b.bucket),
+        ['q'],
+      );
       const later = (await store.statsSamples({ sinceMs: at(20), untilMs: at(30) })).buckets.find((b) => b.bucket === 's')!;
       assert.deepEqual([later.receivedInWindow, later.attempts, later.settled], [1, [], { delivered: 0, failed: 0, exhausted: 0 }]);
       await assert.rejects(store.statsSamples({ ...window, bucket: 'nope' }), { code: 'not_found' });
@@ -142,16 +176,22 @@ export function statsContract(ctx: Ctx): void {
       assert.equal((await store.getRequest(d1!))?.state, 'delivered', 'a dry run deletes nothing');
 
       const progress: PruneProgress[] = [];
-      const real = await store.prune({ bucket: 'r', receivedBeforeMs: cutoff, states: ['delivered', 'failed', 'none'], dryRun: false }, { onProgress: (p) => progress.push(p) });
-      assert.deepEqual({ ...real, reclaimedBytes: 0 }, {
-        requests: 3,
-        bytes: 60,
-        deliveries: 2,
-        attempts: 2,
-        keptLive: 1,
-        buckets: { r: { requests: 3, bytes: 60, deliveries: 2, attempts: 2, keptLive: 1 } },
-        reclaimedBytes: 0,
-      });
+      const real = await store.prune(
+        { bucket: 'r', receivedBeforeMs: cutoff, states: ['delivered', 'failed', 'none'], dryRun: false },
+        { onProgress: (p) => progress.push(p) },
+      );
+      assert.deepEqual(
+        { ...real, reclaimedBytes: 0 },
+        {
+          requests: 3,
+          bytes: 60,
+          deliveries: 2,
+          attempts: 2,
+          keptLive: 1,
+          buckets: { r: { requests: 3, bytes: 60, deliveries: 2, attempts: 2, keptLive: 1 } },
+          reclaimedBytes: 0,
+        },
+      );
       assert.ok(real.reclaimedBytes >= 0);
       assert.equal(progress.filter((p) => p.phase === 'delete').at(-1)?.requests, 3);
       for (const id of [d1!, f1!, n1!]) {
@@ -166,9 +206,17 @@ export function statsContract(ctx: Ctx): void {
       assert.deepEqual(await store.bucketCounts('r').then((c) => [c.requests, c.bytes]), [3, 150]);
 
       // received_at before the cutoff, strictly.
-      assert.equal((await store.prune({ bucket: 'r', receivedBeforeMs: T0 + 200 * SECOND, states: ['delivered'], dryRun: false })).requests, 0);
-      assert.equal((await store.prune({ bucket: 'r', receivedBeforeMs: T0 + 200 * SECOND + 1, states: ['delivered'], dryRun: false })).requests, 1);
-      await assert.rejects(store.prune({ bucket: 'nope', receivedBeforeMs: now, states: ['delivered'], dryRun: true }), { code: 'not_found' });
+      assert.equal(
+        (await store.prune({ bucket: 'r', receivedBeforeMs: T0 + 200 * SECOND, states: ['delivered'], dryRun: false })).requests,
+        0,
+      );
+      assert.equal(
+        (await store.prune({ bucket: 'r', receivedBeforeMs: T0 + 200 * SECOND + 1, states: ['delivered'], dryRun: false })).requests,
+        1,
+      );
+      await assert.rejects(store.prune({ bucket: 'nope', receivedBeforeMs: now, states: ['delivered'], dryRun: true }), {
+        code: 'not_found',
+      });
     });
   });
 
@@ -207,7 +255,17 @@ export function statsContract(ctx: Ctx): void {
         ids.map((id, i) => ({
           kind: 'request',
           at: T0 + i,
-          request: { id, bucket: 't', receivedAt: T0 + i, method: 'POST', path: '/p', query: 'x=1', size: 3, state: 'pending', generation: 1 },
+          request: {
+            id,
+            bucket: 't',
+            receivedAt: T0 + i,
+            method: 'POST',
+            path: '/p',
+            query: 'x=1',
+            size: 3,
+            state: 'pending',
+            generation: 1,
+          },
         })),
       );
       cursor = r.cursor;
@@ -221,7 +279,9 @@ export function statsContract(ctx: Ctx): void {
       ]);
       r = await store.tail('t', cursor);
       assert.deepEqual(
-        r.events.map((e) => (e.kind === 'attempt' ? [e.at, e.requestId, e.deliveryId, e.generation, e.attempt.id, e.attempt.outcome] : e.kind)),
+        r.events.map((e) =>
+          e.kind === 'attempt' ? [e.at, e.requestId, e.deliveryId, e.generation, e.attempt.id, e.attempt.outcome] : e.kind,
+        ),
         [
           [T0 + 6 * SECOND, ids[1], claimed[1]!.deliveryId, 1, claimed[1]!.attemptId, 'retry'],
           [T0 + 7 * SECOND, ids[0], claimed[0]!.deliveryId, 1, claimed[0]!.attemptId, 'delivered'],
@@ -257,10 +317,17 @@ export function statsContract(ctx: Ctx): void {
       // each body's memory to its writer thread). On SQLite the WAL's space is reused after a
       // checkpoint and up to its 1 MiB after migrating may move into the database file, so the
       // two files together grow by at least 1 MiB; PostgreSQL's relation files grow by the 2 MiB.
-      await submitAll(ctx.set, Array.from({ length: 32 }, (_, i) => captured('big', T0 + i, { body: randomBytes(64 * 1024) })), false);
+      await submitAll(
+        ctx.set,
+        Array.from({ length: 32 }, (_, i) => captured('big', T0 + i, { body: randomBytes(64 * 1024) })),
+        false,
+      );
       const after = await store.storageSize();
       const total = (s: typeof before) => s.databaseBytes + (s.walBytes ?? 0);
-      assert.ok(total(after) >= total(before) + (ctx.dialect.name === 'postgres' ? 2 : 1) * 1024 * 1024, `${total(before)} -> ${total(after)}`);
+      assert.ok(
+        total(after) >= total(before) + (ctx.dialect.name === 'postgres' ? 2 : 1) * 1024 * 1024,
+        `${total(before)} -> ${total(after)}`,
+      );
     });
   });
 }

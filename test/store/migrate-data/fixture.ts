@@ -44,11 +44,26 @@ export async function seedSqlite(path: string, requests = 60, prefix = ''): Prom
       path: i % 3 === 0 ? '/sub/p%20q' : '',
       query: i % 4 === 0 ? 'a=1&b' : null,
       rawHeaders: ['Content-Type', 'application/octet-stream', 'X-N', String(i)],
-      body: i === 0 ? Buffer.alloc(0) : i === 1 ? Buffer.from(Array.from({ length: 256 }, (_, k) => k)) : i === 2 ? randomBytes(300 * 1024) : randomBytes(1 + (i * 37) % 3000),
+      body:
+        i === 0
+          ? Buffer.alloc(0)
+          : i === 1
+            ? Buffer.from(Array.from({ length: 256 }, (_, k) => k))
+            : i === 2
+              ? randomBytes(300 * 1024)
+              : randomBytes(1 + ((i * 37) % 3000)),
     });
     const half = Math.floor(requests / 2);
-    await importer.write({ name: a.name, createdAt: a.createdAt }, Array.from({ length: half }, (_, i) => item(i)), { createDelivery: false });
-    await importer.write({ name: b.name, createdAt: b.createdAt }, Array.from({ length: requests - half }, (_, i) => item(half + i)), { createDelivery: true });
+    await importer.write(
+      { name: a.name, createdAt: a.createdAt },
+      Array.from({ length: half }, (_, i) => item(i)),
+      { createDelivery: false },
+    );
+    await importer.write(
+      { name: b.name, createdAt: b.createdAt },
+      Array.from({ length: requests - half }, (_, i) => item(half + i)),
+      { createDelivery: true },
+    );
     await importer.close();
   } finally {
     await store.close();
@@ -56,36 +71,91 @@ export async function seedSqlite(path: string, requests = 60, prefix = ''): Prom
   const db = new BetterSqlite3(path);
   try {
     const now = Date.now();
-    const ds = db.prepare(`select id, request_id, bucket from deliveries where bucket = ? order by id`).all(buckets[1]) as Array<{ id: string; request_id: string; bucket: string }>;
-    const insertAttempt = db.prepare(`insert into attempts (id, delivery_id, request_id, bucket, number, url, started_at, duration_ms, status, error_class, error_message,
+    const ds = db.prepare(`select id, request_id, bucket from deliveries where bucket = ? order by id`).all(buckets[1]) as Array<{
+      id: string;
+      request_id: string;
+      bucket: string;
+    }>;
+    const insertAttempt =
+      db.prepare(`insert into attempts (id, delivery_id, request_id, bucket, number, url, started_at, duration_ms, status, error_class, error_message,
       response_headers, response_body, response_truncated, outcome, reason, next_attempt_at, next_why) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
     // Needs 5 deliveries in beta (10 requests at least): one in flight, one delivered, three retried.
     for (const d of ds.slice(2, 5)) {
-      insertAttempt.run(newId(), d.id, d.request_id, d.bucket, 1, 'http://127.0.0.1:9/hook', now - 5000, 12, 500, null, null, '["Server","x"]', randomBytes(4096), 1, 'retry', 'status_500', now + 30_000, 'schedule');
-      db.prepare(`update deliveries set state = 'retrying', attempts = 1, next_attempt_at = ?, last_status = 500, first_attempt_at = ? where id = ?`).run(now + 30_000, now - 5000, d.id);
+      insertAttempt.run(
+        newId(),
+        d.id,
+        d.request_id,
+        d.bucket,
+        1,
+        'http://127.0.0.1:9/hook',
+        now - 5000,
+        12,
+        500,
+        null,
+        null,
+        '["Server","x"]',
+        randomBytes(4096),
+        1,
+        'retry',
+        'status_500',
+        now + 30_000,
+        'schedule',
+      );
+      db.prepare(
+        `update deliveries set state = 'retrying', attempts = 1, next_attempt_at = ?, last_status = 500, first_attempt_at = ? where id = ?`,
+      ).run(now + 30_000, now - 5000, d.id);
     }
     const f = ds[0]!;
     const attemptId = newId();
-    insertAttempt.run(attemptId, f.id, f.request_id, f.bucket, 2, 'http://127.0.0.1:9/hook', now - 1000, null, null, null, null, null, null, 0, null, null, null, null);
-    db.prepare(`update deliveries set state = 'delivering', attempts = 2, lease_until = ?, lease_attempt = ?, first_attempt_at = ? where id = ?`).run(now + 60_000, attemptId, now - 9000, f.id);
-    db.prepare(`update deliveries set state = 'delivered', attempts = 1, settled_at = ?, last_status = 200 where id = ?`).run(now - 100, ds[1]!.id);
+    insertAttempt.run(
+      attemptId,
+      f.id,
+      f.request_id,
+      f.bucket,
+      2,
+      'http://127.0.0.1:9/hook',
+      now - 1000,
+      null,
+      null,
+      null,
+      null,
+      null,
+      null,
+      0,
+      null,
+      null,
+      null,
+      null,
+    );
+    db.prepare(
+      `update deliveries set state = 'delivering', attempts = 2, lease_until = ?, lease_attempt = ?, first_attempt_at = ? where id = ?`,
+    ).run(now + 60_000, attemptId, now - 9000, f.id);
+    db.prepare(`update deliveries set state = 'delivered', attempts = 1, settled_at = ?, last_status = 200 where id = ?`).run(
+      now - 100,
+      ds[1]!.id,
+    );
     const replayId = newId();
-    db.prepare(`insert into replays (id, bucket, selection, destination, rate_count, rate_per_ms, total, superseded, created_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(
-      replayId, buckets[1], '{"state":"failed"}', null, 2.5, 1000, 3, 1, now - 2000);
+    db.prepare(
+      `insert into replays (id, bucket, selection, destination, rate_count, rate_per_ms, total, superseded, created_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(replayId, buckets[1], '{"state":"failed"}', null, 2.5, 1000, 3, 1, now - 2000);
     // The pacer rows the store keeps: a token bucket part-way (a fractional time), a budget window, a Retry-After block.
     const beta = db.prepare('select created_at from buckets where name = ?').pluck().get(buckets[1]) as number;
-    db.prepare(`insert into bucket_pacer (bucket, bucket_created_at, full_at, budget, blocked_until, counted_at) values (?, ?, ?, ?, ?, ?)`).run(
-      buckets[1], beta, now + 0.5, JSON.stringify([[Math.floor(now / 1000) - 1, 3, 1]]), now + 20_000, now - 10);
+    db.prepare(
+      `insert into bucket_pacer (bucket, bucket_created_at, full_at, budget, blocked_until, counted_at) values (?, ?, ?, ?, ?, ?)`,
+    ).run(buckets[1], beta, now + 0.5, JSON.stringify([[Math.floor(now / 1000) - 1, 3, 1]]), now + 20_000, now - 10);
     db.prepare(`insert into replay_pacer (replay_id, full_at) values (?, ?)`).run(replayId, now + 400.25);
     db.prepare(`update attempts set worker_id = 'h:2:abcdef01' where bucket = ?`).run(buckets[1]);
     // A worker that stopped: not copied (each process registers with the database it runs on).
-    db.prepare(`insert into workers (id, roles, host, pid, info, lease_ms, started_at, heartbeat_at, expires_at, stopped_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(
-      'h:2:abcdef01', 'worker', 'h', 2, '{}', 60_000, now - 50_000, now - 40_000, now - 40_000, now - 40_000);
+    db.prepare(
+      `insert into workers (id, roles, host, pid, info, lease_ms, started_at, heartbeat_at, expires_at, stopped_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run('h:2:abcdef01', 'worker', 'h', 2, '{}', 60_000, now - 50_000, now - 40_000, now - 40_000, now - 40_000);
     db.prepare(`insert into rejections (bucket, reason, count, last_at) values (?, ?, ?, ?)`).run('', 'unknown_bucket', 3, now - 50);
     db.prepare(`insert into rejections (bucket, reason, count, last_at) values (?, ?, ?, ?)`).run(buckets[0], 'too_large', 2, now - 40);
     db.prepare(`insert into meta (key, value) values (?, ?)`).run(`${prefix}test_counter`, 7);
     // A worker that stopped long ago: its lease row stays, expired.
-    db.prepare(`insert into worker_lease (name, holder, info, acquired_at, heartbeat_at, expires_at) values ('drain', 'h:1:x', 'pid 1 on h', ?, ?, ?)`).run(now - 100_000, now - 90_000, now - 60_000);
+    db.prepare(
+      `insert into worker_lease (name, holder, info, acquired_at, heartbeat_at, expires_at) values ('drain', 'h:1:x', 'pid 1 on h', ?, ?, ?)`,
+    ).run(now - 100_000, now - 90_000, now - 60_000);
     return { inFlight: { deliveryId: f.id, attemptId }, requests, responseBodies: 3 };
   } finally {
     db.close();
@@ -100,7 +170,9 @@ export function sqliteRows(path: string): Record<string, Map<string, Record<stri
     for (const [t, key] of Object.entries(COPIED)) {
       const rows = db.prepare(`select * from ${t}`).all() as Array<Record<string, unknown>>;
       out[t] = new Map(
-        rows.filter((r) => t !== 'meta' || (r.key !== 'bucket_epoch' && !String(r.key).startsWith('migrate_data/'))).map((r) => [JSON.stringify(key.map((k) => r[k])), r]),
+        rows
+          .filter((r) => t !== 'meta' || (r.key !== 'bucket_epoch' && !String(r.key).startsWith('migrate_data/')))
+          .map((r) => [JSON.stringify(key.map((k) => r[k])), r]),
       );
     }
     return out;

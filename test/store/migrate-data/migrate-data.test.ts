@@ -22,10 +22,24 @@ function expected(source: Rows, seeded: Seeded, runAt: number): Rows {
   for (const [t, rows] of Object.entries(source)) out[t] = new Map([...rows].map(([k, r]) => [k, { ...r }]));
   const d = out.deliveries!.get(JSON.stringify([seeded.inFlight.deliveryId]))!;
   assert.equal(d.state, 'delivering');
-  Object.assign(d, { state: 'retrying', next_attempt_at: runAt, lease_until: null, lease_attempt: null, last_error: 'lease_expired', updated_at: runAt, settled_at: null });
+  Object.assign(d, {
+    state: 'retrying',
+    next_attempt_at: runAt,
+    lease_until: null,
+    lease_attempt: null,
+    last_error: 'lease_expired',
+    updated_at: runAt,
+    settled_at: null,
+  });
   const a = out.attempts!.get(JSON.stringify([seeded.inFlight.attemptId]))!;
   assert.equal(a.outcome, null);
-  Object.assign(a, { outcome: 'lease_expired', error_class: 'lease_expired', reason: 'lease_expired', next_attempt_at: runAt, next_why: 'lease_expired' });
+  Object.assign(a, {
+    outcome: 'lease_expired',
+    error_class: 'lease_expired',
+    reason: 'lease_expired',
+    next_attempt_at: runAt,
+    next_why: 'lease_expired',
+  });
   // The pacer's last clock reading was the source's: the copy starts from the target's own.
   for (const p of out.bucket_pacer!.values()) p.counted_at = 0;
   return out;
@@ -64,13 +78,22 @@ describe('hookbucket migrate-data (SQLite)', () => {
     assert.deepEqual(s.from, { dialect: 'sqlite', location: src });
     assert.equal(s.tables.find((x: any) => x.table === 'requests').copied, seeded.requests);
     // Every request body and every response body (the open attempt has none).
-    assert.deepEqual({ checked: s.bodies.checked, mismatched: s.bodies.mismatched }, { checked: seeded.requests + seeded.responseBodies, mismatched: 0 });
+    assert.deepEqual(
+      { checked: s.bodies.checked, mismatched: s.bodies.mismatched },
+      { checked: seeded.requests + seeded.responseBodies, mismatched: 0 },
+    );
     assertSameRows(sqliteRows(dst), expected(sqliteRows(src), seeded, s.run_at));
     sqlite(dst, (db) => {
       // bucket_due: each bucket's earliest waiting delivery (beta's in-flight one is waiting now).
       const due = db.prepare(`select bucket, next_due_at from bucket_due order by bucket`).all();
-      const min = db.prepare(`select min(next_attempt_at) from deliveries where bucket = 'beta' and state in ('pending', 'retrying')`).pluck().get();
-      assert.deepEqual(due, [{ bucket: 'alpha', next_due_at: null }, { bucket: 'beta', next_due_at: min }]);
+      const min = db
+        .prepare(`select min(next_attempt_at) from deliveries where bucket = 'beta' and state in ('pending', 'retrying')`)
+        .pluck()
+        .get();
+      assert.deepEqual(due, [
+        { bucket: 'alpha', next_due_at: null },
+        { bucket: 'beta', next_due_at: min },
+      ]);
       // The source's worker lease is not copied; the target's bucket_epoch moved on.
       assert.equal(db.prepare(`select count(*) from worker_lease`).pluck().get(), 0);
       assert.ok((db.prepare(`select value from meta where key = 'bucket_epoch'`).pluck().get() as number) >= 1);
@@ -100,7 +123,9 @@ describe('hookbucket migrate-data (SQLite)', () => {
     await seedSqlite(src, 10);
     sqlite(src, (db) =>
       db
-        .prepare(`insert into workers (id, roles, host, pid, info, lease_ms, started_at, heartbeat_at, expires_at) values ('h:9:0000beef', 'receiver', 'h', 9, '{}', null, ?, ?, ?)`)
+        .prepare(
+          `insert into workers (id, roles, host, pid, info, lease_ms, started_at, heartbeat_at, expires_at) values ('h:9:0000beef', 'receiver', 'h', 9, '{}', null, ?, ?, ?)`,
+        )
         .run(Date.now(), Date.now(), Date.now() + 3_600_000),
     );
     const r = await runCli(['migrate-data', '--from', src, '--to', `${t.dir}/recv-dst.db`]);
@@ -170,7 +195,9 @@ describe('hookbucket migrate-data (SQLite)', () => {
       try {
         const db = new BetterSqlite3(dst, { readonly: true, timeout: 1000 });
         try {
-          const row = db.prepare(`select value from meta where key like 'migrate\_data/%/cursor/requests/%' escape '\\'`).pluck().get() as number | undefined;
+          const row = db.prepare(`select value from meta where key like 'migrate\_data/%/cursor/requests/%' escape '\\'`).pluck().get() as
+            | number
+            | undefined;
           return row ?? 0;
         } finally {
           db.close();
@@ -205,7 +232,9 @@ describe('hookbucket migrate-data (SQLite)', () => {
     sqlite(dst, (db) => {
       id = db.prepare(`select id from requests where length(body) > 10 order by id limit 1`).pluck().get() as string;
       // One bit flipped in the stored bytes; size and recorded sha256 left as they were.
-      db.prepare(`update requests set body = (select substr(body, 1, 4) || x'ff' || substr(body, 6) from requests where id = ?) where id = ?`).run(id, id);
+      db.prepare(
+        `update requests set body = (select substr(body, 1, 4) || x'ff' || substr(body, 6) from requests where id = ?) where id = ?`,
+      ).run(id, id);
     });
     const r = await runCli(['migrate-data', '--from', src, '--to', dst, '--json']);
     assert.equal(r.code, 3, r.stderr);
@@ -260,7 +289,19 @@ describe('hookbucket migrate-data (PostgreSQL)', { skip: server === undefined ? 
       const back = `${t.dir}/rt-back.db`;
       const seeded = await seedSqlite(src);
       // Interrupted after 4 pages (buckets, replays, 2 pages of requests), then resumed.
-      const cut = await runCli(['migrate-data', '--from', src, '--to', pgA.url, '--batch-rows', '7', '--batch-bytes', '16kb', '--stop-after-batches', '4']);
+      const cut = await runCli([
+        'migrate-data',
+        '--from',
+        src,
+        '--to',
+        pgA.url,
+        '--batch-rows',
+        '7',
+        '--batch-bytes',
+        '16kb',
+        '--stop-after-batches',
+        '4',
+      ]);
       assert.equal(cut.code, 1, cut.stderr);
       const there = await runCli(['migrate-data', '--from', src, '--to', pgA.url, '--batch-rows', '7', '--batch-bytes', '16kb', '--json']);
       assert.equal(there.code, 0, there.stderr);
@@ -274,10 +315,15 @@ describe('hookbucket migrate-data (PostgreSQL)', { skip: server === undefined ? 
       const client = new pg.Client({ connectionString: pgA.url });
       await client.connect();
       try {
-        const { rows } = await client.query<{ id: string; sha: string; sha256: string }>(`select id, encode(sha256(body), 'hex') as sha, sha256 from requests`);
+        const { rows } = await client.query<{ id: string; sha: string; sha256: string }>(
+          `select id, encode(sha256(body), 'hex') as sha, sha256 from requests`,
+        );
         assert.equal(rows.length, seeded.requests);
         for (const r of rows) assert.equal(r.sha, r.sha256, r.id);
-        const { rows: lease } = await client.query(`select state, lease_until, next_attempt_at::float8 as at from deliveries where id = $1`, [seeded.inFlight.deliveryId]);
+        const { rows: lease } = await client.query(
+          `select state, lease_until, next_attempt_at::float8 as at from deliveries where id = $1`,
+          [seeded.inFlight.deliveryId],
+        );
         assert.deepEqual(lease, [{ state: 'retrying', lease_until: null, at: s.run_at }]);
       } finally {
         await client.end();
@@ -292,7 +338,9 @@ describe('hookbucket migrate-data (PostgreSQL)', { skip: server === undefined ? 
       // A tampered PostgreSQL target: the verify of a run again exits 3.
       const c2 = new pg.Client({ connectionString: pgB.url });
       await c2.connect();
-      await c2.query(`update attempts set response_body = '\\x00'::bytea where id = (select id from attempts where response_body is not null order by id limit 1)`);
+      await c2.query(
+        `update attempts set response_body = '\\x00'::bytea where id = (select id from attempts where response_body is not null order by id limit 1)`,
+      );
       await c2.end();
       const tampered = await runCli(['migrate-data', '--from', pgA.url, '--to', pgB.url, '--json']);
       assert.equal(tampered.code, 3, tampered.stderr);

@@ -49,7 +49,9 @@ describe('migrate-data table plan', () => {
     const db = openSqlite(t.db, { durability: 'normal', busyTimeoutMs: 1000 });
     try {
       await migrate(db);
-      const tables = (db.prepare(`select name from sqlite_master where type = 'table' and name not like 'sqlite_%'`).pluck().all() as string[]).sort();
+      const tables = (
+        db.prepare(`select name from sqlite_master where type = 'table' and name not like 'sqlite_%'`).pluck().all() as string[]
+      ).sort();
       assert.ok(tables.length >= 10, tables.join(','));
       assert.deepEqual(unlisted(tables), [], 'tables created by the SQLite migrations but not listed in src/store/migrate-data/tables.ts');
     } finally {
@@ -61,17 +63,31 @@ describe('migrate-data table plan', () => {
   const server = pgTestServer();
   it('names every table the PostgreSQL migrations create', { skip: server === undefined ? PG_SKIP_REASON : false }, async () => {
     const tdb = await createTestDatabase(server!);
-    const pool = createPgPool({ url: tdb.url, max: 1, statementTimeoutMs: 60_000, idleInTransactionTimeoutMs: 60_000, connectTimeoutMs: 10_000, synchronousCommit: 'on', applicationName: 'test' });
+    const pool = createPgPool({
+      url: tdb.url,
+      max: 1,
+      statementTimeoutMs: 60_000,
+      idleInTransactionTimeoutMs: 60_000,
+      connectTimeoutMs: 10_000,
+      synchronousCommit: 'on',
+      applicationName: 'test',
+    });
     const db = pgKysely(pool);
     try {
       await migratePostgres(db);
       const client = new pg.Client({ connectionString: tdb.url });
       await client.connect();
-      const { rows } = await client.query<{ table_name: string }>(`select table_name from information_schema.tables where table_schema = 'public'`);
+      const { rows } = await client.query<{ table_name: string }>(
+        `select table_name from information_schema.tables where table_schema = 'public'`,
+      );
       await client.end();
       const tables = rows.map((r) => r.table_name).sort();
       assert.ok(tables.length >= 10, tables.join(','));
-      assert.deepEqual(unlisted(tables), [], 'tables created by the PostgreSQL migrations but not listed in src/store/migrate-data/tables.ts');
+      assert.deepEqual(
+        unlisted(tables),
+        [],
+        'tables created by the PostgreSQL migrations but not listed in src/store/migrate-data/tables.ts',
+      );
     } finally {
       await db.destroy();
       await tdb.drop();

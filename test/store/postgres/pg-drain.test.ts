@@ -36,7 +36,10 @@ const policy = (): ClaimPolicyState => ({});
 /** A bucket row with the defaults of the migrations plus what is given. */
 async function addBucket(db: Kysely<Database>, name: string, cols: Record<string, unknown> = {}): Promise<void> {
   const row = { name, destination: DEST, max_body: 1_048_576, created_at: T0, updated_at: T0, ...cols };
-  await db.insertInto('buckets').values(row as any).execute();
+  await db
+    .insertInto('buckets')
+    .values(row as any)
+    .execute();
 }
 
 /** A request with one delivery, and the bucket's due time lowered as ingest does. */
@@ -51,7 +54,20 @@ async function addDelivery(
   const nextAt = cols.nextAt ?? T0;
   await db
     .insertInto('requests')
-    .values({ id: rid, bucket, received_at: T0, method: 'POST', path: cols.path ?? '/evt', query: 'a=1', headers: JSON.stringify(['content-type', 'application/json']), body: Buffer.from(`{"n":${n}}`), size: 7, sha256: 'x', peer: null, trailers: null })
+    .values({
+      id: rid,
+      bucket,
+      received_at: T0,
+      method: 'POST',
+      path: cols.path ?? '/evt',
+      query: 'a=1',
+      headers: JSON.stringify(['content-type', 'application/json']),
+      body: Buffer.from(`{"n":${n}}`),
+      size: 7,
+      sha256: 'x',
+      peer: null,
+      trailers: null,
+    })
     .execute();
   await db
     .insertInto('deliveries')
@@ -75,12 +91,19 @@ async function addDelivery(
   return id;
 }
 
-const delivery = async (db: Kysely<Database>, id: string) => db.selectFrom('deliveries').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
-const attemptsOf = async (db: Kysely<Database>, id: string) => db.selectFrom('attempts').selectAll().where('delivery_id', '=', id).orderBy('number').execute();
+const delivery = async (db: Kysely<Database>, id: string) =>
+  db.selectFrom('deliveries').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+const attemptsOf = async (db: Kysely<Database>, id: string) =>
+  db.selectFrom('attempts').selectAll().where('delivery_id', '=', id).orderBy('number').execute();
 const dueAt = async (db: Kysely<Database>, bucket: string) =>
   (await sql<{ next_due_at: number | null }>`select next_due_at from bucket_due where bucket = ${bucket}`.execute(db)).rows[0]?.next_due_at;
 
-function result(a: { attemptId: string; deliveryId: string }, at: number, outcome: AttemptResult['outcome'], extra: Partial<AttemptResult> = {}): AttemptResult {
+function result(
+  a: { attemptId: string; deliveryId: string },
+  at: number,
+  outcome: AttemptResult['outcome'],
+  extra: Partial<AttemptResult> = {},
+): AttemptResult {
   return {
     attemptId: a.attemptId,
     deliveryId: a.deliveryId,
@@ -128,7 +151,15 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     const store = await PgDrainStore.open({ url: tdb.url, useCallerClock: !options.databaseClock, listen: options.listen ?? false });
     open.push(() => store.close());
     const admin = pgKysely(
-      createPgPool({ url: tdb.url, max: 2, statementTimeoutMs: 30_000, idleInTransactionTimeoutMs: 30_000, connectTimeoutMs: 5_000, synchronousCommit: 'on', applicationName: 'hookbucket-test' }),
+      createPgPool({
+        url: tdb.url,
+        max: 2,
+        statementTimeoutMs: 30_000,
+        idleInTransactionTimeoutMs: 30_000,
+        connectTimeoutMs: 5_000,
+        synchronousCommit: 'on',
+        applicationName: 'hookbucket-test',
+      }),
     );
     open.push(() => admin.destroy());
     return {
@@ -154,7 +185,10 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
 
     const first = await f.store.claim(b, { nowMs: T0, limit: 3, leaseUntilMs: T0 + LEASE }, policy());
     // Due order: the latest-inserted has the earliest next_attempt_at.
-    assert.deepEqual(first.claimed.map((a) => a.deliveryId), [ids[4], ids[3], ids[2]]);
+    assert.deepEqual(
+      first.claimed.map((a) => a.deliveryId),
+      [ids[4], ids[3], ids[2]],
+    );
     const a = first.claimed[0]!;
     assert.equal(a.url, `${DEST}/evt?a=1`);
     assert.deepEqual(a.target, { origin: 'http://127.0.0.1:9', path: '/hooks/evt?a=1' });
@@ -178,7 +212,10 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     assert.equal(await dueAt(f.admin, 'b'), T0 - 2000);
 
     const second = await f.store.claim(b, { nowMs: T0, limit: 10, leaseUntilMs: T0 + LEASE }, policy());
-    assert.deepEqual(second.claimed.map((x) => x.deliveryId), [ids[1], ids[0]]);
+    assert.deepEqual(
+      second.claimed.map((x) => x.deliveryId),
+      [ids[1], ids[0]],
+    );
     // Only the later one waits: the bucket is due when it is.
     assert.equal(await dueAt(f.admin, 'b'), T0 + 30_000);
     assert.equal((await delivery(f.admin, later)).state, 'pending');
@@ -192,7 +229,11 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     await addBucket(f.admin, 'b');
     await addDelivery(f.admin, 'b', 1, { nextAt: T0 });
     const b = await f.bucket('b');
-    assert.equal((await f.store.claim({ ...b, createdAt: b.createdAt - 1 }, { nowMs: T0, limit: 5, leaseUntilMs: T0 + LEASE }, policy())).claimed.length, 0);
+    assert.equal(
+      (await f.store.claim({ ...b, createdAt: b.createdAt - 1 }, { nowMs: T0, limit: 5, leaseUntilMs: T0 + LEASE }, policy())).claimed
+        .length,
+      0,
+    );
     await f.admin.updateTable('buckets').set({ deleting_at: T0 }).where('name', '=', 'b').execute();
     assert.equal((await f.store.claim(b, { nowMs: T0, limit: 5, leaseUntilMs: T0 + LEASE }, policy())).claimed.length, 0);
     assert.equal((await f.store.listBuckets()).length, 0);
@@ -206,7 +247,10 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     for (let i = 0; i < 3; i++) ids.push(await addDelivery(f.admin, 'r', i, { nextAt: T0 - 10 + i }));
     const b = await f.bucket('r');
     const r = await f.store.claim(b, { nowMs: T0, limit: 10, leaseUntilMs: T0 + LEASE }, policy());
-    assert.deepEqual(r.claimed.map((a) => a.deliveryId), [ids[0]]);
+    assert.deepEqual(
+      r.claimed.map((a) => a.deliveryId),
+      [ids[0]],
+    );
     assert.deepEqual(r.verdict.deferred, { rate: 1 });
     assert.equal(r.verdict.wakeAt, T0 + 1000);
     const head = await delivery(f.admin, ids[1]!);
@@ -218,7 +262,10 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     // The next claim finds the tokens in the pacer row the first one wrote: a second later, one more.
     f.clock.advance(1000);
     const r2 = await f.store.claim(b, { nowMs: T0 + 1000, limit: 10, leaseUntilMs: T0 + 1000 + LEASE }, policy());
-    assert.deepEqual(r2.claimed.map((a) => a.deliveryId), [ids[1]]);
+    assert.deepEqual(
+      r2.claimed.map((a) => a.deliveryId),
+      [ids[1]],
+    );
 
     // A bucket-wide Retry-After block in the pacer row: nothing claimed, the head of the line deferred.
     await sql`update bucket_pacer set blocked_until = ${T0 + 60_000} where bucket = 'r'`.execute(f.admin);
@@ -231,7 +278,20 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
   test('a replay with its own rate is paced by it; the limit stands for the free slots (concurrency)', async () => {
     const f = await fixture();
     await addBucket(f.admin, 'p', { concurrency: 3 });
-    await f.admin.insertInto('replays').values({ id: 'rp', bucket: 'p', selection: '{}', destination: null, rate_count: 1, rate_per_ms: 60_000, total: 2, superseded: 0, created_at: T0 } as any).execute();
+    await f.admin
+      .insertInto('replays')
+      .values({
+        id: 'rp',
+        bucket: 'p',
+        selection: '{}',
+        destination: null,
+        rate_count: 1,
+        rate_per_ms: 60_000,
+        total: 2,
+        superseded: 0,
+        created_at: T0,
+      } as any)
+      .execute();
     const ids = [];
     for (let i = 0; i < 2; i++) ids.push(await addDelivery(f.admin, 'p', i, { nextAt: T0, replayId: 'rp' }));
     for (let i = 2; i < 5; i++) ids.push(await addDelivery(f.admin, 'p', i, { nextAt: T0 + 1 }));
@@ -240,7 +300,10 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     // The worker passes its free slots as the limit: the walk reads that many due rows per state.
     const r = await f.store.claim(b, { nowMs: T0 + 1, limit: b.drain.concurrency, leaseUntilMs: T0 + 1 + LEASE }, policy());
     // One replay delivery (its own 1/min), the next one deferred, then a first attempt.
-    assert.deepEqual(r.claimed.map((a) => a.deliveryId), [ids[0], ids[2]]);
+    assert.deepEqual(
+      r.claimed.map((a) => a.deliveryId),
+      [ids[0], ids[2]],
+    );
     assert.equal(r.verdict.deferred.replay_rate, 1);
     assert.equal((await delivery(f.admin, ids[1]!)).last_deferral_reason, 'replay_rate');
     assert.ok(r.verdict.replayTokens.has('rp'));
@@ -289,11 +352,19 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     // A release inside the next claim's transaction (recorded first): due again at once, not counted.
     const r = await f.store.claim(
       b,
-      { nowMs: done, limit: 5, leaseUntilMs: done + LEASE, complete: [result(claimed[2]!, done, 'released', { nextAttemptAt: done, nextWhy: 'released' })] },
+      {
+        nowMs: done,
+        limit: 5,
+        leaseUntilMs: done + LEASE,
+        complete: [result(claimed[2]!, done, 'released', { nextAttemptAt: done, nextWhy: 'released' })],
+      },
       policy(),
     );
     // The released delivery is claimed again by the same transaction, as its attempt 1.
-    assert.deepEqual(r.claimed.map((a) => [a.deliveryId, a.number]), [[ids[2], 1]]);
+    assert.deepEqual(
+      r.claimed.map((a) => [a.deliveryId, a.number]),
+      [[ids[2], 1]],
+    );
     const [released, again] = await attemptsOf(f.admin, ids[2]!);
     assert.equal(released!.outcome, 'released');
     assert.equal(released!.response_body, null);
@@ -342,7 +413,10 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     assert.deepEqual(await f.store.dueBuckets(T0 + LEASE), ['e']);
     // Its next claim takes it as attempt 2.
     const again = await f.store.claim(be, { nowMs: T0 + LEASE, limit: 5, leaseUntilMs: T0 + 2 * LEASE }, policy());
-    assert.deepEqual(again.claimed.map((a) => a.number), [2]);
+    assert.deepEqual(
+      again.claimed.map((a) => a.number),
+      [2],
+    );
     assert.equal(again.claimed[0]!.firstAttemptAt, T0);
   });
 
@@ -371,7 +445,10 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     f.clock.advance(5_000);
     assert.deepEqual(await f.store.acquireWorkerLease('h1', 'one', T0 + 5_000, 15_000), { ok: true });
     const refused = await f.store.acquireWorkerLease('h2', 'two', T0 + 5_000, 15_000);
-    assert.deepEqual(refused, { ok: false, current: { holder: 'h1', info: 'one', acquiredAt: T0, heartbeatAt: T0 + 5_000, expiresAt: T0 + 20_000 } });
+    assert.deepEqual(refused, {
+      ok: false,
+      current: { holder: 'h1', info: 'one', acquiredAt: T0, heartbeatAt: T0 + 5_000, expiresAt: T0 + 20_000 },
+    });
     f.clock.set(T0 + 19_999);
     assert.equal((await f.store.acquireWorkerLease('h2', 'two', T0 + 19_999, 15_000)).ok, false);
     f.clock.set(T0 + 20_000);
@@ -396,7 +473,10 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     const workerNow = before - 3_600_000;
     const r = await f.store.claim(b, { nowMs: workerNow, limit: 5, leaseUntilMs: workerNow + LEASE }, policy());
     const afterClaim = Date.now();
-    assert.deepEqual(r.claimed.map((a) => a.deliveryId), [id]);
+    assert.deepEqual(
+      r.claimed.map((a) => a.deliveryId),
+      [id],
+    );
     assert.equal(r.claimed[0]!.startedAt, workerNow);
     const d = await delivery(f.admin, id);
     // Same host: the database clock and this process's agree within the test's bounds.
@@ -408,7 +488,9 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     assert.ok(next !== null && Math.abs(next - (workerNow + LEASE)) < 2_000, `next ${next}`);
     assert.deepEqual(await f.store.dueBuckets(workerNow), []);
     // A retry 30 s after the worker's finish is 30 s after the database's now.
-    await f.store.complete([result(r.claimed[0]!, workerNow + 10, 'retry', { nextAttemptAt: workerNow + 10 + 30_000, nextWhy: 'schedule' })]);
+    await f.store.complete([
+      result(r.claimed[0]!, workerNow + 10, 'retry', { nextAttemptAt: workerNow + 10 + 30_000, nextWhy: 'schedule' }),
+    ]);
     const retried = await delivery(f.admin, id);
     assert.ok(Math.abs(retried.next_attempt_at - (Date.now() + 30_000)) < 2_000, `next_attempt_at ${retried.next_attempt_at}`);
     // The worker lease is database time too.
@@ -438,8 +520,11 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     // lock; other tests share the server), then the ingest commits.
     const waiting = async () =>
       Number(
-        (await sql<{ n: number }>`select count(*) as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(f.admin))
-          .rows[0]!.n,
+        (
+          await sql<{
+            n: number;
+          }>`select count(*) as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(f.admin)
+        ).rows[0]!.n,
       );
     try {
       for (let i = 0; i < 200 && (await waiting()) === 0; i++) await new Promise((r) => setTimeout(r, 25));
@@ -449,7 +534,10 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     }
     await ingest;
     const r = await claim;
-    assert.deepEqual(r.claimed.map((a) => a.deliveryId), ['d-i-002']);
+    assert.deepEqual(
+      r.claimed.map((a) => a.deliveryId),
+      ['d-i-002'],
+    );
     assert.equal(await dueAt(f.admin, 'i'), T0 + 60_000);
   });
 
@@ -469,7 +557,10 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
       for (const r of results) for (const a of r.claimed) seen.set(a.deliveryId, (seen.get(a.deliveryId) ?? 0) + 1);
     }
     assert.equal(seen.size, n);
-    assert.ok([...seen.values()].every((c) => c === 1), 'each delivery claimed once');
+    assert.ok(
+      [...seen.values()].every((c) => c === 1),
+      'each delivery claimed once',
+    );
     const counts = await sql<{ n: number }>`select count(*) as n from attempts`.execute(f.admin);
     assert.equal(counts.rows[0]!.n, n);
     assert.equal(await dueAt(f.admin, 'race'), null);
@@ -482,13 +573,17 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     await addBucket(f.admin, 'c', { concurrency: 4 });
     for (let i = 0; i < 9; i++) await addDelivery(f.admin, 'c', i, { nextAt: T0 - 100 + i });
     const b = await f.bucket('c');
-    const claimAt = (s: PgDrainStore, at: number, limit: number) => s.claim(b, { nowMs: at, limit, leaseUntilMs: at + LEASE, workerId: s === f.store ? 'w-a' : 'w-b' }, policy());
+    const claimAt = (s: PgDrainStore, at: number, limit: number) =>
+      s.claim(b, { nowMs: at, limit, leaseUntilMs: at + LEASE, workerId: s === f.store ? 'w-a' : 'w-b' }, policy());
     assert.equal((await claimAt(f.store, T0, 3)).claimed.length, 3);
     assert.equal((await claimAt(other, T0, 10)).claimed.length, 1, 'one slot left of four, whoever holds the other three');
     assert.equal((await claimAt(other, T0 + 1, 10)).claimed.length, 0);
     // The four leases end at T0 + LEASE (a worker died): from then on they hold no slot.
     assert.equal((await claimAt(other, T0 + LEASE, 10)).claimed.length, 4);
-    const byWorker = await sql<{ worker_id: string; n: number }>`select worker_id, count(*) as n from attempts group by worker_id order by worker_id`.execute(f.admin);
+    const byWorker = await sql<{
+      worker_id: string;
+      n: number;
+    }>`select worker_id, count(*) as n from attempts group by worker_id order by worker_id`.execute(f.admin);
     assert.deepEqual(byWorker.rows, [
       { worker_id: 'w-a', n: 3 },
       { worker_id: 'w-b', n: 5 },
@@ -506,7 +601,10 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     // else in flight would find the bucket full of its own finished attempts and sleep.
     const complete = first.map((a) => result(a, T0 + 5, 'delivered'));
     const next = await f.store.claim(b, { nowMs: T0 + 10, limit: 2, leaseUntilMs: T0 + 10 + LEASE, complete }, policy());
-    assert.deepEqual(next.claimed.map((a) => a.deliveryId), ['d-f-002', 'd-f-003']);
+    assert.deepEqual(
+      next.claimed.map((a) => a.deliveryId),
+      ['d-f-002', 'd-f-003'],
+    );
     for (const a of first) assert.equal((await delivery(f.admin, a.deliveryId)).state, 'delivered');
   });
 
@@ -518,8 +616,22 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     const [a] = (await f.store.claim(b, { nowMs: T0, limit: 1, leaseUntilMs: T0 + LEASE }, policy())).claimed;
     await f.admin.transaction().execute(async (trx) => {
       await sql`select * from bucket_pacer where bucket = 'k' for update`.execute(trx);
-      const done = { attemptId: a!.attemptId, deliveryId: a!.deliveryId, finishedAt: T0 + 5, durationMs: 5, status: 200, errorClass: null, errorMessage: null,
-        responseHeaders: [], responseBody: null, responseTruncated: false, outcome: 'delivered' as const, reason: 'ok', nextAttemptAt: null, nextWhy: null };
+      const done = {
+        attemptId: a!.attemptId,
+        deliveryId: a!.deliveryId,
+        finishedAt: T0 + 5,
+        durationMs: 5,
+        status: 200,
+        errorClass: null,
+        errorMessage: null,
+        responseHeaders: [],
+        responseBody: null,
+        responseTruncated: false,
+        outcome: 'delivered' as const,
+        reason: 'ok',
+        nextAttemptAt: null,
+        nextWhy: null,
+      };
       const r = await f.store.claim(b, { nowMs: T0 + 10, limit: 5, leaseUntilMs: T0 + 10 + LEASE, complete: [done] }, policy());
       assert.deepEqual([r.busy, r.claimed.length], [true, 0]);
       assert.equal((await delivery(f.admin, a!.deliveryId)).state, 'delivered', 'the completion committed with the busy claim');
@@ -551,11 +663,14 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     const f = await fixture();
     await addBucket(f.admin, 'h');
     const b = await f.bucket('h');
-    const fill = await sql<{ options: string[] }>`select reloptions as options from pg_class where relname = 'bucket_pacer'`.execute(f.admin);
+    const fill = await sql<{ options: string[] }>`select reloptions as options from pg_class where relname = 'bucket_pacer'`.execute(
+      f.admin,
+    );
     assert.deepEqual(fill.rows[0]!.options, ['fillfactor=50']);
     await addDelivery(f.admin, 'h', 0, { nextAt: T0 - 10 });
     await f.store.claim(b, { nowMs: T0, limit: 5, leaseUntilMs: T0 + LEASE }, policy());
-    const xmin = async () => (await sql<{ x: string }>`select xmin::text as x from bucket_pacer where bucket = 'h'`.execute(f.admin)).rows[0]!.x;
+    const xmin = async () =>
+      (await sql<{ x: string }>`select xmin::text as x from bucket_pacer where bucket = 'h'`.execute(f.admin)).rows[0]!.x;
     const before = await xmin();
     // Nothing due: the claim decides nothing, the state does not move, the row is not rewritten.
     await f.store.claim(b, { nowMs: T0 + 1, limit: 5, leaseUntilMs: T0 + 1 + LEASE }, policy());
@@ -591,7 +706,10 @@ describe('PostgreSQL drain store', { skip: server === undefined ? PG_SKIP_REASON
     f.clock.set(T0 + 15_000);
     assert.equal((await w.runOnce()).started, 1);
     assert.equal((await delivery(f.admin, retrying)).state, 'delivered');
-    assert.deepEqual((await attemptsOf(f.admin, retrying)).map((a) => a.outcome), ['retry', 'delivered']);
+    assert.deepEqual(
+      (await attemptsOf(f.admin, retrying)).map((a) => a.outcome),
+      ['retry', 'delivered'],
+    );
     assert.equal(await dueAt(f.admin, 'w'), null);
   });
 

@@ -33,12 +33,23 @@ test('planStatements splits by bytes and by bind parameters, never splitting a r
   const MiB = 1024 * 1024;
   // Small rows fill one statement; a row over the cap goes alone; the cap is per statement.
   assert.deepEqual(planStatements([10, 10, 10], 12, 8 * MiB), [[0, 3]]);
-  assert.deepEqual(planStatements([1, 20 * MiB, 1, 1], 12, 8 * MiB), [[0, 1], [1, 2], [2, 4]]);
-  assert.deepEqual(planStatements([5 * MiB, 5 * MiB, 3 * MiB], 12, 8 * MiB), [[0, 1], [1, 3]]);
+  assert.deepEqual(planStatements([1, 20 * MiB, 1, 1], 12, 8 * MiB), [
+    [0, 1],
+    [1, 2],
+    [2, 4],
+  ]);
+  assert.deepEqual(planStatements([5 * MiB, 5 * MiB, 3 * MiB], 12, 8 * MiB), [
+    [0, 1],
+    [1, 3],
+  ]);
   assert.deepEqual(planStatements([], 12, 8 * MiB), []);
   // 65,535 parameters / 12 per row = 5,461 rows per statement.
   const runs = planStatements(new Array<number>(12_000).fill(1), 12, 8 * MiB, MAX_BIND_PARAMS);
-  assert.deepEqual(runs, [[0, 5461], [5461, 10922], [10922, 12000]]);
+  assert.deepEqual(runs, [
+    [0, 5461],
+    [5461, 10922],
+    [10922, 12000],
+  ]);
   for (const [a, b] of runs) assert.ok((b - a) * 12 <= MAX_BIND_PARAMS);
 });
 
@@ -75,7 +86,17 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
       synchronousCommit: 'on',
       applicationName: 'hookbucket-test-admin',
     });
-    const db = pgKysely(createPgPool({ url: tdb.url, max: 1, statementTimeoutMs: 30_000, idleInTransactionTimeoutMs: 30_000, connectTimeoutMs: 5_000, synchronousCommit: 'on', applicationName: 'hookbucket-test-migrate' }));
+    const db = pgKysely(
+      createPgPool({
+        url: tdb.url,
+        max: 1,
+        statementTimeoutMs: 30_000,
+        idleInTransactionTimeoutMs: 30_000,
+        connectTimeoutMs: 5_000,
+        synchronousCommit: 'on',
+        applicationName: 'hookbucket-test-migrate',
+      }),
+    );
     await migratePostgres(db);
     await db.destroy();
   });
@@ -88,7 +109,12 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
 
   async function bucket(name: string, destination: string | null = 'http://127.0.0.1:9/'): Promise<string> {
     const now = Date.now();
-    await admin.query('insert into buckets (name, destination, max_body, created_at, updated_at) values ($1, $2, $3, $4, $4)', [name, destination, 200 * 1024 * 1024, now]);
+    await admin.query('insert into buckets (name, destination, max_body, created_at, updated_at) values ($1, $2, $3, $4, $4)', [
+      name,
+      destination,
+      200 * 1024 * 1024,
+      now,
+    ]);
     return name;
   }
 
@@ -129,12 +155,18 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
     const listener = await listen();
     try {
       const reqs = Array.from({ length: 30 }, (_, i) => request(i % 3 === 0 ? b : a, `{"n":${i}}`, { receivedAt: 1_000_000 + i }));
-      const dbNow = async () => Number((await admin.query<{ now: string }>('select floor(extract(epoch from clock_timestamp()) * 1000)::bigint as now')).rows[0]!.now);
+      const dbNow = async () =>
+        Number(
+          (await admin.query<{ now: string }>('select floor(extract(epoch from clock_timestamp()) * 1000)::bigint as now')).rows[0]!.now,
+        );
       const before = await dbNow();
       // All submitted before the event loop turns: one flush, one transaction.
       await Promise.all(reqs.map((r) => sink.submit(r, { createDelivery: r.bucket === a })));
       const after = await dbNow();
-      const { rows } = await admin.query<{ xmin: string; n: number }>('select xmin::text as xmin, count(*) as n from requests where bucket = any($1) group by xmin', [[a, b]]);
+      const { rows } = await admin.query<{ xmin: string; n: number }>(
+        'select xmin::text as xmin, count(*) as n from requests where bucket = any($1) group by xmin',
+        [[a, b]],
+      );
       assert.deepEqual(rows, [{ xmin: rows[0]!.xmin, n: 30 }]);
       await until(() => listener.notices.length >= 1, 'the NOTIFY');
       // A later query on the same server makes any second notice of that commit arrive first.
@@ -154,7 +186,10 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
       assert.deepEqual({ da, n, created }, { da: a, n: 20, created: 1_000_001 });
       assert.equal(first, last, 'one clock reading for the statement');
       assert.ok(first >= before && first <= after, `due at the database's now (${before} ≤ ${first} ≤ ${after})`);
-      const due = await admin.query<{ bucket: string; next_due_at: number }>('select bucket, next_due_at from bucket_due where bucket = any($1)', [[a, b]]);
+      const due = await admin.query<{ bucket: string; next_due_at: number }>(
+        'select bucket, next_due_at from bucket_due where bucket = any($1)',
+        [[a, b]],
+      );
       assert.deepEqual(due.rows, [{ bucket: a, next_due_at: first }]);
       const states = await admin.query<{ state: string; generation: number; trigger: string; attempts: number }>(
         'select distinct state, generation, trigger, attempts from deliveries where bucket = $1',
@@ -171,7 +206,14 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
     const sink = await start();
     const body = Buffer.from([0x00, 0xff, 0xfe, 0x80, 0x0d, 0x0a, 0xc3, 0x28, 0x5c, 0x78]);
     const rawHeaders = ['X-Repeat', 'one', 'x-repeat', 'two', 'Content-Type', 'application/octet-stream', 'X-Odd', '  spaced\tvalue '];
-    const req = request(a, body, { rawHeaders, query: 'a=1&b=%ff', path: '/p/%2F/..', method: 'PUT', rawTrailers: ['X-Sum', 'abc'], peer: '::1' });
+    const req = request(a, body, {
+      rawHeaders,
+      query: 'a=1&b=%ff',
+      path: '/p/%2F/..',
+      method: 'PUT',
+      rawTrailers: ['X-Sum', 'abc'],
+      peer: '::1',
+    });
     const plain = request(a, '', { rawTrailers: [] });
     await Promise.all([sink.submit(req, { createDelivery: true }), sink.submit(plain, { createDelivery: false })]);
     const { rows } = await admin.query('select * from requests where id = any($1) order by id', [[req.id, plain.id]]);
@@ -214,7 +256,10 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
     // 6,000 rows need 72,000 bind parameters: more than one INSERT, one transaction all the same.
     const many = Array.from({ length: 6000 }, (_, i) => request(a, String(i)));
     await Promise.all(many.map((r) => sink.submit(r, { createDelivery: false })));
-    const m = await admin.query<{ n: number; tx: number }>('select count(*) as n, count(distinct xmin::text) as tx from requests where id = any($1)', [many.map((r) => r.id)]);
+    const m = await admin.query<{ n: number; tx: number }>(
+      'select count(*) as n, count(distinct xmin::text) as tx from requests where id = any($1)',
+      [many.map((r) => r.id)],
+    );
     assert.deepEqual(m.rows[0], { n: 6000, tx: 1 });
   });
 
@@ -223,7 +268,10 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
     const sink = await start({ limits: { maxStatementBytes: 1024, maxParams: 36 } });
     const reqs = Array.from({ length: 20 }, (_, i) => request(a, randomBytes(300 + i)));
     await Promise.all(reqs.map((r) => sink.submit(r, { createDelivery: true })));
-    const m = await admin.query<{ n: number; tx: number }>('select count(*) as n, count(distinct xmin::text) as tx from requests where bucket = $1', [a]);
+    const m = await admin.query<{ n: number; tx: number }>(
+      'select count(*) as n, count(distinct xmin::text) as tx from requests where bucket = $1',
+      [a],
+    );
     assert.deepEqual(m.rows[0], { n: 20, tx: 1 });
   });
 
@@ -287,7 +335,10 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
       await normal.submit(request(a), { createDelivery: false });
       await normal.close();
       const { rows } = await admin.query<{ setting: string }>('select setting from sync_seen where bucket = $1 order by n', [a]);
-      assert.deepEqual(rows.map((r) => r.setting), ['on', 'off']);
+      assert.deepEqual(
+        rows.map((r) => r.setting),
+        ['on', 'off'],
+      );
     } finally {
       await admin.query('drop trigger requests_sync on requests');
     }
@@ -305,7 +356,10 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
       await holder.query('select 1 from bucket_due where bucket = $1 for update', [a]);
       const waiting = request(a);
       const t0 = Date.now();
-      await assert.rejects(sink.submit(waiting, { createDelivery: true }), (e: unknown) => e instanceof AppError && e.code === 'store_busy');
+      await assert.rejects(
+        sink.submit(waiting, { createDelivery: true }),
+        (e: unknown) => e instanceof AppError && e.code === 'store_busy',
+      );
       assert.ok(Date.now() - t0 <= lockTimeoutMs + NOT_HUNG_SLACK_MS, `answered in ${Date.now() - t0} ms`);
       const { rows } = await admin.query('select 1 from requests where id = $1', [waiting.id]);
       assert.equal(rows.length, 0, 'rolled back');
@@ -331,7 +385,9 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
       submitted.catch(() => undefined);
       // The batch's FOR SHARE waits behind the uncommitted tombstone.
       await until(async () => {
-        const { rows } = await admin.query(`select 1 from pg_stat_activity where datname = current_database() and application_name = 'hookbucket-ingest' and wait_event_type = 'Lock'`);
+        const { rows } = await admin.query(
+          `select 1 from pg_stat_activity where datname = current_database() and application_name = 'hookbucket-ingest' and wait_event_type = 'Lock'`,
+        );
         return rows.length > 0;
       }, 'the batch waiting for the bucket row');
       await holder.query('commit');
@@ -358,7 +414,10 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
 
     const sink = await start();
     await sink.close();
-    await assert.rejects(sink.submit(request(a), { createDelivery: true }), (e: unknown) => e instanceof AppError && e.code === 'storage_error');
+    await assert.rejects(
+      sink.submit(request(a), { createDelivery: true }),
+      (e: unknown) => e instanceof AppError && e.code === 'storage_error',
+    );
     assert.equal(sink.accepting().ok, false);
   });
 
@@ -399,7 +458,9 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
     // Refused but stored all the same (the COMMIT reached the server before the connection died):
     // what a sender's retry would duplicate. Reported, not asserted: it depends on the timing.
     const dup = await admin.query<{ n: number }>('select count(*) as n from requests where id = any($1)', [refused]);
-    t.diagnostic(`resolved ${resolved.length}, refused ${refused.length} (${[...codes].map(([c, n]) => `${c} ${n}`).join(', ')}), refused yet stored ${dup.rows[0]!.n}`);
+    t.diagnostic(
+      `resolved ${resolved.length}, refused ${refused.length} (${[...codes].map(([c, n]) => `${c} ${n}`).join(', ')}), refused yet stored ${dup.rows[0]!.n}`,
+    );
 
     // Later submits resolve, and health is ok again.
     for (let i = 0; i < 3; i++) await sink.submit(request(a), { createDelivery: true });
@@ -417,7 +478,10 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
       // Stopped: connections refused and the open ones cut.
       await relay.stop();
       let t0 = Date.now();
-      await assert.rejects(sink.submit(request(a), { createDelivery: true }), (e: unknown) => e instanceof AppError && e.code === 'storage_error');
+      await assert.rejects(
+        sink.submit(request(a), { createDelivery: true }),
+        (e: unknown) => e instanceof AppError && e.code === 'storage_error',
+      );
       assert.ok(Date.now() - t0 <= lockTimeoutMs + NOT_HUNG_SLACK_MS, `answered in ${Date.now() - t0} ms`);
       const h = sink.health();
       assert.equal(h.ok, false);
@@ -488,7 +552,10 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
       // given up; without it, only when that batch frees the slot, after it. The order shows which.
       let firstSettled = false;
       void first.catch(() => (firstSettled = true));
-      await assert.rejects(sink.submit(request(a), { createDelivery: true }), (e: unknown) => e instanceof AppError && STORAGE_CODES.has(e.code));
+      await assert.rejects(
+        sink.submit(request(a), { createDelivery: true }),
+        (e: unknown) => e instanceof AppError && STORAGE_CODES.has(e.code),
+      );
       assert.equal(firstSettled, false, 'the queued request was answered before the hung batch was given up');
       await assert.rejects(first, (e: unknown) => e instanceof AppError && e.code === 'storage_error');
       relay.blackhole = false;
@@ -515,7 +582,12 @@ describe('PgIngest', { skip: server === undefined ? PG_SKIP_REASON : false }, ()
       logger: silentLogger,
       config: { trustProxy: false, maxInflightBytes: 64 * 1024 * 1024, spoolDir: spool.dir },
     });
-    const http = createHttpServer(app, { headersTimeoutMs: 5000, requestTimeoutMs: 10_000, logger: silentLogger, countRejection: (b, r) => sink.countRejection(b, r) });
+    const http = createHttpServer(app, {
+      headersTimeoutMs: 5000,
+      requestTimeoutMs: 10_000,
+      logger: silentLogger,
+      countRejection: (b, r) => sink.countRejection(b, r),
+    });
     await new Promise<void>((r) => http.listen(0, '127.0.0.1', () => r()));
     const base = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
     const post = (body: string) => fetch(`${base}/b/${a}/hook`, { method: 'POST', body, headers: { 'content-type': 'text/plain' } });

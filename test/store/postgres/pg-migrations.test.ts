@@ -56,10 +56,15 @@ describe('PostgreSQL migrations', { skip: server === undefined ? PG_SKIP_REASON 
       const raw = new BetterSqlite3(t.db);
       try {
         await migrateSqlite(raw);
-        const tables = raw.prepare(`select name from sqlite_master where type = 'table' and name not like 'hookbucket_migration%' and name not like 'sqlite_%'`).all() as Array<{ name: string }>;
+        const tables = raw
+          .prepare(
+            `select name from sqlite_master where type = 'table' and name not like 'hookbucket_migration%' and name not like 'sqlite_%'`,
+          )
+          .all() as Array<{ name: string }>;
         const sqliteCols = new Set<string>();
         for (const { name } of tables) {
-          for (const c of raw.prepare(`select name from pragma_table_info(?)`).all(name) as Array<{ name: string }>) sqliteCols.add(`${name}.${c.name}`);
+          for (const c of raw.prepare(`select name from pragma_table_info(?)`).all(name) as Array<{ name: string }>)
+            sqliteCols.add(`${name}.${c.name}`);
         }
         const pgSet = new Set(pgCols.rows.map((r) => `${r.table_name}.${r.column_name}`));
         assert.deepEqual([...pgSet].sort(), [...sqliteCols].sort());
@@ -72,19 +77,29 @@ describe('PostgreSQL migrations', { skip: server === undefined ? PG_SKIP_REASON 
       assert.ok(types.has('bytea') && types.has('double precision'));
 
       const now = 1_764_800_000_123;
-      await sql`insert into buckets (name, max_body, created_at, updated_at, retry_budget) values ('b', 1048576, ${now}, ${now}, 0.1)`.execute(db);
-      const row = (await sql<{ created_at: unknown; retry_budget: unknown; n: unknown; s: unknown }>`
-        select created_at, retry_budget, (select count(*) from buckets) as n, (select sum(max_body) from buckets) as s from buckets`.execute(db)).rows[0]!;
+      await sql`insert into buckets (name, max_body, created_at, updated_at, retry_budget) values ('b', 1048576, ${now}, ${now}, 0.1)`.execute(
+        db,
+      );
+      const row = (
+        await sql<{ created_at: unknown; retry_budget: unknown; n: unknown; s: unknown }>`
+        select created_at, retry_budget, (select count(*) from buckets) as n, (select sum(max_body) from buckets) as s from buckets`.execute(
+          db,
+        )
+      ).rows[0]!;
       assert.deepEqual(row, { created_at: now, retry_budget: 0.1, n: 1, s: 1048576 });
 
       const body = Buffer.from([0, 255, 13, 10, 128]);
-      await sql`insert into requests (id, bucket, received_at, method, path, headers, body, size, sha256) values ('r1', 'b', ${now}, 'POST', '', '[]', ${body}, 5, 'x')`.execute(db);
+      await sql`insert into requests (id, bucket, received_at, method, path, headers, body, size, sha256) values ('r1', 'b', ${now}, 'POST', '', '[]', ${body}, 5, 'x')`.execute(
+        db,
+      );
       const back = (await sql<{ body: Buffer }>`select body from requests where id = 'r1'`.execute(db)).rows[0]!.body;
       assert.ok(Buffer.isBuffer(back) && back.equals(body));
 
       // A row whose bucket does not exist is refused (a real foreign key).
       await assert.rejects(
-        sql`insert into requests (id, bucket, received_at, method, path, headers, body, size, sha256) values ('r2', 'gone', ${now}, 'POST', '', '[]', ${body}, 5, 'x')`.execute(db),
+        sql`insert into requests (id, bucket, received_at, method, path, headers, body, size, sha256) values ('r2', 'gone', ${now}, 'POST', '', '[]', ${body}, 5, 'x')`.execute(
+          db,
+        ),
         (e: unknown) => (e as { code?: string }).code === '23503',
       );
       // Running again is a no-op.
@@ -134,4 +149,3 @@ describe('PostgreSQL migrations', { skip: server === undefined ? PG_SKIP_REASON 
     assert.equal(pgStorageErrorCode(new Error('boom')), undefined);
   });
 });
-

@@ -17,7 +17,8 @@ import { progress } from '../../helpers/replay-progress.js';
 import { until } from '../../helpers/until.js';
 
 /** The fixtures' times stand for the database clock (useCallerClock), as on SQLite. */
-const createReplayAtCallerClock = (db: Parameters<typeof pgCreateReplay>[0], r: Parameters<typeof pgCreateReplay>[1]) => pgCreateReplay(db, r, true);
+const createReplayAtCallerClock = (db: Parameters<typeof pgCreateReplay>[0], r: Parameters<typeof pgCreateReplay>[1]) =>
+  pgCreateReplay(db, r, true);
 
 const server = pgTestServer();
 
@@ -26,7 +27,11 @@ let seq = 0;
 /** A UUIDv7 made at `ms`, unique in this run (ids are time-ordered, as the store assumes). */
 const idAt = (ms: number) => UUID.fromFieldsV7(ms, 0, 0, ++seq).toString();
 
-async function addBucket(db: Kysely<Database>, name: string, o: { paused?: boolean; destination?: string | null; deletingAt?: number } = {}) {
+async function addBucket(
+  db: Kysely<Database>,
+  name: string,
+  o: { paused?: boolean; destination?: string | null; deletingAt?: number } = {},
+) {
   await sql`insert into buckets (name, destination, max_body, paused, paused_at, created_at, updated_at, deleting_at)
     values (${name}, ${o.destination === undefined ? 'http://127.0.0.1:9/' : o.destination}, 1048576, ${o.paused ? 1 : 0},
       ${o.paused ? T0 : null}, ${T0}, ${T0}, ${o.deletingAt ?? null})`.execute(db);
@@ -51,11 +56,14 @@ interface DeliveryFixture {
 
 async function addDelivery(db: Kysely<Database>, bucket: string, requestId: string, d: DeliveryFixture): Promise<string> {
   const id = newId();
-  const settled = d.settledAt !== undefined ? d.settledAt : ['delivered', 'failed', 'exhausted', 'superseded'].includes(d.state) ? T0 : null;
+  const settled =
+    d.settledAt !== undefined ? d.settledAt : ['delivered', 'failed', 'exhausted', 'superseded'].includes(d.state) ? T0 : null;
   await sql`insert into deliveries (id, request_id, bucket, destination, generation, state, attempts, next_attempt_at, trigger,
       created_at, updated_at, settled_at, latest, lease_attempt, lease_until)
     values (${id}, ${requestId}, ${bucket}, ${d.destination ?? null}, ${d.generation ?? 1}, ${d.state}, 0, ${T0}, 'initial',
-      ${T0}, ${T0}, ${settled}, ${d.latest ?? (d.destination ? 0 : 1)}, ${d.leaseAttempt ?? null}, ${d.state === 'delivering' ? T0 + 60_000 : null})`.execute(db);
+      ${T0}, ${T0}, ${settled}, ${d.latest ?? (d.destination ? 0 : 1)}, ${d.leaseAttempt ?? null}, ${d.state === 'delivering' ? T0 + 60_000 : null})`.execute(
+    db,
+  );
   return id;
 }
 
@@ -73,15 +81,33 @@ async function addAttempt(
   return id;
 }
 
-type DeliveryRow = { id: string; generation: number; state: string; destination: string | null; latest: number; supersede_requested: number; settled_at: number | null; trigger: string; replay_id: string | null };
+type DeliveryRow = {
+  id: string;
+  generation: number;
+  state: string;
+  destination: string | null;
+  latest: number;
+  supersede_requested: number;
+  settled_at: number | null;
+  trigger: string;
+  replay_id: string | null;
+};
 async function deliveriesOf(db: Kysely<Database>, requestId: string): Promise<DeliveryRow[]> {
-  const { rows } = await sql<DeliveryRow>`select id, generation, state, destination, latest, supersede_requested, settled_at, trigger, replay_id
+  const { rows } =
+    await sql<DeliveryRow>`select id, generation, state, destination, latest, supersede_requested, settled_at, trigger, replay_id
     from deliveries where request_id = ${requestId} order by generation, id`.execute(db);
   return rows;
 }
 
-async function count(db: Kysely<Database>, table: 'requests' | 'deliveries' | 'attempts' | 'replays' | 'rejections' | 'buckets', bucketColumn: string, bucket: string) {
-  const { rows } = await sql<{ n: number }>`select count(*) as n from ${sql.table(table)} where ${sql.ref(bucketColumn)} = ${bucket}`.execute(db);
+async function count(
+  db: Kysely<Database>,
+  table: 'requests' | 'deliveries' | 'attempts' | 'replays' | 'rejections' | 'buckets',
+  bucketColumn: string,
+  bucket: string,
+) {
+  const { rows } = await sql<{
+    n: number;
+  }>`select count(*) as n from ${sql.table(table)} where ${sql.ref(bucketColumn)} = ${bucket}`.execute(db);
   return Number(rows[0]!.n);
 }
 
@@ -184,7 +210,10 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
             [3, 'pending', null, 1],
           ],
         );
-        assert.deepEqual((await deliveriesOf(db, none)).map((x) => [x.generation, x.state, x.latest]), [[1, 'pending', 1]]);
+        assert.deepEqual(
+          (await deliveriesOf(db, none)).map((x) => [x.generation, x.state, x.latest]),
+          [[1, 'pending', 1]],
+        );
         assert.equal((await deliveriesOf(db, foreign)).length, 0);
 
         const due = await sql<{ next_due_at: number }>`select next_due_at from bucket_due where bucket = 'b'`.execute(db);
@@ -226,7 +255,15 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
       await addBucket(db, 'b');
       const r = await addRequest(db, 'b');
       await addDelivery(db, 'b', r, { state: 'delivered' });
-      const replay = await createReplayAtCallerClock(db, { id: newId(), bucket: 'b', requestIds: [r, r], selection: {}, destination: null, rate: null, nowMs: T0 });
+      const replay = await createReplayAtCallerClock(db, {
+        id: newId(),
+        bucket: 'b',
+        requestIds: [r, r],
+        selection: {},
+        destination: null,
+        rate: null,
+        nowMs: T0,
+      });
       assert.deepEqual([replay.total, replay.superseded], [2, 1]);
       assert.deepEqual(
         (await deliveriesOf(db, r)).map((x) => [x.generation, x.state, x.latest]),
@@ -246,16 +283,29 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
         select id, 'b', ${T0}, 'POST', '', '[]', '\\x'::bytea, 0, '' from unnest(${ids}::text[]) as t(id)`.execute(db);
       await sql`insert into deliveries (id, request_id, bucket, generation, state, next_attempt_at, trigger, created_at, updated_at, latest)
         select 'd' || id, id, 'b', 1, 'pending', ${T0}, 'initial', ${T0}, ${T0}, 1 from unnest(${ids}::text[]) as t(id)`.execute(db);
-      const replay = await createReplayAtCallerClock(db, { id: newId(), bucket: 'b', requestIds: ids, selection: {}, destination: null, rate: null, nowMs: T0 + 1 });
+      const replay = await createReplayAtCallerClock(db, {
+        id: newId(),
+        bucket: 'b',
+        requestIds: ids,
+        selection: {},
+        destination: null,
+        rate: null,
+        nowMs: T0 + 1,
+      });
       assert.deepEqual([replay.total, replay.superseded], [1_201, 1_201]);
-      const live = await sql<{ n: number }>`select count(*) as n from deliveries where state = 'pending' and latest = 1 and generation = 2`.execute(db);
+      const live = await sql<{
+        n: number;
+      }>`select count(*) as n from deliveries where state = 'pending' and latest = 1 and generation = 2`.execute(db);
       assert.equal(live.rows[0]!.n, 1_201);
     });
 
     test('refuses a missing or deleting bucket', async () => {
       await addBucket(db, 'gone', { deletingAt: T0 });
       const input = { id: newId(), requestIds: [], selection: {}, destination: null, rate: null, nowMs: T0 };
-      await assert.rejects(createReplayAtCallerClock(db, { ...input, bucket: 'nope' }), { code: 'not_found', message: 'bucket nope not found' });
+      await assert.rejects(createReplayAtCallerClock(db, { ...input, bucket: 'nope' }), {
+        code: 'not_found',
+        message: 'bucket nope not found',
+      });
       await assert.rejects(createReplayAtCallerClock(db, { ...input, bucket: 'gone' }), {
         code: 'bucket_deleting',
         message: 'bucket gone is being deleted; finish it with: hookbucket bucket delete gone',
@@ -272,15 +322,29 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
       const y = await mk('a', T0 + 1, '00000000-0000-7000-8000-00000000000b');
       const z = await mk('b', T0 + 2);
       const w = await mk('a', T0);
-      assert.deepEqual((await pgListReplays(db, { limit: 10 })).map((r) => r.id), [z.id, y.id, x.id, w.id]);
-      assert.deepEqual((await pgListReplays(db, { bucket: 'a', limit: 2 })).map((r) => r.id), [y.id, x.id]);
+      assert.deepEqual(
+        (await pgListReplays(db, { limit: 10 })).map((r) => r.id),
+        [z.id, y.id, x.id, w.id],
+      );
+      assert.deepEqual(
+        (await pgListReplays(db, { bucket: 'a', limit: 2 })).map((r) => r.id),
+        [y.id, x.id],
+      );
       assert.equal(await pgGetReplay(db, 'missing'), undefined);
     });
 
     test('progress counts by state, waiting ones as held while the bucket is paused', async () => {
       await addBucket(db, 'b');
       const ids = [await addRequest(db, 'b'), await addRequest(db, 'b'), await addRequest(db, 'b'), await addRequest(db, 'b')];
-      const replay = await createReplayAtCallerClock(db, { id: newId(), bucket: 'b', requestIds: ids, selection: {}, destination: null, rate: null, nowMs: T0 });
+      const replay = await createReplayAtCallerClock(db, {
+        id: newId(),
+        bucket: 'b',
+        requestIds: ids,
+        selection: {},
+        destination: null,
+        rate: null,
+        nowMs: T0,
+      });
       const mine = await sql<{ id: string }>`select id from deliveries where replay_id = ${replay.id} order by request_id`.execute(db);
       const [d0, d1, d2] = mine.rows.map((r) => r.id);
       await sql`update deliveries set state = 'delivered', settled_at = ${T0 + 50} where id = ${d0!}`.execute(db);
@@ -317,12 +381,24 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
       try {
         await completer.query('begin');
         await completer.query(completeSql, [T0 + 5, d, 'a1']);
-        const replay = createReplayAtCallerClock(db, { id: newId(), bucket: 'b', requestIds: [r], selection: {}, destination: null, rate: null, nowMs: T0 + 10 });
-        await until(async () => {
-          const { rows } = await sql<{ n: number }>`select count(*) as n from pg_stat_activity
+        const replay = createReplayAtCallerClock(db, {
+          id: newId(),
+          bucket: 'b',
+          requestIds: [r],
+          selection: {},
+          destination: null,
+          rate: null,
+          nowMs: T0 + 10,
+        });
+        await until(
+          async () => {
+            const { rows } = await sql<{ n: number }>`select count(*) as n from pg_stat_activity
             where datname = current_database() and wait_event_type = 'Lock'`.execute(db);
-          return Number(rows[0]!.n) > 0;
-        }, 'the replay to wait for the delivery lock', 10_000);
+            return Number(rows[0]!.n) > 0;
+          },
+          'the replay to wait for the delivery lock',
+          10_000,
+        );
         await completer.query('commit');
         const done = await replay;
         // The completion's `retrying` was superseded at once (it was no longer in flight).
@@ -354,20 +430,37 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
         // deadlock_timeout, 1 s by default) and so the victim: this one waits 30 s before looking.
         await other.query(`set local deadlock_timeout = '30s'`);
         await other.query(completeSql, [T0 + 5, d, 'a1']);
-        const replay = createReplayAtCallerClock(db, { id: newId(), bucket: 'b', requestIds: [r], selection: {}, destination: null, rate: null, nowMs: T0 + 10 });
-        await until(async () => {
-          const { rows } = await sql<{ n: number }>`select count(*) as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(db);
-          return Number(rows[0]!.n) > 0;
-        }, 'the replay to wait for the delivery lock', 10_000);
+        const replay = createReplayAtCallerClock(db, {
+          id: newId(),
+          bucket: 'b',
+          requestIds: [r],
+          selection: {},
+          destination: null,
+          rate: null,
+          nowMs: T0 + 10,
+        });
+        await until(
+          async () => {
+            const { rows } = await sql<{
+              n: number;
+            }>`select count(*) as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(db);
+            return Number(rows[0]!.n) > 0;
+          },
+          'the replay to wait for the delivery lock',
+          10_000,
+        );
         await other.query(`update bucket_due set next_due_at = $1 where bucket = 'b'`, [T0 + 1_000]);
         await other.query('commit');
         const done = await replay;
         assert.equal(done.total, 1);
         assert.equal(await liveOwn(r), 1);
-        assert.deepEqual((await deliveriesOf(db, r)).map((x) => [x.generation, x.state, x.latest]), [
-          [1, 'superseded', 0],
-          [2, 'pending', 1],
-        ]);
+        assert.deepEqual(
+          (await deliveriesOf(db, r)).map((x) => [x.generation, x.state, x.latest]),
+          [
+            [1, 'superseded', 0],
+            [2, 'pending', 1],
+          ],
+        );
       } finally {
         await other.end();
       }
@@ -388,14 +481,25 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
             await completer.query(completeSql, [T0 + 5, d, `a${round}`]);
             await completer.query('commit');
           })();
-          const replay = createReplayAtCallerClock(db, { id: newId(), bucket: 'b', requestIds: [r], selection: {}, destination: null, rate: null, nowMs: T0 + 10 });
+          const replay = createReplayAtCallerClock(db, {
+            id: newId(),
+            bucket: 'b',
+            requestIds: [r],
+            selection: {},
+            destination: null,
+            rate: null,
+            nowMs: T0 + 10,
+          });
           const [, done] = await Promise.all([complete, replay]);
           assert.equal(await liveOwn(r), 1, `round ${round}: one live generation`);
           const rows = await deliveriesOf(db, r);
-          assert.deepEqual(rows.map((x) => [x.generation, x.latest]), [
-            [1, 0],
-            [2, 1],
-          ]);
+          assert.deepEqual(
+            rows.map((x) => [x.generation, x.latest]),
+            [
+              [1, 0],
+              [2, 1],
+            ],
+          );
           // Whichever order they committed in, generation 1 ends superseded and counts once.
           assert.equal(rows[0]!.state, 'superseded', `round ${round}`);
           assert.equal(done.superseded, 1);
@@ -439,7 +543,9 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
       const zReq = await addRequest(db, 'z', since + 500);
       await addDelivery(db, 'z', zReq, { state: 'pending' });
 
-      await sql`insert into rejections (bucket, reason, count, last_at) values ('a', 'too_large', 3, ${T0}), ('', 'unknown_bucket', 7, ${T0}), ('p', 'paused', 1, ${T0})`.execute(db);
+      await sql`insert into rejections (bucket, reason, count, last_at) values ('a', 'too_large', 3, ${T0}), ('', 'unknown_bucket', 7, ${T0}), ('p', 'paused', 1, ${T0})`.execute(
+        db,
+      );
 
       const all = await pgStatsSamples(db, { sinceMs: since, untilMs: until });
       assert.deepEqual(all.unattributedRejections, { unknown_bucket: 7 });
@@ -478,8 +584,14 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
       });
 
       const named = await pgStatsSamples(db, { bucket: 'z', sinceMs: since, untilMs: until });
-      assert.deepEqual(named.buckets.map((b) => [b.bucket, b.requests, b.latest]), [['z', 1, { pending: 1 }]]);
-      await assert.rejects(pgStatsSamples(db, { bucket: 'nope', sinceMs: since, untilMs: until }), { code: 'not_found', message: 'bucket nope not found' });
+      assert.deepEqual(
+        named.buckets.map((b) => [b.bucket, b.requests, b.latest]),
+        [['z', 1, { pending: 1 }]],
+      );
+      await assert.rejects(pgStatsSamples(db, { bucket: 'nope', sinceMs: since, untilMs: until }), {
+        code: 'not_found',
+        message: 'bucket nope not found',
+      });
     });
   });
 
@@ -515,7 +627,10 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
       assert.deepEqual(real, dry);
       assert.deepEqual(progress, [1, 2]);
       const left = await sql<{ id: string }>`select id from requests order by id`.execute(db);
-      assert.deepEqual(left.rows.map((r) => r.id), [oldLive, oldFailed, young]);
+      assert.deepEqual(
+        left.rows.map((r) => r.id),
+        [oldLive, oldFailed, young],
+      );
       assert.equal(await count(db, 'attempts', 'bucket', 'b'), 0);
       await assert.rejects(pgPrune(db, { ...options, bucket: 'nope' }), { code: 'not_found', message: 'bucket nope not found' });
     });
@@ -528,7 +643,9 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
       await sql`insert into requests (id, bucket, received_at, method, path, headers, body, size, sha256)
         select id, 'many', ${T0}, 'POST', '', '[]', '\\x00'::bytea, 1, '' from unnest(${ids}::text[]) as t(id)`.execute(db);
       await sql`insert into deliveries (id, request_id, bucket, generation, state, next_attempt_at, trigger, created_at, updated_at, settled_at, latest)
-        select 'd' || id, id, 'many', 1, 'delivered', ${T0}, 'initial', ${T0}, ${T0}, ${T0}, 1 from unnest(${ids}::text[]) as t(id)`.execute(db);
+        select 'd' || id, id, 'many', 1, 'delivered', ${T0}, 'initial', ${T0}, ${T0}, ${T0}, 1 from unnest(${ids}::text[]) as t(id)`.execute(
+        db,
+      );
       // Five 3 MiB bodies: two fit in 8 MiB, so three batches (2, 2, 1).
       const body = Buffer.alloc(3 * 1024 * 1024, 7);
       for (let i = 0; i < 5; i++) {
@@ -536,7 +653,11 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
         await addDelivery(db, 'big', r, { state: 'delivered' });
       }
       const seen: Array<[string, number]> = [];
-      const result = await pgPrune(db, { receivedBeforeMs: cutoff, states: ['delivered'], dryRun: false }, { onProgress: (p) => seen.push([p.bucket, p.requests]) });
+      const result = await pgPrune(
+        db,
+        { receivedBeforeMs: cutoff, states: ['delivered'], dryRun: false },
+        { onProgress: (p) => seen.push([p.bucket, p.requests]) },
+      );
       assert.deepEqual(seen, [
         ['big', 2],
         ['big', 4],
@@ -559,7 +680,11 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
       await addDelivery(db, 'b', r, { state: 'delivered' });
       const ac = new AbortController();
       ac.abort();
-      const result = await pgPrune(db, { bucket: 'b', receivedBeforeMs: cutoff, states: ['delivered'], dryRun: false }, { signal: ac.signal });
+      const result = await pgPrune(
+        db,
+        { bucket: 'b', receivedBeforeMs: cutoff, states: ['delivered'], dryRun: false },
+        { signal: ac.signal },
+      );
       assert.equal(result.requests, 0);
       assert.equal(await count(db, 'requests', 'bucket', 'b'), 1);
     });
@@ -580,10 +705,16 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
           [newId(), r, T0],
         );
         const pruning = pgPrune(db, { bucket: 'b', receivedBeforeMs: cutoff, states: ['delivered'], dryRun: false });
-        await until(async () => {
-          const { rows } = await sql<{ n: number }>`select count(*) as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(db);
-          return Number(rows[0]!.n) > 0;
-        }, 'the prune batch to wait for the request lock', 10_000);
+        await until(
+          async () => {
+            const { rows } = await sql<{
+              n: number;
+            }>`select count(*) as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(db);
+            return Number(rows[0]!.n) > 0;
+          },
+          'the prune batch to wait for the request lock',
+          10_000,
+        );
         await replayer.query('commit');
         const result = await pruning;
         assert.deepEqual([result.requests, result.keptLive], [0, 1]);
@@ -627,7 +758,9 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
       await fill('b', 1_100, 'retrying');
       const kept = await addRequest(db, 'keep');
       await addDelivery(db, 'keep', kept, { state: 'pending' });
-      await sql`insert into replays (id, bucket, selection, total, superseded, created_at) values ('rp', 'b', '{}', 0, 0, ${T0})`.execute(db);
+      await sql`insert into replays (id, bucket, selection, total, superseded, created_at) values ('rp', 'b', '{}', 0, 0, ${T0})`.execute(
+        db,
+      );
       await sql`insert into rejections (bucket, reason, count, last_at) values ('b', 'too_large', 1, ${T0})`.execute(db);
       const e0 = await epoch(db);
       const l = await listen(tdb.url);
@@ -652,7 +785,15 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
       await addBucket(db, 'b', { deletingAt: T0 });
       await fill('b', 3, 'pending');
       await assert.rejects(
-        createReplayAtCallerClock(db, { id: newId(), bucket: 'b', requestIds: [], selection: {}, destination: null, rate: null, nowMs: T0 }),
+        createReplayAtCallerClock(db, {
+          id: newId(),
+          bucket: 'b',
+          requestIds: [],
+          selection: {},
+          destination: null,
+          rate: null,
+          nowMs: T0,
+        }),
         { code: 'bucket_deleting' },
       );
       const e0 = await epoch(db);
@@ -678,12 +819,21 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
           [newId(), id, T0],
         );
         const deleting = pgDeleteBucket(db, 'b', { force: false }, T0);
-        await until(async () => {
-          const { rows } = await sql<{ n: number }>`select count(*) as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(db);
-          return Number(rows[0]!.n) > 0;
-        }, 'the tombstone to wait for the bucket row', 10_000);
+        await until(
+          async () => {
+            const { rows } = await sql<{
+              n: number;
+            }>`select count(*) as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(db);
+            return Number(rows[0]!.n) > 0;
+          },
+          'the tombstone to wait for the bucket row',
+          10_000,
+        );
         await ingest.query('commit');
-        await assert.rejects(deleting, { code: 'bucket_not_empty', message: 'bucket b has 1 undelivered request(s); use --force to delete them too' });
+        await assert.rejects(deleting, {
+          code: 'bucket_not_empty',
+          message: 'bucket b has 1 undelivered request(s); use --force to delete them too',
+        });
       } finally {
         await ingest.end();
       }
@@ -754,7 +904,10 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
       const done = await pgPurgeDeleting(db, { lockWaitMs: 1_000 }, T0);
       assert.deepEqual(done, { finished: ['first', 'later'], requests: 4, bytes: 4 });
       const names = await sql<{ name: string }>`select name from buckets order by name`.execute(db);
-      assert.deepEqual(names.rows.map((r) => r.name), ['live']);
+      assert.deepEqual(
+        names.rows.map((r) => r.name),
+        ['live'],
+      );
       assert.equal(await count(db, 'requests', 'bucket', 'live'), 1);
       assert.deepEqual(await pgPurgeDeleting(db, undefined, T0), { finished: [], requests: 0, bytes: 0 });
     });

@@ -41,7 +41,10 @@ describe('PostgreSQL behind a silent network', { skip: server === undefined ? PG
     const via = new URL(tdb.url);
     via.port = String(relay.port);
     const lockTimeoutMs = 600;
-    const config = loadConfig({ HOOKBUCKET_DB: via.toString(), HOOKBUCKET_LOCK_TIMEOUT: `${lockTimeoutMs}ms`, HOOKBUCKET_SPOOL_DIR: spool.dir }, {});
+    const config = loadConfig(
+      { HOOKBUCKET_DB: via.toString(), HOOKBUCKET_LOCK_TIMEOUT: `${lockTimeoutMs}ms`, HOOKBUCKET_SPOOL_DIR: spool.dir },
+      {},
+    );
     const opened = openStore(config, { clock: systemClock });
     let store: Store | undefined;
     let sink: IngestSink | undefined;
@@ -65,7 +68,10 @@ describe('PostgreSQL behind a silent network', { skip: server === undefined ? PG
       assert.ok(Date.now() - t0 <= lockTimeoutMs + NOT_HUNG_SLACK_MS, `answered in ${Date.now() - t0} ms`);
 
       t0 = Date.now();
-      await assert.rejects(store.resolveBucket('never-seen'), (e: unknown) => e instanceof AppError && e.code === 'storage_error' && storageErrorCode(e) === 'storage_error');
+      await assert.rejects(
+        store.resolveBucket('never-seen'),
+        (e: unknown) => e instanceof AppError && e.code === 'storage_error' && storageErrorCode(e) === 'storage_error',
+      );
       assert.ok(Date.now() - t0 <= lockTimeoutMs + NOT_HUNG_SLACK_MS, `answered in ${Date.now() - t0} ms`);
 
       // No request reached the sink; its idle probe finds the silence.

@@ -44,7 +44,23 @@ function pgOptions(url: string, clock: ManualClock, extra: Partial<PgStoreOption
 
 test('the PostgreSQL glob regex accepts exactly what the JavaScript glob accepts', () => {
   const globs = ['/a/*', '/a/**', '/a/?', '/', '/[x]', '/a/x.y', '/a/x?y', '**', '*', '/a/*/c', '/(a)|b+', '/a\\b', '/a^$', '/{1}'];
-  const paths = ['/a/b', '/a/b/c', '/a/', '/a', '/', '/[x]', '/x', '/a/x.y', '/a/xzy', '/a/x/y', '/(a)|b+', '/a\\b', '/a^$', '/{1}', '/aab'];
+  const paths = [
+    '/a/b',
+    '/a/b/c',
+    '/a/',
+    '/a',
+    '/',
+    '/[x]',
+    '/x',
+    '/a/x.y',
+    '/a/xzy',
+    '/a/x/y',
+    '/(a)|b+',
+    '/a\\b',
+    '/a^$',
+    '/{1}',
+    '/aab',
+  ];
   for (const g of globs) {
     const js = globRegExp(g);
     const re = new RegExp(pgGlobRegex(g)); // ARE and JavaScript agree on this subset (escapes, ., [^/], anchors)
@@ -83,7 +99,10 @@ describe('PgStore', { skip: server === undefined ? PG_SKIP_REASON : false }, () 
   async function put(table: keyof Database, row: Record<string, unknown>): Promise<void> {
     const cols = Object.keys(row);
     liteRaw.prepare(`insert into ${table} (${cols.join(', ')}) values (${cols.map((c) => `@${c}`).join(', ')})`).run(row);
-    await pgRaw.insertInto(table).values(row as never).execute();
+    await pgRaw
+      .insertInto(table)
+      .values(row as never)
+      .execute();
   }
 
   async function putRequest(r: {
@@ -191,7 +210,14 @@ describe('PgStore', { skip: server === undefined ? PG_SKIP_REASON : false }, () 
     await assert.rejects(store.createBucket({ name: 'crud' }), { code: 'bucket_exists', message: 'bucket crud already exists' });
 
     clock.advance(1000);
-    const patch = { ackStatus: 201, drain: { concurrency: 9, retryBudget: { fraction: 0.25, floorPerSecond: 2 }, schedule: { baseMs: 10, multiplier: 2, capMs: 500, maxAttempts: 3, jitter: 'none' as const } } };
+    const patch = {
+      ackStatus: 201,
+      drain: {
+        concurrency: 9,
+        retryBudget: { fraction: 0.25, floorPerSecond: 2 },
+        schedule: { baseMs: 10, multiplier: 2, capMs: 500, maxAttempts: 3, jitter: 'none' as const },
+      },
+    };
     const u = await store.updateBucket('crud', patch);
     assert.deepEqual(u, await sqlite.updateBucket('crud', patch));
     assert.equal(u.updatedAt - u.createdAt, 1000);
@@ -204,7 +230,10 @@ describe('PgStore', { skip: server === undefined ? PG_SKIP_REASON : false }, () 
     await assert.rejects(store.updateBucket('missing', { ackStatus: 201 }), { code: 'not_found', message: 'bucket missing not found' });
 
     assert.deepEqual(await store.listBuckets(), await sqlite.listBuckets());
-    assert.deepEqual((await store.listBuckets()).map((b) => b.name), ['crud', 'plain']);
+    assert.deepEqual(
+      (await store.listBuckets()).map((b) => b.name),
+      ['crud', 'plain'],
+    );
     // An update lowers the bucket's due time (a destination set makes waiting rows deliverable).
     const due = await sql<{ next_due_at: number }>`select next_due_at from bucket_due where bucket = 'crud'`.execute(pgRaw);
     assert.deepEqual(due.rows, [{ next_due_at: T0 + 1000 }]);
@@ -216,7 +245,8 @@ describe('PgStore', { skip: server === undefined ? PG_SKIP_REASON : false }, () 
     const notices: string[] = [];
     listener.on('notification', (n) => notices.push(`${n.channel}:${n.payload}`));
     await listener.query(`listen ${BUCKETS_CHANNEL}`);
-    const epoch = async () => Number((await sql<{ value: number }>`select value from meta where key = 'bucket_epoch'`.execute(pgRaw)).rows[0]!.value);
+    const epoch = async () =>
+      Number((await sql<{ value: number }>`select value from meta where key = 'bucket_epoch'`.execute(pgRaw)).rows[0]!.value);
     try {
       const e0 = await epoch();
       await store.createBucket({ name: 'noisy' });
@@ -409,8 +439,26 @@ describe('PgStore', { skip: server === undefined ? PG_SKIP_REASON : false }, () 
       await sqlite.createBucket({ name: B, destination: 'http://127.0.0.1:9/' });
       await store.createBucket({ name: 'other' });
       await sqlite.createBucket({ name: 'other' });
-      const [r0, r1, r2, r3, r4, r5, r6, r7, ...rest] = ids as [string, string, string, string, string, string, string, string, ...string[]];
-      await putRequest({ id: r0, bucket: B, path: '/a/b', headers: rawHeaders, body: Buffer.from('{"hello":"world ü"}'), trailers, query: 'x=1&y' });
+      const [r0, r1, r2, r3, r4, r5, r6, r7, ...rest] = ids as [
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        ...string[],
+      ];
+      await putRequest({
+        id: r0,
+        bucket: B,
+        path: '/a/b',
+        headers: rawHeaders,
+        body: Buffer.from('{"hello":"world ü"}'),
+        trailers,
+        query: 'x=1&y',
+      });
       await putRequest({ id: r1, bucket: B, method: 'GET', path: '' });
       await putDelivery({ requestId: r1, bucket: B, state: 'pending' });
       await putRequest({ id: r2, bucket: B, path: '/a/b/c', body: nonUtf8, headers: ['x-sig', 'abc'] });
@@ -428,7 +476,16 @@ describe('PgStore', { skip: server === undefined ? PG_SKIP_REASON : false }, () 
       await putRequest({ id: r7, bucket: B, path: '/a/xzy' });
       await putDelivery({ requestId: r7, bucket: B, state: 'superseded', latest: 0, attempts: 1, lastStatus: 502 });
       await putDelivery({ requestId: r7, bucket: B, state: 'pending', generation: 2, trigger: 'replay' });
-      await putDelivery({ requestId: r7, bucket: B, state: 'delivered', generation: 2, latest: 0, destination: 'http://127.0.0.1:8/', trigger: 'replay', lastStatus: 204 });
+      await putDelivery({
+        requestId: r7,
+        bucket: B,
+        state: 'delivered',
+        generation: 2,
+        latest: 0,
+        destination: 'http://127.0.0.1:8/',
+        trigger: 'replay',
+        lastStatus: 204,
+      });
       for (const [i, id] of rest.entries()) {
         await putRequest({ id, bucket: B, path: `/p/${i}`, method: i % 2 === 0 ? 'POST' : 'DELETE', body: Buffer.from(`body ${i}`) });
         if (i % 3 !== 0) await putDelivery({ requestId: id, bucket: B, state: 'delivered', attempts: 1, lastStatus: 200 + i });
@@ -481,13 +538,24 @@ describe('PgStore', { skip: server === undefined ? PG_SKIP_REASON : false }, () 
       ['since and until', { sinceMs: T0 - 99_000, untilMs: T0 - 95_000 }],
       ['method POST', { methods: ['POST'] }],
       ['methods GET, PUT', { methods: ['GET', 'PUT'] }],
-      ...['/a/*', '/a/**', '/a/?', '/', '/[x]', '/a/x.y', '/a/x?y', '**', '/p/*', '/a/*/c'].map((g): [string, RequestFilter] => [`glob ${g}`, { pathGlob: g }]),
+      ...['/a/*', '/a/**', '/a/?', '/', '/[x]', '/a/x.y', '/a/x?y', '**', '/p/*', '/a/*/c'].map((g): [string, RequestFilter] => [
+        `glob ${g}`,
+        { pathGlob: g },
+      ]),
       ['header, name in other case', { headers: [{ name: 'X-SIG', value: 'def' }] }],
       ['header x-sig abc', { headers: [{ name: 'x-sig', value: 'abc' }] }],
       ['header value is exact', { headers: [{ name: 'content-type', value: 'APPLICATION/JSON' }] }],
       ['header value with quotes and ü', { headers: [{ name: 'x-quote', value: 'say "hi" \\ ü' }] }],
       ['a value never as a name', { headers: [{ name: 'abc', value: 'x-sig' }] }],
-      ['two headers', { headers: [{ name: 'x-sig', value: 'abc' }, { name: 'x-sig', value: 'def' }] }],
+      [
+        'two headers',
+        {
+          headers: [
+            { name: 'x-sig', value: 'abc' },
+            { name: 'x-sig', value: 'def' },
+          ],
+        },
+      ],
       ['search needle', { search: 'needle' }],
       ['search ü (UTF-8 bytes)', { search: 'ü' }],
       ['search empty', { search: '' }],
@@ -496,7 +564,10 @@ describe('PgStore', { skip: server === undefined ? PG_SKIP_REASON : false }, () 
       ['status 5xx', { status: { class: 5 } }],
       ['status 2xx with none', { states: ['none', 'delivered'], status: { class: 2 } }],
       ['ids', { ids: [ids[1]!, ids[5]!, 'missing'] }],
-      ['everything at once', { states: ['retrying', 'none'], methods: ['POST'], pathGlob: '/a/**', search: 'needle', sinceMs: T0 - 100_000 }],
+      [
+        'everything at once',
+        { states: ['retrying', 'none'], methods: ['POST'], pathGlob: '/a/**', search: 'needle', sinceMs: T0 - 100_000 },
+      ],
     ];
 
     async function pages(s: Store, filter: RequestFilter, limit: number): Promise<string[][]> {
@@ -524,7 +595,11 @@ describe('PgStore', { skip: server === undefined ? PG_SKIP_REASON : false }, () 
         assert.deepEqual(await pages(store, filter, 3), await pages(sqlite, filter, 3), `${label}: pages of ${name}`);
         assert.equal(await store.countRequests(B, filter), await sqlite.countRequests(B, filter), `${label}: count ${name}`);
         assert.equal(await store.countRequests(B, filter), pgPage.requests.length, `${label}: count ${name} is the list's length`);
-        assert.deepEqual(await collect(store.iterateRequests(B, filter)), await collect(sqlite.iterateRequests(B, filter)), `${label}: iterate ${name}`);
+        assert.deepEqual(
+          await collect(store.iterateRequests(B, filter)),
+          await collect(sqlite.iterateRequests(B, filter)),
+          `${label}: iterate ${name}`,
+        );
       }
     }
 
@@ -555,11 +630,14 @@ describe('PgStore', { skip: server === undefined ? PG_SKIP_REASON : false }, () 
       try {
         await compareAll('paused');
         const held = (await store.listRequests(B, { states: ['held'] }, { limit: 10 })).requests;
-        assert.deepEqual(held.map((r) => [r.id, r.state]), [
-          [ids[7], 'held'],
-          [ids[4], 'held'],
-          [ids[1], 'held'],
-        ]);
+        assert.deepEqual(
+          held.map((r) => [r.id, r.state]),
+          [
+            [ids[7], 'held'],
+            [ids[4], 'held'],
+            [ids[1], 'held'],
+          ],
+        );
         assert.equal((await store.getRequest(ids[4]!))?.state, 'held');
         assert.deepEqual(await store.bucketCounts(B), await sqlite.bucketCounts(B));
         assert.equal((await store.bucketCounts(B)).states.held, 3);
@@ -576,7 +654,20 @@ describe('PgStore', { skip: server === undefined ? PG_SKIP_REASON : false }, () 
       const late = idAt(T0 + 1, 0);
       await pgRaw
         .insertInto('requests')
-        .values({ id: late, bucket: B, received_at: T0 + 1, method: 'POST', path: '', query: null, headers: '[]', body: Buffer.alloc(0), size: 0, sha256: 'x', peer: null, trailers: null })
+        .values({
+          id: late,
+          bucket: B,
+          received_at: T0 + 1,
+          method: 'POST',
+          path: '',
+          query: null,
+          headers: '[]',
+          body: Buffer.alloc(0),
+          size: 0,
+          sha256: 'x',
+          peer: null,
+          trailers: null,
+        })
         .execute();
       try {
         const seen: string[] = [first.value!.id];
@@ -680,19 +771,29 @@ describe('PgStore', { skip: server === undefined ? PG_SKIP_REASON : false }, () 
     test('bucket counts, every bucket at once, refusals and the worker lease', async () => {
       const counts = await store.bucketCounts(B);
       assert.deepEqual(counts, await sqlite.bucketCounts(B));
-      assert.equal(counts.requests, (await store.countRequests(B, {})));
+      assert.equal(counts.requests, await store.countRequests(B, {}));
       assert.deepEqual(counts.rejections, { too_large: 3 });
       assert.deepEqual(counts.states, { pending: 2, retrying: 1, delivering: 1, delivered: 5, failed: 1, exhausted: 1, none: 4 });
       const all = await store.allBucketCounts();
       const allLite = await sqlite.allBucketCounts();
       for (const name of [B, 'other', 'crud']) assert.deepEqual(all.get(name), allLite.get(name), name);
       assert.deepEqual(all.get('other'), { requests: 1, bytes: 6, states: { none: 1 }, rejections: {} });
-      assert.deepEqual(all.get(B), { ...counts, states: Object.fromEntries(Object.entries(counts.states).sort(([x], [y]) => (x < y ? -1 : 1))) });
+      assert.deepEqual(all.get(B), {
+        ...counts,
+        states: Object.fromEntries(Object.entries(counts.states).sort(([x], [y]) => (x < y ? -1 : 1))),
+      });
       assert.deepEqual(await store.unattributedRejections(), { unknown_bucket: 5, bad_request: 1 });
       assert.deepEqual(await store.bucketCounts('missing'), { requests: 0, bytes: 0, states: {}, rejections: {} });
 
       assert.equal(await store.activeWorker(T0), undefined);
-      await put('worker_lease', { name: 'drain', holder: 'w1', info: 'pid 1', acquired_at: T0, heartbeat_at: T0 + 1, expires_at: T0 + 30_000 });
+      await put('worker_lease', {
+        name: 'drain',
+        holder: 'w1',
+        info: 'pid 1',
+        acquired_at: T0,
+        heartbeat_at: T0 + 1,
+        expires_at: T0 + 30_000,
+      });
       const w = await store.activeWorker(T0 + 1_000);
       assert.deepEqual(w, { holder: 'w1', info: 'pid 1', acquiredAt: T0, heartbeatAt: T0 + 1, expiresAt: T0 + 30_000 });
       assert.deepEqual(w, await sqlite.activeWorker(T0 + 1_000));

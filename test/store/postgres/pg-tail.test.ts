@@ -15,7 +15,9 @@ import { tempDir } from '../../helpers/temp-dir.js';
 
 const server = pgTestServer();
 
-describe('requests tail on PostgreSQL with requests committed out of id order', { skip: server === undefined ? PG_SKIP_REASON : false }, () => {
+describe('requests tail on PostgreSQL with requests committed out of id order', {
+  skip: server === undefined ? PG_SKIP_REASON : false,
+}, () => {
   let tdb: TestDatabase;
   let store: Store;
   let sink: IngestSink;
@@ -24,7 +26,11 @@ describe('requests tail on PostgreSQL with requests committed out of id order', 
   before(async () => {
     await sweepStaleTestDatabases(server!);
     tdb = await createTestDatabase(server!);
-    const config = loadConfig({}, {}, { db: tdb.url, durability: 'normal', minFreeDisk: '0', logLevel: 'silent', worker: false, spoolDir: spool.dir });
+    const config = loadConfig(
+      {},
+      {},
+      { db: tdb.url, durability: 'normal', minFreeDisk: '0', logLevel: 'silent', worker: false, spoolDir: spool.dir },
+    );
     const opened = openStore(config, { clock: systemClock });
     store = await opened.store();
     sink = await opened.ingestSink({ logger: silentLogger });
@@ -38,7 +44,8 @@ describe('requests tail on PostgreSQL with requests committed out of id order', 
   });
 
   const commit = (at: number, id = idAt(at)) => sink.submit(captured('b', at, { id }), { createDelivery: false }).then(() => id);
-  const requestIds = (events: Array<{ kind: string; request?: { id: string } }>) => events.map((e) => (e.kind === 'request' ? e.request!.id : e.kind));
+  const requestIds = (events: Array<{ kind: string; request?: { id: string } }>) =>
+    events.map((e) => (e.kind === 'request' ? e.request!.id : e.kind));
 
   it('gives a request committed after a newer one, exactly once, and only what is new since the start', async () => {
     const start = Date.now();
@@ -75,7 +82,11 @@ describe('requests tail on PostgreSQL with requests committed out of id order', 
     r = await store.tail('b', cursor);
     assert.deepEqual(requestIds(r.events), [late2, next]);
     cursor = r.cursor;
-    assert.deepEqual(new Set(cursor.seen), new Set([before1, before2, newer, older, late2, next]), 'seen holds the window of ids below the newest');
+    assert.deepEqual(
+      new Set(cursor.seen),
+      new Set([before1, before2, newer, older, late2, next]),
+      'seen holds the window of ids below the newest',
+    );
 
     // Once the newest id is more than the look-back past them, they leave `seen`, which stays small.
     const far = await commit(start + 3000 + TAIL_ID_LOOKBACK_MS + 1000);

@@ -31,12 +31,30 @@ describe('allBucketCounts', () => {
     const [n1] = b.ingest('none', { body: '12345' }, {});
     await b.worker().runOnce();
     // A replay --to of a request without a delivery: it stays `none` (the --to row is not its state).
-    await b.store.createReplay({ id: newId(), bucket: 'none', requestIds: [n1!], selection: {}, destination: `${consumer.url}/to`, rate: null, nowMs: b.clock.now() });
+    await b.store.createReplay({
+      id: newId(),
+      bucket: 'none',
+      requestIds: [n1!],
+      selection: {},
+      destination: `${consumer.url}/to`,
+      rate: null,
+      nowMs: b.clock.now(),
+    });
     // A replay to the destination: the earlier generation superseded, the new one pending.
-    await b.store.createReplay({ id: newId(), bucket: 'a', requestIds: [ids[1]!], selection: {}, destination: null, rate: null, nowMs: b.clock.now() });
+    await b.store.createReplay({
+      id: newId(),
+      bucket: 'a',
+      requestIds: [ids[1]!],
+      selection: {},
+      destination: null,
+      rate: null,
+      nowMs: b.clock.now(),
+    });
     b.ingest('held', {});
     await b.store.pauseBucket('held');
-    b.raw.prepare(`insert into rejections (bucket, reason, count, last_at) values ('a', 'too_large', 2, 0), ('', 'unknown_bucket', 1, 0)`).run();
+    b.raw
+      .prepare(`insert into rejections (bucket, reason, count, last_at) values ('a', 'too_large', 2, 0), ('', 'unknown_bucket', 1, 0)`)
+      .run();
 
     const all = await b.store.allBucketCounts();
     assert.deepEqual([...all.keys()].sort(), ['a', 'empty', 'held', 'none']);

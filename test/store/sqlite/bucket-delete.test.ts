@@ -17,7 +17,13 @@ import { tempDir } from '../../helpers/temp-dir.js';
 const ROWS = 2 * PURGE_BATCH + 200;
 
 const items = (n: number, tag = 'old') =>
-  Array.from({ length: n }, (_, i) => ({ method: 'POST', path: '', query: null, rawHeaders: ['X-N', String(i)], body: Buffer.from(`${tag} ${i}`) }));
+  Array.from({ length: n }, (_, i) => ({
+    method: 'POST',
+    path: '',
+    query: null,
+    rawHeaders: ['X-N', String(i)],
+    body: Buffer.from(`${tag} ${i}`),
+  }));
 
 /** The bucket as `requests import` checks it before storing. */
 function targetOf(db: string, name: string): { name: string; createdAt: number } {
@@ -36,7 +42,12 @@ function importRows(db: string, bucket: string, n: number): string[] {
 const count = (db: string, sql: string, ...args: unknown[]) => {
   const c = new BetterSqlite3(db, { readonly: true });
   try {
-    return Number(c.prepare(sql).pluck().get(...args));
+    return Number(
+      c
+        .prepare(sql)
+        .pluck()
+        .get(...args),
+    );
   } finally {
     c.close();
   }
@@ -92,7 +103,10 @@ describe('requests import stores only into the bucket it checked', () => {
       const raw = new BetterSqlite3(t.db);
       raw.prepare(`update buckets set deleting_at = 1 where name = 'imp'`).run();
       raw.close();
-      assert.throws(() => importer.write(target, items(4, 'second'), { createDelivery: true }), { code: 'bucket_deleting', message: /bucket imp is being deleted/ });
+      assert.throws(() => importer.write(target, items(4, 'second'), { createDelivery: true }), {
+        code: 'bucket_deleting',
+        message: /bucket imp is being deleted/,
+      });
     } finally {
       importer.close();
     }
@@ -154,7 +168,20 @@ describe('bucket delete: tombstone, then a purge in batches', () => {
     const raw = openSqlite(t.db, { durability: 'full', busyTimeoutMs: 2000 });
     const write = createBatchWriter(raw);
     const now = Date.now();
-    const item = { seq: 1, id: newId(), bucket: 'old', receivedAt: now, method: 'POST', path: '', query: null, rawHeaders: [], body: new Uint8Array(1), peer: null, createDelivery: true, deadline: now + 2000 };
+    const item = {
+      seq: 1,
+      id: newId(),
+      bucket: 'old',
+      receivedAt: now,
+      method: 'POST',
+      path: '',
+      query: null,
+      rawHeaders: [],
+      body: new Uint8Array(1),
+      peer: null,
+      createDelivery: true,
+      deadline: now + 2000,
+    };
     assert.deepEqual(write([item], [['old', 'too_large', 1, now]]), [1], 'refused as missing');
     raw.close();
     assert.equal(count(t.db, 'select count(*) from requests where id = ?', item.id), 0);
@@ -162,7 +189,10 @@ describe('bucket delete: tombstone, then a purge in batches', () => {
     assert.equal(count(t.db, `select coalesce(sum(count), 0) from rejections where bucket = '' and reason = 'too_large'`), 1);
 
     // The worker: not in its bucket list, and a claim with the list it read before claims nothing.
-    assert.deepEqual((await drain.listBuckets()).map((x) => x.name), []);
+    assert.deepEqual(
+      (await drain.listBuckets()).map((x) => x.name),
+      [],
+    );
     const delivering = () => count(t.db, `select count(*) from deliveries where bucket = 'old' and state = 'delivering'`);
     const before = delivering();
     assert.equal((await claimOne()).claimed.length, 0);
@@ -226,7 +256,11 @@ describe('bucket delete: tombstone, then a purge in batches', () => {
     assert.equal(tomb?.destination, null);
     assert.equal((await store.bucketCounts('ghost')).requests, 10);
     const window = { sinceMs: 0, untilMs: Date.now() + 1000 };
-    assert.deepEqual((await store.statsSamples(window)).buckets.map((b) => b.bucket), [], 'stats over every bucket leave a deleting one out');
+    assert.deepEqual(
+      (await store.statsSamples(window)).buckets.map((b) => b.bucket),
+      [],
+      'stats over every bucket leave a deleting one out',
+    );
     assert.equal((await store.statsSamples({ ...window, bucket: 'ghost' })).buckets[0]?.requests, 10, 'named, it is shown');
     assert.deepEqual(await store.deleteBucket('ghost', { force: false }), { requests: 10 });
     assert.equal((await store.createBucket({ name: 'ghost' })).name, 'ghost');

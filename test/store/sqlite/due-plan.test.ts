@@ -21,8 +21,12 @@ describe('due query plans', () => {
     await store.createBucket({ name: 'template' });
     await store.close();
     raw = openSqlite(t.db, { durability: 'full', busyTimeoutMs: 5000 });
-    const cols = (raw.prepare('pragma table_info(buckets)').all() as Array<{ name: string }>).map((c) => c.name).filter((c) => c !== 'name');
-    const copy = raw.prepare(`insert into buckets (name, ${cols.join(', ')}) select ?, ${cols.join(', ')} from buckets where name = 'template'`);
+    const cols = (raw.prepare('pragma table_info(buckets)').all() as Array<{ name: string }>)
+      .map((c) => c.name)
+      .filter((c) => c !== 'name');
+    const copy = raw.prepare(
+      `insert into buckets (name, ${cols.join(', ')}) select ?, ${cols.join(', ')} from buckets where name = 'template'`,
+    );
     const due = raw.prepare('insert into bucket_due (bucket, next_due_at) values (?, ?)');
     raw.transaction(() => {
       for (let i = 0; i < 2000; i++) {

@@ -36,7 +36,10 @@ describe('requests list query plans', () => {
     const plans = plan({ states: ['exhausted'], sinceMs: now - 3_600_000, untilMs: now });
     assert.equal(plans.length, 1);
     const d = plans[0]!.detail;
-    assert.match(d, /SEARCH d USING (COVERING )?INDEX deliveries_latest_state \(bucket=\? AND state=\? AND request_id>\? AND request_id<\?\)/);
+    assert.match(
+      d,
+      /SEARCH d USING (COVERING )?INDEX deliveries_latest_state \(bucket=\? AND state=\? AND request_id>\? AND request_id<\?\)/,
+    );
     assert.match(d, /SEARCH r USING INDEX sqlite_autoindex_requests_1 \(id=\?\)/);
     assert.doesNotMatch(d, /TEMP B-TREE/);
     assert.doesNotMatch(d, /SCAN/);
@@ -52,10 +55,14 @@ describe('requests list query plans', () => {
   });
 
   it('with a cursor, and with row filters on top, the range and order stay', () => {
-    const plans = plan({ states: ['failed'], methods: ['POST'], pathGlob: '/a/*', headers: [{ name: 'x', value: 'y' }], status: { class: 4 } }, false, {
-      ...page,
-      before: '019ae0c4-0000-7000-8000-000000000000',
-    });
+    const plans = plan(
+      { states: ['failed'], methods: ['POST'], pathGlob: '/a/*', headers: [{ name: 'x', value: 'y' }], status: { class: 4 } },
+      false,
+      {
+        ...page,
+        before: '019ae0c4-0000-7000-8000-000000000000',
+      },
+    );
     assert.match(plans[0]!.detail, /deliveries_latest_state \(bucket=\? AND state=\? AND request_id<\?\)/);
     assert.doesNotMatch(plans[0]!.detail, /TEMP B-TREE/);
   });
@@ -69,7 +76,11 @@ describe('requests list query plans', () => {
   });
 
   it('oldest-first iteration (export, replay selection) is the same ranges ascending, no sort', () => {
-    const plans = plan({ states: ['delivered', 'none'] }, false, { order: 'asc', limit: 500, after: '019ae0c4-0000-7000-8000-000000000000' });
+    const plans = plan({ states: ['delivered', 'none'] }, false, {
+      order: 'asc',
+      limit: 500,
+      after: '019ae0c4-0000-7000-8000-000000000000',
+    });
     assert.equal(plans.length, 2);
     for (const p of plans) assert.doesNotMatch(p.detail, /TEMP B-TREE/, p.source);
   });

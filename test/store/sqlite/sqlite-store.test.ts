@@ -54,7 +54,10 @@ describe('SqliteStore', () => {
     const cleared = await store.updateBucket('alpha', { destination: null });
     assert.equal(cleared.destination, null);
     await assert.rejects(store.updateBucket('missing', { ackStatus: 201 }), { code: 'not_found' });
-    assert.deepEqual((await store.listBuckets()).map((x) => x.name), ['alpha']);
+    assert.deepEqual(
+      (await store.listBuckets()).map((x) => x.name),
+      ['alpha'],
+    );
   });
 
   it('resolveBucket notices buckets another connection creates or changes', async () => {
@@ -72,14 +75,18 @@ describe('SqliteStore', () => {
   it('refuses to delete a bucket with undelivered requests unless forced', async () => {
     await store.createBucket({ name: 'gamma', destination: 'http://127.0.0.1:1/' });
     const raw = new BetterSqlite3(t.db);
-    raw.prepare(
-      `insert into requests (id, bucket, received_at, method, path, query, headers, body, size, sha256, peer)
+    raw
+      .prepare(
+        `insert into requests (id, bucket, received_at, method, path, query, headers, body, size, sha256, peer)
        values ('r1', 'gamma', 1, 'POST', '', null, '[]', x'00', 1, 'x', null)`,
-    ).run();
-    raw.prepare(
-      `insert into deliveries (id, request_id, bucket, destination, generation, state, attempts, next_attempt_at, trigger, created_at, updated_at)
+      )
+      .run();
+    raw
+      .prepare(
+        `insert into deliveries (id, request_id, bucket, destination, generation, state, attempts, next_attempt_at, trigger, created_at, updated_at)
        values ('d1', 'r1', 'gamma', null, 1, 'pending', 0, 1, 'initial', 1, 1)`,
-    ).run();
+      )
+      .run();
     raw.close();
     assert.equal((await store.bucketCounts('gamma')).states.pending, 1);
     await assert.rejects(store.deleteBucket('gamma', { force: false }), { code: 'bucket_not_empty' });

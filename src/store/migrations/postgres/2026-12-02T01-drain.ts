@@ -25,7 +25,10 @@ export async function up(db: Kysely<any>): Promise<void> {
     ['paused_total_ms', 'bigint', (c) => c.notNull().defaultTo(0)],
   ];
   for (const [name, type, build] of bucketColumns) {
-    await db.schema.alterTable('buckets').addColumn(name, type as any, build).execute();
+    await db.schema
+      .alterTable('buckets')
+      .addColumn(name, type as any, build)
+      .execute();
   }
 
   const deliveryColumns: Array<[string, string, (c: any) => any]> = [
@@ -39,7 +42,10 @@ export async function up(db: Kysely<any>): Promise<void> {
     ['supersede_requested', 'integer', (c) => c.notNull().defaultTo(0)],
   ];
   for (const [name, type, build] of deliveryColumns) {
-    await db.schema.alterTable('deliveries').addColumn(name, type as any, build).execute();
+    await db.schema
+      .alterTable('deliveries')
+      .addColumn(name, type as any, build)
+      .execute();
   }
 
   await db.schema.dropIndex('deliveries_bucket_state').execute();

@@ -7,7 +7,10 @@ import { sql, type Kysely } from 'kysely';
 // so listing by state is an index range instead of a correlated subquery per row.
 
 export async function up(db: Kysely<any>): Promise<void> {
-  await db.schema.alterTable('deliveries').addColumn('latest', 'integer', (c) => c.notNull().defaultTo(1)).execute();
+  await db.schema
+    .alterTable('deliveries')
+    .addColumn('latest', 'integer', (c) => c.notNull().defaultTo(1))
+    .execute();
   // Existing rows: only the highest generation to the bucket destination stays latest.
   await sql`update deliveries set latest = 0 where destination is not null or generation < (
     select max(o.generation) from deliveries o where o.request_id = deliveries.request_id and o.destination is null)`.execute(db);
@@ -18,7 +21,12 @@ export async function up(db: Kysely<any>): Promise<void> {
     .columns(['bucket', 'state', 'request_id'])
     .where(sql.ref('latest'), '=', 1)
     .execute();
-  await db.schema.createIndex('deliveries_replay').on('deliveries').columns(['replay_id']).where(sql.ref('replay_id'), 'is not', null).execute();
+  await db.schema
+    .createIndex('deliveries_replay')
+    .on('deliveries')
+    .columns(['replay_id'])
+    .where(sql.ref('replay_id'), 'is not', null)
+    .execute();
 
   await db.schema
     .createTable('replays')

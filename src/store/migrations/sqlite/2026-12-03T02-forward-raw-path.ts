@@ -5,7 +5,10 @@ import type { Kysely } from 'kysely';
 // (--forward-raw-path). Existing buckets get the new, safe default: 0.
 
 export async function up(db: Kysely<any>): Promise<void> {
-  await db.schema.alterTable('buckets').addColumn('forward_raw_path', 'integer', (c) => c.notNull().defaultTo(0)).execute();
+  await db.schema
+    .alterTable('buckets')
+    .addColumn('forward_raw_path', 'integer', (c) => c.notNull().defaultTo(0))
+    .execute();
 }
 
 export async function down(db: Kysely<any>): Promise<void> {

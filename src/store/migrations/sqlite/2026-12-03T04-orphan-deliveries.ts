@@ -32,7 +32,9 @@ export async function up(db: Kysely<any>): Promise<void> {
     // An attempt in flight when the old process stopped would otherwise stay open in the timeline.
     await sql`
       update attempts set outcome = 'failed', reason = ${ORPHANED}, error_message = ${ORPHANED}
-      where outcome is null and id in (select lease_attempt from deliveries where lease_attempt is not null and id in (${orphaned}))`.execute(db);
+      where outcome is null and id in (select lease_attempt from deliveries where lease_attempt is not null and id in (${orphaned}))`.execute(
+      db,
+    );
     await sql`
       update deliveries set state = 'failed', last_error = ${ORPHANED}, settled_at = ${now}, updated_at = ${now},
         lease_until = null, lease_attempt = null, supersede_requested = 0
