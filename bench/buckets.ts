@@ -249,7 +249,7 @@ export function renderReport(
   lines.push('targets (10,000 idle / 10 idle)');
   for (const x of v)
     lines.push(`  ${x.pass ? 'PASS' : 'MISS'}  ${x.target.padEnd(52)} measured ${fixed(x.value, x.target.includes('ms') ? 0 : 3)}`);
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -519,7 +519,7 @@ async function main(): Promise<number> {
     report.write(renderReport(opts, machine, rounds, medians, cliTimes, v));
     if (opts.json)
       process.stdout.write(
-        JSON.stringify({ machine, options: opts, targets: TARGETS, rounds, medians, cli: cliTimes, verdicts: v, problems }, null, 2) + '\n',
+        `${JSON.stringify({ machine, options: opts, targets: TARGETS, rounds, medians, cli: cliTimes, verdicts: v, problems }, null, 2)}\n`,
       );
     if (problems.length > 0) {
       report.write(`\nWARNING: the run had errors, so its figures are suspect:\n${problems.map((p) => `  - ${p}`).join('\n')}\n`);

@@ -209,7 +209,7 @@ export function renderDrainDialectReport(
   ];
   for (const l of table(['dialect', 'deliveries/s', 'worker µs/dlv', 'pg µs/dlv', 'worker+pg µs/dlv'], mrows, 1)) lines.push(`  ${l}`);
   lines.push(...problemLines(problems));
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }
 
 // ---------------------------------------------------------------------------------------------

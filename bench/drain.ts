@@ -400,7 +400,7 @@ function storeLine(t: StoreTimes, per: number, label: string): string {
 }
 
 export function renderReport(
-  opts: BenchOptions,
+  _opts: BenchOptions,
   machine: MachineInfo,
   load: { before: number[]; after: number[] },
   r: { rate?: RateResult; throughput?: ThroughputResult; latency?: LatencyResult },
@@ -514,7 +514,7 @@ export function renderReport(
     lines.push('ERRORS: the run broke, so its figures are suspect:');
     for (const p of problems) lines.push(`  - ${p}`);
   }
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1220,11 +1220,11 @@ async function main(): Promise<number> {
     report.write(renderReport(opts, machine, load, results, summary, problems));
     if (opts.json) {
       process.stdout.write(
-        JSON.stringify(
+        `${JSON.stringify(
           { machine, load, options: { ...opts, bodyBytes: BODY_BYTES }, targets: TARGETS, results, summary, problems },
           null,
           2,
-        ) + '\n',
+        )}\n`,
       );
     }
     return problems.length > 0 ? 1 : 0;

@@ -274,7 +274,7 @@ export function renderDialectReport(
   }
   for (const l of table(['conns', 'dialect', 'req/s', 'p50 ms', 'p99 ms', 'serve µs/req', 'pg µs/req', 'serve+pg µs/req'], mrows, 2))
     lines.push(`  ${l}`);
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -398,11 +398,11 @@ async function main(): Promise<number> {
     const found = dialectProblems(phases);
     if (opts.json) {
       process.stdout.write(
-        JSON.stringify(
+        `${JSON.stringify(
           { machine, load: loadAvg, pgSettings, options: { ...opts, bodyBytes: BODY_BYTES }, phases, summary, problems: found },
           null,
           2,
-        ) + '\n',
+        )}\n`,
       );
     }
     if (found.length > 0) {

@@ -359,7 +359,7 @@ export function renderReport(opts: BenchOptions, machine: MachineInfo, phases: P
           : `MISMATCH (in flight when autocannon stopped: ${c.cutOff})`;
     lines.push(`  ${String(p.connections).padStart(3)} connections: stored ${c.stored}, 2xx counted ${c.acked}: ${note}`);
   }
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -613,7 +613,7 @@ async function main(): Promise<number> {
     const found = problems(phases);
     if (opts.json) {
       process.stdout.write(
-        JSON.stringify(
+        `${JSON.stringify(
           {
             machine,
             options: { ...opts, bodyBytes: BODY_BYTES, connections: CONNECTIONS },
@@ -624,7 +624,7 @@ async function main(): Promise<number> {
           },
           null,
           2,
-        ) + '\n',
+        )}\n`,
       );
     }
     if (found.length > 0) {

@@ -114,7 +114,7 @@ export function problemLines(problems: readonly string[], heading = 'ERRORS: the
  */
 export function writeReport(json: boolean, text: string, data: object, problems: readonly string[]): number {
   (json ? process.stderr : process.stdout).write(text);
-  if (json) process.stdout.write(JSON.stringify(data, null, 2) + '\n');
+  if (json) process.stdout.write(`${JSON.stringify(data, null, 2)}\n`);
   return problems.length > 0 ? 1 : 0;
 }
 

@@ -189,7 +189,7 @@ export function renderScaleDrainReport(
   }
   for (const l of table(['workers', 'deliveries/s', 'workers µs/dlv', 'pg µs/dlv', 'workers+pg µs/dlv'], mrows, 1)) lines.push(`  ${l}`);
   lines.push(...problemLines(problems));
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -254,7 +254,7 @@ export function renderScaleIngestReport(
   for (const l of table(['receivers', 'req/s', 'p50 ms', 'p99 ms', 'serve µs/req', 'pg µs/req', 'serve+pg µs/req'], mrows, 1))
     lines.push(`  ${l}`);
   lines.push(...problemLines(problems, 'ERRORS: the run had errors, so its figures are suspect:'));
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }
 
 // ---------------------------------------------------------------------------------------------

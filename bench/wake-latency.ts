@@ -267,7 +267,7 @@ export function renderWakeReport(
   ))
     lines.push(`  ${l}`);
   lines.push(...problemLines(problems));
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }
 
 // ---------------------------------------------------------------------------------------------

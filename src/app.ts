@@ -1,6 +1,6 @@
 import { Hono, type Handler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
-import { AdminAuth } from './admin/auth.js';
+import type { AdminAuth } from './admin/auth.js';
 import { adminError, hostGuard, mutationGuard, securityHeaders } from './admin/guards.js';
 import { AdminLimits } from './admin/limits.js';
 import { indexPage, loginPage } from './admin/pages.js';
@@ -58,10 +58,13 @@ export interface AdminAppDeps {
   /** The health `/healthz` answers (the same as the ingest port's). */
   health: () => { ok: true } | { ok: false; reason: string; code: string };
   /** The JSON API, mounted at /api (its routes see /api/… paths stripped to /…). */
+  // biome-ignore lint/suspicious/noExplicitAny: the sub-apps' env and schema types differ; app.ts only mounts them
   api?: Hono<any, any, any>;
   /** The Prometheus handler, mounted at GET /metrics. */
+  // biome-ignore lint/suspicious/noExplicitAny: the sub-apps' env and schema types differ; app.ts only mounts them
   metrics?: Handler<any>;
   /** The web inspector (src/ui), mounted at /; it replaces the placeholder index page. */
+  // biome-ignore lint/suspicious/noExplicitAny: the sub-apps' env and schema types differ; app.ts only mounts them
   ui?: Hono<any, any, any>;
 }
 

@@ -144,7 +144,7 @@ export class AdminAuth {
     const form = !/^application\/json/i.test(c.req.header('content-type') ?? '');
     let given: unknown;
     try {
-      given = form ? (await c.req.parseBody())['token'] : ((await c.req.json()) as { token?: unknown } | null)?.token;
+      given = form ? (await c.req.parseBody()).token : ((await c.req.json()) as { token?: unknown } | null)?.token;
     } catch {
       given = undefined;
     }

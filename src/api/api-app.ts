@@ -634,14 +634,10 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
       request: {
         query: z.object({
           ...statsQuery,
-          fail_on: z
-            .string()
-            .max(2000)
-            .optional()
-            .openapi({
-              description: 'unhealthy when this holds, e.g. "success_rate < 0.99 || exhausted > 0"; omitted: healthy while storage answers',
-              example: 'exhausted > 0',
-            }),
+          fail_on: z.string().max(2000).optional().openapi({
+            description: 'unhealthy when this holds, e.g. "success_rate < 0.99 || exhausted > 0"; omitted: healthy while storage answers',
+            example: 'exhausted > 0',
+          }),
         }),
       },
       responses: {

@@ -145,7 +145,7 @@ export class EventHub {
     for (const bucket of new Set([...watched, ...this.#cursors.keys()])) {
       const cursor = await this.#ensureCursor(bucket);
       if (cursor === undefined) continue;
-      let r;
+      let r: Awaited<ReturnType<EventHubOptions['reads']['tail']>>;
       try {
         r = await this.#reads.tail(bucket, cursor);
       } catch (e) {

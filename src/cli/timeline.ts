@@ -2,7 +2,7 @@
  * A request's delivery history for people (`requests show`) and machines (`--json`): every
  * generation with its attempts as a timeline. Pure: history in, lines or JSON out.
  */
-import type { AttemptRecord, DeliveryHistory } from '../store/store.js';
+import type { DeliveryHistory } from '../store/store.js';
 import { redactUrl } from '../policy/redact.js';
 import { ago, nextText, outcomeText } from '../policy/attempt-text.js';
 import { escapeBytes, escapeJsonText, escapeTerminal } from '../policy/terminal-text.js';

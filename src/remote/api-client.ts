@@ -107,6 +107,7 @@ export class ApiClient {
   }
 
   /** GET (or another method) and parse the JSON answer. */
+  // biome-ignore lint/suspicious/noExplicitAny: the caller names the shape it reads from the server's JSON
   async json<T = any>(
     method: 'GET' | 'POST' | 'PATCH' | 'DELETE',
     path: string,

@@ -42,6 +42,7 @@ export async function* parseSse(body: AsyncIterable<Buffer | Uint8Array | string
 }
 
 /** A `requests tail --json` object (tailEventJson) read back as the TailEvent tail's text renders. */
+// biome-ignore lint/suspicious/noExplicitAny: server JSON, read field by field
 export function tailEventFromJson(j: any): TailEvent {
   const at = Date.parse(j.at);
   if (j.event === 'request') {
@@ -90,7 +91,7 @@ export function tailEventFromJson(j: any): TailEvent {
 
 export interface FollowHooks {
   /** Each event, as the JSON tail prints it (the stream's `bucket` field removed). Return false to stop. */
-  onEvent: (json: Record<string, unknown>) => boolean | void;
+  onEvent: (json: Record<string, unknown>) => unknown;
   /** Something for stderr: a reconnect, or events that could not be resumed. */
   onNote: (text: string) => void;
   /** The first connection is open: events from here on are followed. */
@@ -143,7 +144,14 @@ export async function followEvents(api: ApiClient, bucket: string, hooks: Follow
     hooks.onNote(`the event stream dropped; reconnecting in ${Math.round(wait / 1000)}s`);
     await new Promise<void>((resolve) => {
       const t = setTimeout(resolve, wait);
-      hooks.signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
+      hooks.signal.addEventListener(
+        'abort',
+        () => {
+          clearTimeout(t);
+          resolve();
+        },
+        { once: true },
+      );
     });
     wait = Math.min(MAX_RETRY_MS, wait * 2);
   }

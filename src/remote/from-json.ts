@@ -27,11 +27,12 @@ import { filterJson } from '../options/request-filter.js';
 import type { Query } from './api-client.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
+// biome-ignore lint/suspicious/noExplicitAny: server JSON, read field by field
 type J = any;
 
 const ms = (iso: string | null | undefined): number | null => (iso === null || iso === undefined ? null : Date.parse(iso));
 const msOr0 = (iso: string | null | undefined): number => ms(iso) ?? 0;
-const flat = (pairs: Array<[string, string]> | null | undefined): string[] => (pairs ?? []).flatMap(([n, v]) => [n, v]);
+const flat = (pairs: Array<[string, string]> | null | undefined): string[] => (pairs ?? []).flat();
 const bytes = (text: string, encoding: string | null | undefined): Buffer => Buffer.from(text, encoding === 'base64' ? 'base64' : 'utf8');
 
 export function bucketFromJson(j: J): Bucket {

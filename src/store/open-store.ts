@@ -9,7 +9,6 @@ import type { Config } from '../config/config.js';
 import { isDatabaseUrl } from '../config/database-url.js';
 import { redactDbUrl } from '../policy/redact.js';
 import type { Clock } from '../shared/clock.js';
-import { AppError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import type { DataEnd } from './migrate-data/data-end.js';
 import type { DrainStore, IngestSink, Store } from './store.js';

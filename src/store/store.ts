@@ -1,9 +1,8 @@
 import type { RetryOn } from '../policy/classify.js';
 import type { RetryBudgetConfig } from '../policy/retry-budget.js';
 import type { ClaimCandidate, ClaimDecision, ClaimVerdict, LeaseExpiry } from '../policy/admission.js';
-import type { PacerState } from '../policy/pacer.js';
 import type { Schedule } from '../policy/schedule.js';
-import type { Rate, TokenBucketState } from '../policy/token-bucket.js';
+import type { Rate } from '../policy/token-bucket.js';
 import type { AttemptOutcome, DeliveryState } from './schema.js';
 import { AppError } from '../shared/errors.js';
 

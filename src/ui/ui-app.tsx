@@ -187,7 +187,7 @@ export function createUiApp(deps: UiDeps): Hono {
     const before = c.req.query('before');
     const nowMs = clock.now();
     let filterError: string | null = null;
-    let filter;
+    let filter: FilterOptions | undefined;
     try {
       filter = filterFromQuery(values, nowMs);
     } catch (e) {

@@ -54,7 +54,15 @@ function build(
 ): Built {
   const clock = new ManualClock();
   const logs: string[] = [];
-  const logger = createLogger('info', new Writable({ write: (chunk, _e, done) => (logs.push(String(chunk)), done()) }));
+  const logger = createLogger(
+    'info',
+    new Writable({
+      write: (chunk, _e, done) => {
+        logs.push(String(chunk));
+        done();
+      },
+    }),
+  );
   const sleeps: number[] = [];
   const auth = new AdminAuth({
     token: o.token,

@@ -47,7 +47,10 @@ async function holdPort(): Promise<{ port: number; server: NetServer }> {
 function refused(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const s = connect(port, '127.0.0.1');
-    s.once('connect', () => (s.destroy(), resolve(false)));
+    s.once('connect', () => {
+      s.destroy();
+      resolve(false);
+    });
     s.once('error', () => resolve(true));
   });
 }
@@ -129,7 +132,15 @@ describe('serve with an admin token (real sockets)', () => {
       {},
       { db: t.db, port: 0, host: '127.0.0.1', adminPort: 0, minFreeDisk: '0', worker: false, logLevel: 'info' },
     );
-    const logger = createLogger('info', new Writable({ write: (chunk, _e, done) => (logs.push(String(chunk)), done()) }));
+    const logger = createLogger(
+      'info',
+      new Writable({
+        write: (chunk, _e, done) => {
+          logs.push(String(chunk));
+          done();
+        },
+      }),
+    );
     running = await startServer(config, { clock: systemClock, logger });
   });
   after(async () => {

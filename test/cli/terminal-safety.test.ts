@@ -349,7 +349,10 @@ describe('nothing hostile reaches the terminal; secrets stay hidden (real binary
       const err: Buffer[] = [];
       child.stdout.on('data', (d: Buffer) => out.push(d));
       const following = new Promise<void>((resolve) =>
-        child.stderr.on('data', (d: Buffer) => (err.push(d), Buffer.concat(err).includes('following') && resolve())),
+        child.stderr.on('data', (d: Buffer) => {
+          err.push(d);
+          if (Buffer.concat(err).includes('following')) resolve();
+        }),
       );
       const exited = new Promise<number>((resolve) => child.on('close', (code) => resolve(code ?? -1)));
       await following;

@@ -50,7 +50,9 @@ describe('drain worker: claiming ahead in the running loop', () => {
         r.n,
       ]),
     );
-  const answerAll = () => held.splice(0).forEach((r) => r.end('ok'));
+  const answerAll = () => {
+    for (const r of held.splice(0)) r.end('ok');
+  };
   const released = (ids: string[]) => ids.flatMap((id) => b.attempts(id)).filter((a) => a.outcome === 'released');
 
   /**

@@ -180,7 +180,7 @@ describe('hookbucket simulate through the real binary', () => {
       ['--duration', '10s'],
     ];
     const results = await Promise.all(cases.map((args) => runCli(['simulate', ...args])));
-    results.forEach((r, i) => assert.equal(r.code, 2, `${cases[i]!.join(' ')}: ${r.stderr}`));
+    for (const [i, r] of results.entries()) assert.equal(r.code, 2, `${cases[i]!.join(' ')}: ${r.stderr}`);
     assert.match(results[1]!.stderr, /--rate shape --policy default only/);
   });
 

@@ -21,7 +21,7 @@ function rawHttp(method: string, target: string, headers: string[], body: Buffer
   for (let i = 0; i < headers.length; i += 2) lines.push(`${headers[i]}: ${headers[i + 1]}`);
   if (framing === 'length') lines.push(`Content-Length: ${body.length}`);
   else lines.push('Transfer-Encoding: chunked');
-  const head = Buffer.from(lines.join('\r\n') + '\r\n\r\n', 'latin1');
+  const head = Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1');
   if (framing === 'length') return Buffer.concat([head, body]);
   const half = Math.floor(body.length / 2);
   const chunk = (b: Buffer) => Buffer.concat([Buffer.from(`${b.length.toString(16)}\r\n`), b, Buffer.from('\r\n')]);

@@ -5,7 +5,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import type { ErrorClass } from '../../src/policy/classify.js';
 import {
   Aborter,
@@ -484,7 +484,7 @@ describe('forward() over real sockets', () => {
         { stdio: 'ignore' },
       );
       let arrived = 0;
-      const server = createHttpsServer({ key: readFileSync(key), cert: readFileSync(cert) }, (req, res) => {
+      const server = createHttpsServer({ key: readFileSync(key), cert: readFileSync(cert) }, (_req, res) => {
         arrived++;
         res.end('should not get here');
       });

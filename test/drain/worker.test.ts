@@ -386,11 +386,11 @@ describe('drain worker', () => {
     assert.equal(p.started, 2);
     await consumer.waitFor(2);
     assert.equal((await w.drainOnce()).started, 0, 'both slots busy');
-    answers.splice(0).forEach((f) => f());
+    for (const f of answers.splice(0)) f();
     await w.settle();
     assert.equal((await w.drainOnce()).started, 2);
     await consumer.waitFor(4);
-    answers.splice(0).forEach((f) => f());
+    for (const f of answers.splice(0)) f();
     await w.settle();
   });
 });

@@ -37,7 +37,13 @@ export function runCli(args: string[], env: Record<string, string> = {}): Promis
 export async function runInProcess(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   let stdout = '';
   let stderr = '';
-  const sink = (append: (s: string) => void) => new Writable({ write: (chunk, _enc, done) => (append(String(chunk)), done()) });
+  const sink = (append: (s: string) => void) =>
+    new Writable({
+      write: (chunk, _enc, done) => {
+        append(String(chunk));
+        done();
+      },
+    });
   const io: CliIo = {
     stdout: sink((s) => (stdout += s)),
     stderr: sink((s) => (stderr += s)),

@@ -60,7 +60,13 @@ export async function startConsumer(fallback: Script = { status: 200, body: 'ok'
       if (received.length >= n) return Promise.resolve();
       return new Promise<void>((resolve, reject) => {
         const timer = setTimeout(() => reject(new Error(`consumer got ${received.length} of ${n} requests`)), timeoutMs);
-        waiters.push({ n, resolve: () => (clearTimeout(timer), resolve()) });
+        waiters.push({
+          n,
+          resolve: () => {
+            clearTimeout(timer);
+            resolve();
+          },
+        });
       });
     },
     close() {

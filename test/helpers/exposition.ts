@@ -23,7 +23,7 @@ export interface Exposition {
 const SAMPLE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\d+)?$/;
 const LABEL = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*,?\s*/y;
 
-function unescape(v: string): string {
+function unescapeLabel(v: string): string {
   return v.replace(/\\(.)/g, (_m, c: string) => (c === 'n' ? '\n' : c));
 }
 
@@ -54,7 +54,7 @@ export function parseExposition(text: string): Exposition {
     while (LABEL.lastIndex < body.length) {
       const l = LABEL.exec(body);
       if (!l) throw new Error(`bad labels in ${JSON.stringify(line)}`);
-      labels[l[1]!] = unescape(l[2]!);
+      labels[l[1]!] = unescapeLabel(l[2]!);
     }
     samples.push({ name: m[1]!, labels, value: parseValue(m[3]!) });
   }

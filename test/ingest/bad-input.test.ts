@@ -95,7 +95,7 @@ describe('bad input answers', () => {
   });
 
   it('an 8 KiB query is stored verbatim', async () => {
-    const q = 'k=' + 'v'.repeat(8190);
+    const q = `k=${'v'.repeat(8190)}`;
     const res = await rawRequest(s.url, `POST /b/hooks?${q} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n`);
     assert.equal(res.status, 200);
     const id = res.headers['x-hookbucket-request-id']!;

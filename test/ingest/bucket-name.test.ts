@@ -31,7 +31,7 @@ describe('parseIngestTarget', () => {
     ['/b/%00', undefined],
     ['/b/', undefined],
     ['/x/stripe', undefined],
-    ['/b/' + 'a'.repeat(10_000), undefined],
+    [`/b/${'a'.repeat(10_000)}`, undefined],
   ];
   for (const [target, want] of cases) {
     it(target.slice(0, 40), () => assert.deepEqual(parseIngestTarget(target), want));

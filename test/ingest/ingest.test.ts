@@ -10,7 +10,7 @@ function post(path: string, headers: string[], body: Buffer): Buffer {
   const lines = [`POST ${path} HTTP/1.1`, 'Host: 127.0.0.1'];
   for (let i = 0; i < headers.length; i += 2) lines.push(`${headers[i]}: ${headers[i + 1]}`);
   lines.push(`Content-Length: ${body.length}`);
-  return Buffer.concat([Buffer.from(lines.join('\r\n') + '\r\n\r\n', 'latin1'), body]);
+  return Buffer.concat([Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1'), body]);
 }
 
 describe('ingest over a real socket', () => {

@@ -100,8 +100,14 @@ describe('metrics fed by the drain worker', () => {
     await b
       .worker({
         observer: {
-          attemptRecorded: (...args) => (plain.attemptRecorded(...args), perBucket.attemptRecorded(...args)),
-          deferred: (...args) => (plain.deferred(...args), perBucket.deferred(...args)),
+          attemptRecorded: (...args) => {
+            plain.attemptRecorded(...args);
+            perBucket.attemptRecorded(...args);
+          },
+          deferred: (...args) => {
+            plain.deferred(...args);
+            perBucket.deferred(...args);
+          },
         },
       })
       .runOnce();

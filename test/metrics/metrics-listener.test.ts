@@ -19,7 +19,7 @@ describe('bearer tokens', () => {
     assert.equal(tokensEqual(TOKEN, TOKEN), true);
     assert.equal(tokensEqual(`${TOKEN}x`, TOKEN), false);
     assert.equal(tokensEqual('', TOKEN), false);
-    assert.equal(tokensEqual(TOKEN.slice(0, -1) + 'X', TOKEN), false);
+    assert.equal(tokensEqual(`${TOKEN.slice(0, -1)}X`, TOKEN), false);
   });
 
   it('reads the Bearer scheme case-insensitively and nothing else', () => {

@@ -159,7 +159,13 @@ describe('prune batches', () => {
     let last = 0;
     const r = await b.store.prune(
       { receivedBeforeMs: T, states: ['delivered'], dryRun: false },
-      { onProgress: (p) => p.phase === 'delete' && (batches.push(p.requests - last), (last = p.requests)) },
+      {
+        onProgress: (p) => {
+          if (p.phase !== 'delete') return;
+          batches.push(p.requests - last);
+          last = p.requests;
+        },
+      },
     );
     assert.equal(r.requests, 1240);
     // 16 × 512 KiB = 8 MiB; then 500-request batches of the small ones.

@@ -91,12 +91,11 @@ describe('the retry budget across workers on PostgreSQL (the real binary)', {
       ]);
       const spanMs = rows.length > 0 ? rows[rows.length - 1]!.started_at - rows[0]!.started_at : 0;
       const worst = worstWindow(rows);
-      const outcomes = rows.reduce<Record<string, number>>(
-        (m, a) => (
-          (m[`${a.number > 1 ? 'retry' : 'first'} ${a.outcome}`] = (m[`${a.number > 1 ? 'retry' : 'first'} ${a.outcome}`] ?? 0) + 1), m
-        ),
-        {},
-      );
+      const outcomes: Record<string, number> = {};
+      for (const a of rows) {
+        const key = `${a.number > 1 ? 'retry' : 'first'} ${a.outcome}`;
+        outcomes[key] = (outcomes[key] ?? 0) + 1;
+      }
       t.diagnostic(
         `${firsts} first attempts, ${retries} retries (allowed ${allowedRetries(BUDGET, firsts)}); worst window ${JSON.stringify(worst)}; ` +
           `${deferred} deliveries last deferred for the budget; ${c.workers.filter(wasActive).length} worker(s) active; attempts span ${spanMs} ms (${JSON.stringify(outcomes)}); ${Date.now() - t0} ms`,

@@ -43,7 +43,7 @@ describe('listRequests / countRequests / iterateRequests', () => {
     write = createBatchWriter(raw);
     const ids = ingest(1234);
     const set = raw.prepare('update deliveries set state = ?, last_status = ? where request_id = ?');
-    ids.forEach((id, i) => set.run(STATES[i % 5], i % 5 === 0 ? 200 : i % 5 === 1 ? 404 : null, id));
+    for (const [i, id] of ids.entries()) set.run(STATES[i % 5], i % 5 === 0 ? 200 : i % 5 === 1 ? 404 : null, id);
   });
   after(async () => {
     raw.close();

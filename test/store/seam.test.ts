@@ -38,7 +38,7 @@ describe('the store seam', () => {
       const other = dialect === 'sqlite' ? 'postgres' : 'sqlite';
       const files = sourceFiles(`src/store/${dialect}`);
       assert.ok(files.length >= 5, `${dialect}: found ${files.length} files`);
-      return files.flatMap(importsOf).filter((e) => e.target !== null && e.target.startsWith(`src/store/${other}/`));
+      return files.flatMap(importsOf).filter((e) => e.target?.startsWith(`src/store/${other}/`));
     });
     assert.deepEqual(
       bad.map((e) => `${e.file} → ${e.specifier}`),

@@ -226,7 +226,7 @@ describe('web inspector in Chromium', { skip }, () => {
   });
 
   it('with an admin token: the login form, then pages, live events and writes on the session cookie', async () => {
-    const token = 'x'.repeat(20) + 'inspector-token-1';
+    const token = `${'x'.repeat(20)}inspector-token-1`;
     const t = tempDir();
     const config = loadConfig(
       { HOOKBUCKET_ADMIN_TOKEN: token },

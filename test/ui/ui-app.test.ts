@@ -140,7 +140,7 @@ describe('inspector pages (app.request)', () => {
   it('request page: a binary body in hex and base64', async () => {
     const r = await get(`/requests/${ids.binary}`);
     assert.match(r.html, /Binary \(not UTF-8\)/);
-    assert.match(r.html, /00000000  00 ff 3c 73 1b 80 {32}\.\.&lt;s\.\./);
+    assert.match(r.html, /00000000 {2}00 ff 3c 73 1b 80 {32}\.\.&lt;s\.\./);
     assert.match(r.html, new RegExp(Buffer.from([0x00, 0xff, 0x3c, 0x73, 0x1b, 0x80]).toString('base64').replace(/[+/]/g, '\\$&')));
   });
 

@@ -37,6 +37,7 @@ import type { DataEnd } from './data-end.js';
 import { copiedTables, RUN_MARKER_PREFIX, type CopiedName, type CopiedTable } from './tables.js';
 
 type Row = Record<string, unknown>;
+// biome-ignore lint/suspicious/noExplicitAny: copies tables of either dialect without their schema types
 type AnyDb = Kysely<any>;
 
 export interface MigrateDataOptions {
@@ -159,11 +160,13 @@ function keyExprs(_end: DataEnd, plan: CopiedTable): RawBuilder<unknown>[] {
   return plan.key.map((k) => sql`${sql.ref(k)}`);
 }
 
+// biome-ignore lint/suspicious/noExplicitAny: copies tables of either dialect without their schema types
 function afterCursor(end: DataEnd, plan: CopiedTable, cursor: unknown[] | null): Expression<any> {
   if (cursor === null) return sql<boolean>`1 = 1`;
   return sql<boolean>`(${sql.join(keyExprs(end, plan))}) > (${sql.join(cursor.map((v) => sql`${v}`))})`;
 }
 
+// biome-ignore lint/suspicious/noExplicitAny: copies tables of either dialect without their schema types
 function keyIn(plan: CopiedTable, keys: unknown[][]): Expression<any> {
   if (plan.key.length === 1) return sql<boolean>`${sql.ref(plan.key[0]!)} in (${sql.join(keys.map((k) => sql`${k[0]}`))})`;
   const rows = keys.map((k) => sql`(${sql.join(k.map((v) => sql`${v}`))})`);
@@ -539,6 +542,7 @@ export async function migrateData(o: MigrateDataOptions): Promise<MigrateDataRes
     await (to.db as AnyDb)
       .insertInto('meta')
       .values({ key: keys.done, value: await to.nowMs() })
+      // biome-ignore lint/suspicious/noExplicitAny: copies tables of either dialect without their schema types
       .onConflict((oc: any) => oc.column('key').doUpdateSet({ value: (eb: any) => eb.ref('excluded.value') }))
       .execute();
   }

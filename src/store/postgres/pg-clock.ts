@@ -9,6 +9,7 @@ export const DB_NOW_TEXT = 'floor(extract(epoch from clock_timestamp()) * 1000):
 export const DB_NOW = sql<number>`${sql.raw(DB_NOW_TEXT)}`;
 
 /** Reads the database clock once (a transaction's "now"). */
+// biome-ignore lint/suspicious/noExplicitAny: needs no table, so it takes any schema
 export async function readDbNow(db: Kysely<any>): Promise<number> {
   const r = await sql<{ now: number }>`select ${DB_NOW} as now`.execute(db);
   return Number(r.rows[0]!.now);
@@ -18,6 +19,7 @@ export async function readDbNow(db: Kysely<any>): Promise<number> {
  * The time a transaction writes due times at: the database clock, or, for tests with a manual
  * clock (`useCallerClock`), the caller's own now, as SQLite does.
  */
+// biome-ignore lint/suspicious/noExplicitAny: needs no table, so it takes any schema
 export async function dueNow(db: Kysely<any>, callerNow: number, useCallerClock: boolean): Promise<number> {
   return useCallerClock ? callerNow : readDbNow(db);
 }

@@ -29,6 +29,7 @@ export function parseNoticePayload(payload: string | undefined): string[] | '*' 
 
 /** Queues a NOTIFY inside the caller's transaction (sent at its commit). */
 export async function notify(
+  // biome-ignore lint/suspicious/noExplicitAny: needs no table, so it takes any schema
   db: Kysely<any>,
   channel: typeof REQUESTS_CHANNEL | typeof BUCKETS_CHANNEL,
   buckets: Iterable<string>,

@@ -46,6 +46,7 @@ export function lowerDueForDeliveryStatement(db: SqliteDb): Statement<[number, s
 }
 
 /** Lowers a bucket's next due time inside a Kysely transaction (bucket writes in SqliteStore). */
+// biome-ignore lint/suspicious/noExplicitAny: called inside transactions of several schema views
 export async function lowerDue(trx: Kysely<any>, bucket: string, atMs: number): Promise<void> {
   await sql`insert into bucket_due (bucket, next_due_at) values (${bucket}, ${atMs}) ${sql.raw(LOWER_ON_CONFLICT)}`.execute(trx);
 }

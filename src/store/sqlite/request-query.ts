@@ -1,6 +1,6 @@
 import type { Statement } from 'better-sqlite3';
 import type { DeliveryState } from '../schema.js';
-import type { ListedRequest, RequestFilter, RequestState, StoredRequest } from '../store.js';
+import type { ListedRequest, RequestFilter, StoredRequest } from '../store.js';
 import { idFloorAt } from '../../shared/ids.js';
 import {
   deliveryStatesFor,

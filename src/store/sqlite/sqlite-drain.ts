@@ -14,7 +14,6 @@
 import { Worker } from 'node:worker_threads';
 import type { Statement } from 'better-sqlite3';
 import type { Rate, TokenBucketState } from '../../policy/token-bucket.js';
-import { newPacer } from '../../policy/pacer.js';
 import { newId } from '../../shared/ids.js';
 import type { BucketPacerTable, BucketsTable } from '../schema.js';
 import { pacerFromRow, pacerRowChanged, pacerToRow } from '../pacer-row.js';

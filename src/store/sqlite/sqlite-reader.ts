@@ -149,7 +149,10 @@ class SqliteReader {
   #pump(): void {
     if (this.#closed || this.#running || this.#queue.length === 0) return;
     const thread = this.#thread;
-    if (!thread) return this.#ensureThread();
+    if (!thread) {
+      this.#ensureThread();
+      return;
+    }
     const call = this.#queue.shift()!;
     this.#running = call;
     call.timer = setTimeout(() => this.#expire(call), this.#budgetMs);

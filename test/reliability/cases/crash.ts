@@ -39,11 +39,6 @@ function median(xs: number[]): number {
   return s.length === 0 ? NaN : s[Math.floor((s.length - 1) / 2)]!;
 }
 
-function pct(xs: number[], p: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.ceil(p * s.length) - 1)]!;
-}
-
 /** Statuses a receiver may answer under these faults: 2xx (stored) or 503 (not stored, retry). */
 function unexpectedStatuses(byStatus: Record<number, number>): string[] {
   return Object.entries(byStatus)
@@ -399,7 +394,7 @@ async function recoverDeliveries(
 ): Promise<{ expired: AttemptRow[]; open: number; seen: Map<string, number> }> {
   const { db, acks, load, consumer } = o;
   const worker = await startWorkerProcess({ db, flags: ['--lease', '2s', '--standby'] });
-  let settled;
+  let settled: ReturnType<typeof deliveryRows> | undefined;
   try {
     settled = await until(
       () => {

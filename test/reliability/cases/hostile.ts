@@ -776,7 +776,7 @@ const case11: ReliabilityCase = {
             );
           return answers;
         });
-        run.value.forEach((a, i) => b.expect(a, 413, 'body_too_large', `limit + 1 chunked (run #${i + 1})`));
+        for (const [i, a] of run.value.entries()) b.expect(a, 413, 'body_too_large', `limit + 1 chunked (run #${i + 1})`);
         b.nothingStored(before, 'limit + 1 chunked');
         b.result.figure(
           `chunked limit+1 ×${runs} in a row: server peak RSS growth`,
@@ -856,7 +856,12 @@ const case13: ReliabilityCase = {
         await new Promise<void>((resolve) => {
           const u = new URL(b.url);
           const s = connect(Number(u.port), u.hostname, () => {
-            s.write(wire.subarray(0, cut), () => setTimeout(() => (s.resetAndDestroy(), resolve()), 30));
+            s.write(wire.subarray(0, cut), () =>
+              setTimeout(() => {
+                s.resetAndDestroy();
+                resolve();
+              }, 30),
+            );
           });
           s.on('error', () => resolve());
         });
@@ -1178,7 +1183,7 @@ const case17: ReliabilityCase = {
           b.expect(a, 200, undefined, label);
           const id = a.headers['x-hookbucket-request-id'] ?? '';
           const got = receivedFor(c, id)[0];
-          b.check(got !== undefined && got.body.equals(body), `${label}: the consumer did not get the bytes as sent`);
+          b.check(got?.body.equals(body) === true, `${label}: the consumer did not get the bytes as sent`);
           b.check(
             got !== undefined && headerValues(got.rawHeaders, 'content-encoding').join(',') === encoding,
             `${label}: Content-Encoding not forwarded as sent`,

@@ -12,7 +12,7 @@ import { duplicatesIn, startConsumer } from '../lib/consumer.js';
 import { checkInvariant, openForCheck, type InvariantReport } from '../lib/invariant.js';
 import { LoadGenerator, sleep, type LoadOptions, type Outcome } from '../lib/load.js';
 import { mib, newResult, secs, until } from '../lib/result.js';
-import { BIN, holdLock, hookbucket, HookbucketProcess, runHookbucket, startServe, type ServeHandle } from '../lib/serve-process.js';
+import { BIN, holdLock, hookbucket, type HookbucketProcess, runHookbucket, startServe, type ServeHandle } from '../lib/serve-process.js';
 import { openTestStore } from '../lib/test-store.js';
 import type { CaseContext, CaseResult, ReliabilityCase } from '../lib/types.js';
 
@@ -89,9 +89,8 @@ async function diskFull(ctx: CaseContext): Promise<CaseResult> {
     ctx.log(`tmpfs ${TMPFS_SIZE}: ${mib(free0)} free; filler ${mib(filled)}, leaving ${mib(freeBytes(mnt))}`);
     const full = loadOf(ctx, serve.url, 'full', acks, { maxRequests: 3000, onOutcome, sent: before.sent });
     const fullStart = performance.now();
-    let health: Awaited<ReturnType<typeof healthz>> | undefined;
     await runLoad(full, 10_000, () => (full.stats.byStatus[503] ?? 0) >= 200 && performance.now() - fullStart > 3000);
-    health = await healthz(serve.url);
+    const health = await healthz(serve.url);
     const fullOutcomes = all.slice(before.stats.sent);
     const refusals = fullOutcomes.filter((o): o is Answered => o.kind === 'answered' && o.status >= 300);
     const codes: Record<string, number> = {};
@@ -107,10 +106,9 @@ async function diskFull(ctx: CaseContext): Promise<CaseResult> {
     unlinkSync(filler);
     const freedAt = performance.now();
     const probe = loadOf(ctx, serve.url, 'full', acks, { connections: 1, maxBody: 4096, onOutcome, sent: before.sent });
-    let recovered: number | undefined;
     probe.start();
     const ok = await until(() => (probe.stats.acked > 0 ? true : undefined), 30_000, 20);
-    recovered = ok ? performance.now() - freedAt : undefined;
+    const recovered = ok ? performance.now() - freedAt : undefined;
     await probe.stop(5000);
     const healthAfter = await until(
       async () => {

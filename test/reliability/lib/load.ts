@@ -1,6 +1,6 @@
 import { connect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { AckLog, headerListDigest, sha256Hex, type SentRequest } from './ack-log.js';
+import { type AckLog, headerListDigest, sha256Hex, type SentRequest } from './ack-log.js';
 import { randomBytesFrom } from './seed.js';
 
 /**

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { captured, claim, DEST, drainBucket, freshPolicy, ingestN, LEASE_MS, result, submitAll, T0, type Ctx } from './harness.js';
+import { captured, claim, DEST, drainBucket, ingestN, LEASE_MS, result, submitAll, T0, type Ctx } from './harness.js';
 
 const SECOND = 1000;
 

@@ -195,7 +195,7 @@ describe('hookbucket migrate-data (SQLite)', () => {
       try {
         const db = new BetterSqlite3(dst, { readonly: true, timeout: 1000 });
         try {
-          const row = db.prepare(`select value from meta where key like 'migrate\_data/%/cursor/requests/%' escape '\\'`).pluck().get() as
+          const row = db.prepare(`select value from meta where key like 'migrate_data/%/cursor/requests/%' escape '\\'`).pluck().get() as
             | number
             | undefined;
           return row ?? 0;
