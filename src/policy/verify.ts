@@ -1,0 +1,258 @@
+/**
+ * Sender verification at ingest: which headers a provider signs with, what bytes go into the HMAC
+ * before the body, and what a match (or no match) means. Pure: the HMAC itself and the
+ * constant-time comparison run at the edge (src/verify/), over the body as it streams in; this
+ * module parses headers and secrets and judges, with the time passed in.
+ *
+ * Each scheme follows its provider's documentation:
+ * - `stripe`: `Stripe-Signature: t=<secs>,v1=<hex>[,v1=…]`, HMAC-SHA256 over `<t>.<body>`, the
+ *   `whsec_…` string used verbatim as the key;
+ * - `github`, `meta`: `X-Hub-Signature-256: sha256=<hex>` over the body;
+ * - `shopify`: `X-Shopify-Hmac-Sha256: <base64>` over the body;
+ * - `slack`: `X-Slack-Signature: v0=<hex>` over `v0:<X-Slack-Request-Timestamp>:<body>`;
+ * - `standard` (Standard Webhooks): `webhook-signature: v1,<base64> [v1,<base64> …]` over
+ *   `<webhook-id>.<webhook-timestamp>.<body>`, the key being the base64 after `whsec_`;
+ * - `zoom`: `x-zm-signature: v0=<hex>` over `v0:<x-zm-request-timestamp>:<body>`;
+ * - `dropbox`: `X-Dropbox-Signature: <hex>` over the body;
+ * - `twitter`: `x-twitter-webhooks-signature: sha256=<base64>` over the body;
+ * - `hmac:<header>:<sha256|sha1>:<hex|base64>[:<prefix>]`: the generic form for the rest.
+ *
+ * Verdicts: `missing` (a header the scheme needs is absent), `invalid` (present but malformed, or
+ * no secret produced any of its signatures), `expired` (a signature matched, but its timestamp is
+ * outside the tolerance: authentic, yet old enough to be a replay), `verified`. The signature is
+ * checked before the timestamp, as Stripe's own library does, so `expired` always means authentic.
+ * Schemes without a signed timestamp (github, meta, shopify, dropbox, twitter, hmac) never expire;
+ * Zoom signs its timestamp but documents no tolerance, so hookbucket applies none to it either.
+ */
+
+export const PROVIDER_SCHEMES = ['stripe', 'github', 'shopify', 'slack', 'standard', 'zoom', 'meta', 'dropbox', 'twitter'] as const;
+export type ProviderScheme = (typeof PROVIDER_SCHEMES)[number];
+export type HmacAlgorithm = 'sha256' | 'sha1';
+export type SignatureEncoding = 'hex' | 'base64';
+
+export type VerifyScheme =
+  | { kind: ProviderScheme }
+  | { kind: 'hmac'; header: string; algorithm: HmacAlgorithm; encoding: SignatureEncoding; prefix: string };
+
+export type VerifyResult = 'verified' | 'invalid' | 'missing' | 'expired';
+export const VERIFY_RESULTS: readonly VerifyResult[] = ['verified', 'invalid', 'missing', 'expired'];
+
+/** What a verifying bucket stores beside each request: kept as evidence, shown by `requests show`. */
+export interface VerifyVerdict {
+  scheme: string;
+  result: VerifyResult;
+  /** A stable word: `no_signature_header`, `no_matching_signature`, `timestamp_outside_tolerance`, … */
+  reason: string;
+}
+
+/** The default timestamp tolerance: the 5 minutes Stripe, Slack and Standard Webhooks each document. */
+export const DEFAULT_TOLERANCE_MS = 5 * 60_000;
+
+/** Why a scheme or secret was refused: the CLI turns it into a usage error. */
+export class VerifyConfigError extends Error {}
+
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+/** `stripe`, `github`, …, or `hmac:<header>:<sha256|sha1>:<hex|base64>[:<prefix>]`. */
+export function parseVerifyScheme(text: string): VerifyScheme {
+  const t = text.trim();
+  if ((PROVIDER_SCHEMES as readonly string[]).includes(t)) return { kind: t as ProviderScheme };
+  if (!t.startsWith('hmac:')) {
+    throw new VerifyConfigError(
+      `unknown verify scheme "${t}"; use one of ${PROVIDER_SCHEMES.join(', ')}, or hmac:<header>:<sha256|sha1>:<hex|base64>[:<prefix>]`,
+    );
+  }
+  const parts = t.slice('hmac:'.length).split(':');
+  const [header, algorithm, encoding] = parts;
+  // The prefix may itself hold colons (`v0:`), so everything after the fourth field is the prefix.
+  const prefix = parts.slice(3).join(':');
+  if (parts.length < 3 || header === undefined || !HEADER_NAME.test(header)) {
+    throw new VerifyConfigError(`hmac scheme "${t}": expected hmac:<header>:<sha256|sha1>:<hex|base64>[:<prefix>]`);
+  }
+  if (algorithm !== 'sha256' && algorithm !== 'sha1')
+    throw new VerifyConfigError(`hmac scheme "${t}": the algorithm must be sha256 or sha1`);
+  if (encoding !== 'hex' && encoding !== 'base64') throw new VerifyConfigError(`hmac scheme "${t}": the encoding must be hex or base64`);
+  return { kind: 'hmac', header: header.toLowerCase(), algorithm, encoding, prefix };
+}
+
+/** The scheme as `parseVerifyScheme` reads it back. */
+export function schemeText(s: VerifyScheme): string {
+  if (s.kind !== 'hmac') return s.kind;
+  return `hmac:${s.header}:${s.algorithm}:${s.encoding}${s.prefix === '' ? '' : `:${s.prefix}`}`;
+}
+
+export function schemeAlgorithm(s: VerifyScheme): HmacAlgorithm {
+  return s.kind === 'hmac' ? s.algorithm : 'sha256';
+}
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+/**
+ * The HMAC key a secret stands for. Each provider's format is kept as documented, never converted:
+ * Stripe's `whsec_…` is the key as it is written; a Standard Webhooks secret is the base64 after
+ * `whsec_` (24 to 64 bytes; the prefix may be left off, as the reference library allows); every
+ * other scheme's secret is its UTF-8 text.
+ */
+export function secretKey(scheme: VerifyScheme, secret: string): Buffer {
+  if (secret.length === 0) throw new VerifyConfigError('a verify secret must not be empty');
+  if (scheme.kind !== 'standard') return Buffer.from(secret, 'utf8');
+  const b64 = secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : secret;
+  if (!BASE64.test(b64) || b64.length % 4 !== 0) {
+    throw new VerifyConfigError('a Standard Webhooks secret is whsec_ followed by base64');
+  }
+  const key = Buffer.from(b64, 'base64');
+  if (key.length < 24 || key.length > 64) {
+    throw new VerifyConfigError(`a Standard Webhooks secret decodes to 24 to 64 bytes; this one is ${key.length}`);
+  }
+  return key;
+}
+
+/** What the edge computes: the HMAC of `prefix` then the body, compared against each candidate. */
+export interface VerifyPlan {
+  scheme: string;
+  algorithm: HmacAlgorithm;
+  /** Bytes signed before the body (`<t>.` for Stripe); empty for body-only schemes. */
+  prefix: Buffer;
+  /** The signatures the request carries, decoded to bytes; any one matching passes. */
+  candidates: Buffer[];
+  /** The signed timestamp, when the scheme has one and applies a tolerance to it. */
+  timestampMs: number | null;
+}
+
+/** Every value of a header (names compared case-insensitively), from Node's flat raw list. */
+export function headerValues(rawHeaders: readonly string[], name: string): string[] {
+  const lower = name.toLowerCase();
+  const out: string[] = [];
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) if (rawHeaders[i]!.toLowerCase() === lower) out.push(rawHeaders[i + 1]!);
+  return out;
+}
+
+const DIGITS = /^\d{1,15}$/;
+const HEX = /^[0-9a-fA-F]+$/;
+
+function decode(value: string, encoding: SignatureEncoding): Buffer | null {
+  const v = value.trim();
+  if (v.length === 0) return null;
+  if (encoding === 'hex') return HEX.test(v) && v.length % 2 === 0 ? Buffer.from(v, 'hex') : null;
+  return BASE64.test(v) && v.length % 4 === 0 ? Buffer.from(v, 'base64') : null;
+}
+
+type Planned = { plan: VerifyPlan } | { verdict: VerifyVerdict };
+
+const refuse = (scheme: string, result: 'missing' | 'invalid', reason: string): Planned => ({ verdict: { scheme, result, reason } });
+
+/** Candidates from header values of the form `<prefix><encoded>`; values without the prefix are ignored. */
+function prefixed(values: readonly string[], prefix: string, encoding: SignatureEncoding): Buffer[] {
+  const out: Buffer[] = [];
+  for (const v of values) {
+    const t = v.trim();
+    if (!t.startsWith(prefix)) continue;
+    const d = decode(t.slice(prefix.length), encoding);
+    if (d !== null) out.push(d);
+  }
+  return out;
+}
+
+function oneTimestamp(rawHeaders: readonly string[], name: string): string | null | 'malformed' {
+  const values = headerValues(rawHeaders, name);
+  if (values.length === 0) return null;
+  const v = values[0]!.trim();
+  return values.length === 1 && DIGITS.test(v) ? v : 'malformed';
+}
+
+/**
+ * Reads the request's signature headers: either a plan for the HMAC, or a verdict already
+ * (`missing` or `invalid`) when the headers alone decide.
+ */
+export function planVerify(scheme: VerifyScheme, rawHeaders: readonly string[]): Planned {
+  const name = schemeText(scheme);
+  const algorithm = schemeAlgorithm(scheme);
+  const plan = (prefix: string, candidates: Buffer[], timestampMs: number | null): Planned =>
+    candidates.length === 0
+      ? refuse(name, 'invalid', 'malformed_signature_header')
+      : { plan: { scheme: name, algorithm, prefix: Buffer.from(prefix, 'utf8'), candidates, timestampMs } };
+  const need = (header: string): string[] | null => {
+    const v = headerValues(rawHeaders, header);
+    return v.length === 0 ? null : v;
+  };
+  switch (scheme.kind) {
+    case 'stripe': {
+      const values = need('stripe-signature');
+      if (values === null) return refuse(name, 'missing', 'no_signature_header');
+      let t: string | null = null;
+      const sigs: string[] = [];
+      for (const item of values.join(',').split(',')) {
+        const eq = item.indexOf('=');
+        if (eq < 0) continue;
+        const k = item.slice(0, eq).trim();
+        const v = item.slice(eq + 1).trim();
+        if (k === 't') t = t === null ? v : 'duplicate';
+        else if (k === 'v1') sigs.push(v);
+      }
+      if (t === null || !DIGITS.test(t)) return refuse(name, 'invalid', 'malformed_timestamp');
+      return plan(`${t}.`, prefixed(sigs, '', 'hex'), Number(t) * 1000);
+    }
+    case 'github':
+    case 'meta': {
+      const values = need('x-hub-signature-256');
+      if (values === null) return refuse(name, 'missing', 'no_signature_header');
+      return plan('', prefixed(values, 'sha256=', 'hex'), null);
+    }
+    case 'shopify': {
+      const values = need('x-shopify-hmac-sha256');
+      if (values === null) return refuse(name, 'missing', 'no_signature_header');
+      return plan('', prefixed(values, '', 'base64'), null);
+    }
+    case 'slack':
+    case 'zoom': {
+      const [sigHeader, tsHeader] =
+        scheme.kind === 'slack' ? ['x-slack-signature', 'x-slack-request-timestamp'] : ['x-zm-signature', 'x-zm-request-timestamp'];
+      const values = need(sigHeader);
+      if (values === null) return refuse(name, 'missing', 'no_signature_header');
+      const ts = oneTimestamp(rawHeaders, tsHeader);
+      if (ts === null) return refuse(name, 'missing', 'no_timestamp_header');
+      if (ts === 'malformed') return refuse(name, 'invalid', 'malformed_timestamp');
+      return plan(`v0:${ts}:`, prefixed(values, 'v0=', 'hex'), scheme.kind === 'slack' ? Number(ts) * 1000 : null);
+    }
+    case 'standard': {
+      const values = need('webhook-signature');
+      if (values === null) return refuse(name, 'missing', 'no_signature_header');
+      const ids = headerValues(rawHeaders, 'webhook-id');
+      if (ids.length === 0) return refuse(name, 'missing', 'no_id_header');
+      if (ids.length > 1) return refuse(name, 'invalid', 'malformed_id');
+      const ts = oneTimestamp(rawHeaders, 'webhook-timestamp');
+      if (ts === null) return refuse(name, 'missing', 'no_timestamp_header');
+      if (ts === 'malformed') return refuse(name, 'invalid', 'malformed_timestamp');
+      const sigs = values.join(' ').split(' ');
+      return plan(`${ids[0]!}.${ts}.`, prefixed(sigs, 'v1,', 'base64'), Number(ts) * 1000);
+    }
+    case 'dropbox': {
+      const values = need('x-dropbox-signature');
+      if (values === null) return refuse(name, 'missing', 'no_signature_header');
+      return plan('', prefixed(values, '', 'hex'), null);
+    }
+    case 'twitter': {
+      const values = need('x-twitter-webhooks-signature');
+      if (values === null) return refuse(name, 'missing', 'no_signature_header');
+      return plan('', prefixed(values, 'sha256=', 'base64'), null);
+    }
+    case 'hmac': {
+      const values = need(scheme.header);
+      if (values === null) return refuse(name, 'missing', 'no_signature_header');
+      return plan('', prefixed(values, scheme.prefix, scheme.encoding), null);
+    }
+  }
+}
+
+/**
+ * The verdict once the edge has compared: `matched` says whether any secret's HMAC equalled any
+ * candidate. `nowMs` is the time the tolerance is measured from: the arrival for a new request,
+ * `received_at` when `requests verify` re-checks a stored one.
+ */
+export function judgeVerify(plan: VerifyPlan, matched: boolean, nowMs: number, toleranceMs: number): VerifyVerdict {
+  if (!matched) return { scheme: plan.scheme, result: 'invalid', reason: 'no_matching_signature' };
+  if (plan.timestampMs !== null && Math.abs(nowMs - plan.timestampMs) > toleranceMs) {
+    return { scheme: plan.scheme, result: 'expired', reason: 'timestamp_outside_tolerance' };
+  }
+  return { scheme: plan.scheme, result: 'verified', reason: 'signature_matched' };
+}
