@@ -40,8 +40,10 @@ export interface ForwardMeta {
 
 /**
  * The flat header list to send: the stored list filtered as above (plus the headers `Connection`
- * names, any stored x-hookbucket-* header this function sets, and any stored header a bucket
- * `--forward-header` replaces), then our three headers, then the bucket's forward headers.
+ * names, every stored `x-hookbucket-*` header, and any stored header a bucket `--forward-header`
+ * replaces), then our three headers, then the bucket's forward headers. The whole `x-hookbucket-`
+ * namespace is ours: a sender cannot pass a header in it through to the consumer, so none it
+ * forges (an `x-hookbucket-verified`, say) reaches the consumer as if hookbucket had set it.
  */
 export function forwardHeaders(
   rawHeaders: readonly string[],
@@ -59,7 +61,7 @@ export function forwardHeaders(
   const out: string[] = [];
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const lower = rawHeaders[i]!.toLowerCase();
-    if (ALWAYS_DROPPED.has(lower) || named?.has(lower) || lower.startsWith('proxy-')) continue;
+    if (ALWAYS_DROPPED.has(lower) || named?.has(lower) || lower.startsWith('proxy-') || lower.startsWith('x-hookbucket-')) continue;
     out.push(rawHeaders[i]!, rawHeaders[i + 1]!);
   }
   out.push(

@@ -79,6 +79,12 @@ describe('forwardHeaders: the stored list minus the dropped set, then ours, then
       ['X-A', '1', ...ours],
     ],
     [
+      'every stored x-hookbucket-* dropped, so a sender cannot forge one (x-hookbucket-verified)',
+      ['X-Hookbucket-Verified', 'stripe', 'x-hookbucket-anything', 'x', 'X-Hookbucketish', 'kept', 'X-A', '1'],
+      [],
+      ['X-Hookbucketish', 'kept', 'X-A', '1', ...ours],
+    ],
+    [
       'bucket forward headers appended, replacing stored ones of the same name',
       ['Authorization', 'Bearer from-sender', 'X-A', '1', 'authorization', 'second'],
       [
