@@ -59,6 +59,7 @@ import {
   cliList,
   cliRepeat,
   cliValue,
+  inMs,
   DeletedSchema,
   DryRunSchema,
   ErrorSchema,
@@ -605,7 +606,7 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
 
   const statsQuery = {
     bucket: cliValue(bucketNameArg, 'one bucket (default: every bucket together, and each one)', 'stripe').optional(),
-    window: cliValue(positiveDurationMsArg, 'the window for rates and latency (default 1h)', '15m').optional(),
+    window: cliValue(inMs(positiveDurationMsArg), 'the window for rates and latency (default 1h)', '15m').optional(),
   };
 
   app.openapi(
@@ -634,14 +635,10 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
       request: {
         query: z.object({
           ...statsQuery,
-          fail_on: z
-            .string()
-            .max(2000)
-            .optional()
-            .openapi({
-              description: 'unhealthy when this holds, e.g. "success_rate < 0.99 || exhausted > 0"; omitted: healthy while storage answers',
-              example: 'exhausted > 0',
-            }),
+          fail_on: z.string().max(2000).optional().openapi({
+            description: 'unhealthy when this holds, e.g. "success_rate < 0.99 || exhausted > 0"; omitted: healthy while storage answers',
+            example: 'exhausted > 0',
+          }),
         }),
       },
       responses: {

@@ -6,17 +6,34 @@ import { systemClock } from '../shared/clock.js';
 import { AppError } from '../shared/errors.js';
 import { openStore } from '../store/open-store.js';
 import type { Store } from '../store/store.js';
-import type { CliIo } from './io.js';
+import { printErr, type CliIo } from './io.js';
 
-/** Resolves configuration for a command: its own flags plus the global --db, --db-pool and --spool-dir. */
+/** The configuration warnings already printed, per run: a command that reads its configuration twice warns once. */
+const warned = new WeakMap<CliIo, Set<string>>();
+
+/**
+ * Resolves configuration for a command: its own flags plus the global --db, --db-pool and
+ * --spool-dir. Its warnings (an environment duration or size without a unit) go to stderr.
+ */
 export function configFor(cmd: Command, io: CliIo, flags: Flags = {}): Config {
   const globals = cmd.optsWithGlobals<{ db?: string; dbPool?: number; spoolDir?: string }>();
-  return loadConfig(io.env, io.dotenv, {
-    ...flags,
-    ...(globals.db !== undefined ? { db: globals.db } : {}),
-    ...(globals.dbPool !== undefined ? { dbPool: globals.dbPool } : {}),
-    ...(globals.spoolDir !== undefined ? { spoolDir: globals.spoolDir } : {}),
-  });
+  return loadConfig(
+    io.env,
+    io.dotenv,
+    {
+      ...flags,
+      ...(globals.db !== undefined ? { db: globals.db } : {}),
+      ...(globals.dbPool !== undefined ? { dbPool: globals.dbPool } : {}),
+      ...(globals.spoolDir !== undefined ? { spoolDir: globals.spoolDir } : {}),
+    },
+    (message) => {
+      const seen = warned.get(io) ?? new Set<string>();
+      warned.set(io, seen);
+      if (seen.has(message)) return;
+      seen.add(message);
+      printErr(io, `warning: ${message}`);
+    },
+  );
 }
 
 /**
