@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { redactDbUrl } from '../policy/redact.js';
 import { AppError } from '../shared/errors.js';
 import { isDatabaseUrl } from './database-url.js';
+import { parsePublicUrl } from '../policy/public-url.js';
 import { formatDuration, formatSize, isBareNumber, parseBoolean, parseDuration, parseInteger, parseSize, unitHint } from './units.js';
 
 export type Durability = 'full' | 'normal';
@@ -20,6 +21,8 @@ export interface Config {
   readonly spoolDir: string;
   readonly port: number;
   readonly host: string;
+  /** HOOKBUCKET_PUBLIC_URL without a trailing slash; '' when unset (bucket URLs then use serve's recorded address). */
+  readonly publicUrl: string;
   /** `full`: WAL + synchronous=FULL, an ack survives power loss. `normal`: survives a process crash only. */
   readonly durability: Durability;
   /** Take the peer address from the last X-Forwarded-For entry (set by the proxy in front). */
@@ -82,6 +85,13 @@ export const settings = [
   },
   { key: 'port', env: 'HOOKBUCKET_PORT', default: '8787', meaning: 'port serve listens on' },
   { key: 'host', env: 'HOOKBUCKET_HOST', default: '0.0.0.0', meaning: 'address serve binds to' },
+  {
+    key: 'publicUrl',
+    env: 'HOOKBUCKET_PUBLIC_URL',
+    default: '',
+    meaning:
+      'the URL senders reach serve at (behind a proxy: its public URL); bucket create and show print bucket URLs with it (empty: the address a running serve recorded, else a placeholder)',
+  },
   {
     key: 'durability',
     env: 'HOOKBUCKET_DURABILITY',
@@ -247,6 +257,10 @@ const parsers: { [K in SettingKey]: (raw: string, name: string, src: ValueSource
   spoolDir: (raw) => raw.trim(),
   port: (raw, name) => parseInteger(raw, 0, 65535) ?? bad(name, raw),
   host: (raw, name) => (raw.trim() === '' ? bad(name, raw) : raw.trim()),
+  publicUrl: (raw, name) =>
+    raw.trim() === ''
+      ? ''
+      : (parsePublicUrl(raw) ?? bad(`${name} (an http:// or https:// URL without credentials, query or fragment)`, raw)),
   durability: (raw, name) => (raw === 'full' || raw === 'normal' ? raw : bad(`${name} (full|normal)`, raw)),
   trustProxy: (raw, name) => parseBoolean(raw) ?? bad(name, raw),
   maxInflightBytes: (raw, name, src) => positive(sizeSetting(raw, name, src), name, raw),

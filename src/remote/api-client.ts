@@ -126,9 +126,9 @@ export class ApiClient {
 
   private async errorOf(res: Dispatcher.ResponseData, method: string, path: string): Promise<AppError> {
     const status = res.statusCode;
-    let parsed: { error?: unknown; code?: unknown } | undefined;
+    let parsed: { error?: unknown; code?: unknown; bucket?: unknown } | undefined;
     try {
-      parsed = JSON.parse(await res.body.text()) as { error?: unknown; code?: unknown };
+      parsed = JSON.parse(await res.body.text()) as { error?: unknown; code?: unknown; bucket?: unknown };
     } catch {
       parsed = undefined;
     }
@@ -149,7 +149,8 @@ export class ApiClient {
       );
     }
     if (parsed && typeof parsed.code === 'string' && typeof parsed.error === 'string') {
-      return new AppError(parsed.code as ErrorCode, parsed.error);
+      // A bucket not found names the bucket, for the CLI's "did you mean" (src/cli/context.ts).
+      return new AppError(parsed.code as ErrorCode, parsed.error, typeof parsed.bucket === 'string' ? { bucket: parsed.bucket } : {});
     }
     return new AppError(
       'api_error',
