@@ -1,7 +1,7 @@
 import { Command } from 'commander';
 import { formatSize } from '../../config/units.js';
 import { systemClock } from '../../shared/clock.js';
-import { AppError, bucketNotFound } from '../../shared/errors.js';
+import { bucketNotFound } from '../../shared/errors.js';
 import type { TailCursor, TailEvent } from '../../store/store.js';
 import { tailEventJson } from '../../json/request-json.js';
 import { withStore } from '../context.js';

@@ -4,7 +4,7 @@
  * does what they tell other processes (bucket_epoch alone, or with a NOTIFY).
  */
 import type { Kysely } from 'kysely';
-import { AppError, bucketNotFound } from '../../shared/errors.js';
+import { bucketNotFound } from '../../shared/errors.js';
 import { toBucket } from '../bucket-row.js';
 import type { Database } from '../schema.js';
 import { deletingError, type Bucket } from '../store.js';

@@ -28,7 +28,7 @@
  * so it runs again after a short pause, up to DEADLOCK_TRIES times.
  */
 import { sql, type Kysely } from 'kysely';
-import { AppError, bucketNotFound } from '../../shared/errors.js';
+import { bucketNotFound } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { Database, DeliveriesTable } from '../schema.js';
 import { deletingError, type NewReplay, type Replay, type ReplayProgress } from '../store.js';

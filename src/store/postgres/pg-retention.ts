@@ -20,7 +20,7 @@
  * wait while it runs) or use pg_repack, which does it with brief locks."
  */
 import { sql, type Kysely, type Transaction } from 'kysely';
-import { AppError, bucketNotFound } from '../../shared/errors.js';
+import { bucketNotFound } from '../../shared/errors.js';
 import type { Database } from '../schema.js';
 import { choosePrunable, PRUNE_BATCH, pruneWalk, zeroCounts, type PruneCandidate, type PruneStep } from '../prune-walk.js';
 import type { PrunableState, PruneHooks, PruneOptions, PruneResult } from '../store.js';

@@ -6,7 +6,7 @@
  * transaction, so all figures come from the same snapshot, as on SQLite.
  */
 import { sql, type Kysely } from 'kysely';
-import { AppError, bucketNotFound } from '../../shared/errors.js';
+import { bucketNotFound } from '../../shared/errors.js';
 import { idFloorAt } from '../../shared/ids.js';
 import type { Database } from '../schema.js';
 import type { StatsQuery, StatsSample } from '../store.js';

@@ -12,7 +12,7 @@
  *
  * Written in transactions of at most REPLAY_BATCH requests, so ingest never waits long for the lock.
  */
-import { AppError, bucketNotFound } from '../../shared/errors.js';
+import { bucketNotFound } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { ReplaysTable } from '../schema.js';
 import type { NewReplay, Replay, ReplayProgress } from '../store.js';

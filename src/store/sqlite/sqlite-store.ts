@@ -35,7 +35,6 @@ import type {
   StatsQuery,
   StatsSample,
   StorageSize,
-  RequestSummary,
   RequestImporter,
   Store,
   StoredRequest,
