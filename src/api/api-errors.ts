@@ -68,8 +68,8 @@ export function toApiError(e: unknown): ApiError {
   return { status: 500, code: 'internal', message: 'internal error (see the server log)' };
 }
 
-export function errorBody(e: ApiError): { error: string; code: string; bucket?: string } {
-  return { error: e.message, code: e.code, ...(e.bucket !== undefined ? { bucket: e.bucket } : {}) };
+export function errorBody(e: ApiError): { error: string; code: string } {
+  return { error: e.message, code: e.code };
 }
 
 /** Hono's onError for the API app: the error shape, logged when it is the server's fault. */

@@ -86,7 +86,6 @@ export const ErrorSchema = z
   .object({
     error: z.string().openapi({ example: 'bucket stripe not found' }),
     code: z.string().openapi({ example: 'not_found', description: 'stable code (docs/api.md "Errors")' }),
-    bucket: z.string().optional().openapi({ example: 'stripe', description: 'with not_found for a bucket: the name asked for' }),
   })
   .openapi('Error');
 

@@ -149,8 +149,9 @@ export class ApiClient {
       );
     }
     if (parsed && typeof parsed.code === 'string' && typeof parsed.error === 'string') {
-      // A bucket not found names the bucket, for the CLI's "did you mean" (src/cli/context.ts).
-      return new AppError(parsed.code as ErrorCode, parsed.error, typeof parsed.bucket === 'string' ? { bucket: parsed.bucket } : {});
+      // `bucket <name> not found` (bucketNotFound): the name, for the CLI's "did you mean" (src/cli/context.ts).
+      const bucket = parsed.code === 'not_found' ? /^bucket (\S+) not found$/.exec(parsed.error)?.[1] : undefined;
+      return new AppError(parsed.code as ErrorCode, parsed.error, bucket !== undefined ? { bucket } : {});
     }
     return new AppError(
       'api_error',
