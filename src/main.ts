@@ -71,7 +71,7 @@ async function listen(server: Server, port: number, host: string, inUse: string)
     });
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'EADDRINUSE')
-      throw new AppError('port_in_use', inUse.replace('%s', `${host}:${port}`), { cause: e });
+      throw new AppError('port_in_use', inUse.replace('%s', `${host}:${port}`).replace('%p', String(port)), { cause: e });
     throw e;
   }
   return (server.address() as AddressInfo).port;
@@ -94,6 +94,7 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
   const opened = openStore(config, { clock });
   const store = await opened.store();
   let sink: IngestSink;
+  let prepared: PreparedWorker | undefined;
   let worker: RunningWorker | undefined;
   // Admin reads (the API's, the metrics' database gauges) go through a reader of their own: on
   // SQLite a worker thread with a read-only connection, so a slow one never holds ingest's event
@@ -109,16 +110,13 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
   const metricsSource = reads ? { statsSamples: (q: StatsQuery) => reads!.statsSamples(q), storageSize: () => store.storageSize() } : store;
   const metrics = createMetrics({ source: metricsSource, clock, logger, bucketHistograms: config.metricsBucketHistograms });
   try {
-    // Inside serve, the ingest side's checkpoint thread keeps the WAL bounded for both.
+    // Inside serve, the ingest side's checkpoint thread keeps the WAL bounded for both. Prepared
+    // (opened and checked) now, started once the ports are bound.
     if (config.worker)
-      worker = await startWorker(config, { clock, logger }, 'standby', {
-        checkpoints: false,
-        roles: ['receiver', 'worker'],
-        observer: metrics,
-      });
+      prepared = await prepareWorker(config, { clock, logger }, { checkpoints: false, roles: ['receiver', 'worker'], observer: metrics });
     sink = instrumentSink(await opened.ingestSink({ logger, onCommitted: () => worker?.worker.wake() }), metrics);
   } catch (e) {
-    await worker?.close(0).catch(() => undefined);
+    await prepared?.discard().catch(() => undefined);
     await reads?.close().catch(() => undefined);
     await store.close().catch(() => undefined);
     throw e;
@@ -149,11 +147,21 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
   let admin: RunningAdmin | undefined;
   // Exports name the ingest URL; its port is known once ingest has bound, after the admin listener.
   let url = urlOf(config.host, config.port);
+  let starting = false;
   try {
     if (config.admin)
       admin = await startAdmin(config, { logger, clock, health: () => sink.health(), store, reads: reads!, metrics, ingestUrl: () => url });
-    await listen(server, config.port, config.host, 'port %s is already in use (another hookbucket serve?); choose another with --port');
+    await listen(server, config.port, config.host, 'port %p is in use; pass --port or stop the other server');
+    url = urlOf(config.host, (server.address() as AddressInfo).port);
+    // Only now: a port in use above has stopped serve before its worker took the lease or sent anything.
+    starting = true;
+    worker = await prepared?.start('standby', { url });
   } catch (e) {
+    if (server.listening) {
+      const closed = new Promise<void>((r) => server.close(() => r()));
+      server.closeAllConnections();
+      await closed;
+    }
     if (admin) {
       admin.events.close();
       const closed = new Promise<void>((r) => admin!.server.close(() => r()));
@@ -161,13 +169,13 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
       await closed;
     }
     await sink.close().catch(() => undefined);
-    await worker?.close(0).catch(() => undefined);
+    // A failed prepared.start() has closed what it opened.
+    if (!starting) await prepared?.discard().catch(() => undefined);
     await reads?.close().catch(() => undefined);
     await store.close().catch(() => undefined);
     throw e;
   }
   const port = (server.address() as AddressInfo).port;
-  url = urlOf(config.host, port);
   // Never config.db as is: a PostgreSQL URL may carry a password.
   logger.info({ url, ...(admin ? { admin: admin.url } : {}), db: opened.location, durability: config.durability }, 'hookbucket listening');
   // On the store's connection (main thread): each prune batch is a short transaction, and the
@@ -235,7 +243,14 @@ async function startAdmin(
   const limits = new AdminLimits();
   let hosts: HostAllowList = hostAllowList({ bindHost: config.adminHost, port: undefined, extraNames: config.adminHostNames });
   const events = new EventHub({ reads, clock, logger });
-  const api = createApiApp({ store, reads, clock, logger, events, config: { basePath: '/api', ingestBaseUrl: deps.ingestUrl } });
+  const api = createApiApp({
+    store,
+    reads,
+    clock,
+    logger,
+    events,
+    config: { basePath: '/api', ingestBaseUrl: config.publicUrl !== '' ? () => config.publicUrl : deps.ingestUrl },
+  });
   const ui = createUiApp({ store, reads, clock, logger, config: { auth: auth.enabled } });
   const app = createAdminApp({
     logger,
@@ -339,16 +354,40 @@ export async function startWorker(
   config: Config,
   deps: { clock: Clock; logger: Logger },
   mode: StartMode,
-  options: {
-    loop?: boolean;
-    checkpoints?: boolean;
-    roles?: ReadonlyArray<'receiver' | 'worker'>;
-    /** Told about attempts and deferrals (serve's metrics); omitted: the worker makes metrics of its own. */
-    observer?: DrainObserver;
-    /** HOOKBUCKET_ADMIN_TOKEN, for a --metrics-host beyond loopback. */
-    adminToken?: string;
-  } = {},
+  options: WorkerOptions = {},
 ): Promise<RunningWorker> {
+  return (await prepareWorker(config, deps, options)).start(mode);
+}
+
+interface WorkerOptions {
+  loop?: boolean;
+  checkpoints?: boolean;
+  roles?: ReadonlyArray<'receiver' | 'worker'>;
+  /** Told about attempts and deferrals (serve's metrics); omitted: the worker makes metrics of its own. */
+  observer?: DrainObserver;
+  /** HOOKBUCKET_ADMIN_TOKEN, for a --metrics-host beyond loopback. */
+  adminToken?: string;
+}
+
+/** A worker opened and checked but not started: it holds no lease, has registered nothing and claims nothing yet. */
+export interface PreparedWorker {
+  /** Takes the lease (or stands by) and starts the loop; `url`: the ingest address a serve records in its row. */
+  start(mode: StartMode, beat?: { url?: string }): Promise<RunningWorker>;
+  /** Closes what was opened, never having started. */
+  discard(): Promise<void>;
+}
+
+/**
+ * The first half of startWorker: opens its store, checks the lease against the buckets' timeouts,
+ * builds the worker. `serve` prepares its worker before it binds its ports (a refused setting stops
+ * it before anything is acknowledged) and starts it once they are bound: a port in use then stops
+ * serve before its worker took the lease or made an attempt.
+ */
+export async function prepareWorker(
+  config: Config,
+  deps: { clock: Clock; logger: Logger },
+  options: WorkerOptions = {},
+): Promise<PreparedWorker> {
   const store = await openStore(config, { clock: deps.clock }).drainStore({
     checkpoints: options.checkpoints ?? true,
     logger: deps.logger,
@@ -365,39 +404,12 @@ export async function startWorker(
         })
       : undefined;
   let metricsListener: RunningMetricsListener | undefined;
-  if (metrics && config.metricsPort !== null && options.loop !== false) {
-    try {
-      metricsListener = await startMetricsListener(metrics, {
-        host: config.metricsHost,
-        port: config.metricsPort,
-        token: options.adminToken,
-        logger: deps.logger,
-      });
-    } catch (e) {
-      await store.close();
-      throw e;
-    }
-  }
   const dispatcher = createDeliveryAgent();
-  const close = async (graceMs = config.shutdownGraceMs) => {
+  const discard = async () => {
     await metricsListener?.close();
-    await worker.stop(graceMs);
     await dispatcher.close();
     await store.close();
   };
-  // Fault injection for the reliability suite only (undocumented): die the moment a response has
-  // arrived, before its outcome is recorded.
-  const crashAfterResponse = process.env.HOOKBUCKET_FAULT === 'crash-after-response';
-  const worker = new DrainWorker({
-    store,
-    dispatcher,
-    clock: deps.clock,
-    logger: deps.logger,
-    leaseMs: config.leaseMs,
-    ...(options.roles ? { roles: options.roles } : {}),
-    observer: options.observer ?? metrics!,
-    ...(crashAfterResponse ? { afterResponse: () => process.kill(process.pid, 'SIGKILL') } : {}),
-  });
   try {
     const tooLong = (await store.listBuckets()).filter((b) => b.drain.timeoutMs >= config.leaseMs);
     if (tooLong.length > 0) {
@@ -406,12 +418,48 @@ export async function startWorker(
         `--lease ${config.leaseMs} ms must be longer than every bucket's attempt timeout; ${tooLong.map((b) => `${b.name} has ${b.drain.timeoutMs} ms`).join(', ')}`,
       );
     }
-    await worker.start(mode, { loop: options.loop ?? true });
+    if (metrics && config.metricsPort !== null && options.loop !== false) {
+      metricsListener = await startMetricsListener(metrics, {
+        host: config.metricsHost,
+        port: config.metricsPort,
+        token: options.adminToken,
+        logger: deps.logger,
+      });
+    }
   } catch (e) {
-    await metricsListener?.close();
-    await dispatcher.close();
-    await store.close();
+    await discard().catch(() => undefined);
     throw e;
   }
-  return { worker, metrics, metricsListener, close };
+  return {
+    discard,
+    async start(mode, beat = {}) {
+      // Fault injection for the reliability suite only (undocumented): die the moment a response has
+      // arrived, before its outcome is recorded.
+      const crashAfterResponse = process.env.HOOKBUCKET_FAULT === 'crash-after-response';
+      const worker = new DrainWorker({
+        store,
+        dispatcher,
+        clock: deps.clock,
+        logger: deps.logger,
+        leaseMs: config.leaseMs,
+        ...(options.roles ? { roles: options.roles } : {}),
+        ...(beat.url !== undefined ? { beatInfo: { url: beat.url } } : {}),
+        observer: options.observer ?? metrics!,
+        ...(crashAfterResponse ? { afterResponse: () => process.kill(process.pid, 'SIGKILL') } : {}),
+      });
+      try {
+        await worker.start(mode, { loop: options.loop ?? true });
+      } catch (e) {
+        await discard();
+        throw e;
+      }
+      const close = async (graceMs = config.shutdownGraceMs) => {
+        await metricsListener?.close();
+        await worker.stop(graceMs);
+        await dispatcher.close();
+        await store.close();
+      };
+      return { worker, metrics, metricsListener, close };
+    },
+  };
 }

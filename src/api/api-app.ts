@@ -35,7 +35,7 @@ import { isSettled } from '../replay/replay.js';
 import { replayJson } from '../replay/replay-json.js';
 import { checkReplayScope, dryRunJson, selectReplay, startReplay } from '../replay/select-replay.js';
 import type { Clock } from '../shared/clock.js';
-import { AppError } from '../shared/errors.js';
+import { AppError, bucketNotFound } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import { checkHealth, healthJson, parseFailOn } from '../stats/health-report.js';
 import { DEFAULT_WINDOW_MS, loadStats, statsJson } from '../stats/stats-report.js';
@@ -59,6 +59,7 @@ import {
   cliList,
   cliRepeat,
   cliValue,
+  inMs,
   DeletedSchema,
   DryRunSchema,
   ErrorSchema,
@@ -205,7 +206,7 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
 
   const bucketOrThrow = async (name: string) => {
     const b = await reads.getBucket(name);
-    if (!b) throw new AppError('not_found', `bucket ${name} not found`);
+    if (!b) throw bucketNotFound(name);
     return b;
   };
 
@@ -279,7 +280,7 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
       const opts = settingsOpts(c.req.valid('json'));
       // Read, merge, write, as the CLI does: the schedule knobs merge onto the bucket's current ones.
       const current = await store.getBucket(name);
-      if (!current) throw new AppError('not_found', `bucket ${name} not found`);
+      if (!current) throw bucketNotFound(name);
       const b = await store.updateBucket(name, bucketPatchFrom(opts, current.drain));
       return c.json(bucketJson(b), 200);
     },
@@ -605,7 +606,7 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
 
   const statsQuery = {
     bucket: cliValue(bucketNameArg, 'one bucket (default: every bucket together, and each one)', 'stripe').optional(),
-    window: cliValue(positiveDurationMsArg, 'the window for rates and latency (default 1h)', '15m').optional(),
+    window: cliValue(inMs(positiveDurationMsArg), 'the window for rates and latency (default 1h)', '15m').optional(),
   };
 
   app.openapi(

@@ -44,11 +44,14 @@ export interface ApiError {
   status: ContentfulStatusCode;
   code: string;
   message: string;
+  /** A bucket not found: its name. */
+  bucket?: string;
 }
 
 /** Any thrown value as the error the API answers; unknown errors keep their message out of the answer. */
 export function toApiError(e: unknown): ApiError {
-  if (e instanceof AppError) return { status: statusOf(e.code), code: e.code, message: e.message };
+  if (e instanceof AppError)
+    return { status: statusOf(e.code), code: e.code, message: e.message, ...(e.bucket !== undefined ? { bucket: e.bucket } : {}) };
   // A storage driver's error (disk full, lock not granted, I/O) that no layer below turned into an AppError.
   const storage = storageErrorCode(e);
   if (storage !== undefined) return { status: 503, code: storage, message: `storage failed: ${(e as Error).message}` };

@@ -9,6 +9,18 @@ import { REQUEST_STATES } from '../options/request-filter.js';
 import { BUCKET_NAME } from '../ingest/bucket-name.js';
 
 /**
+ * The API's numbers keep their documented unit (ms for a duration, bytes for a size), JSON number
+ * or text alike: the CLI refuses a number without a unit, the API's JSON is for programs.
+ */
+export function inMs<T>(parse: (value: string) => T): (value: string) => T {
+  return (v) => parse(/^\s*\d+(?:\.\d+)?\s*$/.test(v) ? `${v.trim()}ms` : v);
+}
+
+export function inBytes<T>(parse: (value: string) => T): (value: string) => T {
+  return (v) => parse(/^\s*\d+(?:\.\d+)?\s*$/.test(v) ? `${v.trim()}B` : v);
+}
+
+/**
  * A string in a CLI format, parsed by the CLI's parser for it (which throws with the CLI's own
  * message). Numbers are taken too where the CLI's format reads a bare number (ms, bytes, counts).
  */

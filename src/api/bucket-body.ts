@@ -24,13 +24,18 @@ import { ackStatusArg, contentTypeArg, forwardHeaderArg, maxBodyArg, urlArg } fr
 import { JITTERS } from '../policy/schedule.js';
 import { AppError } from '../shared/errors.js';
 import { BUCKET_NAME } from '../ingest/bucket-name.js';
-import { cliList, cliValue } from './api-schemas.js';
+import { cliList, cliValue, inBytes, inMs } from './api-schemas.js';
 
 const settings = {
   destination: cliValue(urlArg, 'consumer URL the drain worker forwards to (--destination); null removes it', 'http://localhost:3000/hooks')
     .nullable()
     .optional(),
-  max_body: cliValue(maxBodyArg, 'largest body accepted, at most 100MiB (--max-body); a number is bytes', '25MiB', true).optional(),
+  max_body: cliValue(
+    inBytes(maxBodyArg),
+    'largest body accepted, at most 100MiB (--max-body); a number is bytes',
+    '25MiB',
+    true,
+  ).optional(),
   ack_status: cliValue(ackStatusArg, '2xx status answered to the sender (--ack-status)', '200', true).optional(),
   ack_body: z
     .string()
@@ -40,7 +45,7 @@ const settings = {
   ack_content_type: cliValue(contentTypeArg, 'content type of the ack body (--ack-content-type); null: the default', 'text/plain')
     .nullable()
     .optional(),
-  retain: cliValue(positiveDurationMsArg, 'serve prunes requests older than this (--retain); null turns retention off', '30d', true)
+  retain: cliValue(inMs(positiveDurationMsArg), 'serve prunes requests older than this (--retain); null turns retention off', '30d', true)
     .nullable()
     .optional(),
   retain_states: cliList(
@@ -51,13 +56,13 @@ const settings = {
   rate: cliValue(rateArg, 'cap every attempt at this rate (--rate); null removes the cap', '200/s').nullable().optional(),
   burst: cliValue(burstArg, 'attempts allowed back to back under the rate (--burst)', '5', true).optional(),
   concurrency: cliValue(concurrencyArg, 'attempts in flight at once (--concurrency)', '4', true).optional(),
-  timeout: cliValue(timeoutArg, 'time limit of one attempt, at most 10m (--timeout); a number is ms', '30s', true).optional(),
-  base: cliValue(positiveDurationMsArg, 'gap before the first retry (--base)', '30s', true).optional(),
+  timeout: cliValue(inMs(timeoutArg), 'time limit of one attempt, at most 10m (--timeout); a number is ms', '30s', true).optional(),
+  base: cliValue(inMs(positiveDurationMsArg), 'gap before the first retry (--base)', '30s', true).optional(),
   multiplier: cliValue(multiplierArg, 'each gap is the previous one times this (--multiplier)', '3', true).optional(),
-  cap: cliValue(capArg, 'longest gap, or none (--cap)', '3h', true).optional(),
+  cap: cliValue(inMs(capArg), 'longest gap, or none (--cap)', '3h', true).optional(),
   max_attempts: cliValue(maxAttemptsArg, 'give up after this many attempts (--max-attempts); not with give_up', '14', true).optional(),
   give_up: cliValue(
-    durationMsArg,
+    inMs(durationMsArg),
     'give up when the next attempt would fall this long after the first (--give-up); not with max_attempts',
     '48h',
     true,

@@ -3,20 +3,38 @@ import { loadConfig, type Config, type Flags } from '../config/config.js';
 import { ApiClient, parseApiUrl, type ApiTarget } from '../remote/api-client.js';
 import { RemoteStore } from '../remote/remote-store.js';
 import { systemClock } from '../shared/clock.js';
-import { AppError } from '../shared/errors.js';
+import { AppError, isAppError } from '../shared/errors.js';
+import { didYouMean } from '../policy/did-you-mean.js';
 import { openStore } from '../store/open-store.js';
 import type { Store } from '../store/store.js';
-import type { CliIo } from './io.js';
+import { printErr, type CliIo } from './io.js';
 
-/** Resolves configuration for a command: its own flags plus the global --db, --db-pool and --spool-dir. */
+/** The configuration warnings already printed, per run: a command that reads its configuration twice warns once. */
+const warned = new WeakMap<CliIo, Set<string>>();
+
+/**
+ * Resolves configuration for a command: its own flags plus the global --db, --db-pool and
+ * --spool-dir. Its warnings (an environment duration or size without a unit) go to stderr.
+ */
 export function configFor(cmd: Command, io: CliIo, flags: Flags = {}): Config {
   const globals = cmd.optsWithGlobals<{ db?: string; dbPool?: number; spoolDir?: string }>();
-  return loadConfig(io.env, io.dotenv, {
-    ...flags,
-    ...(globals.db !== undefined ? { db: globals.db } : {}),
-    ...(globals.dbPool !== undefined ? { dbPool: globals.dbPool } : {}),
-    ...(globals.spoolDir !== undefined ? { spoolDir: globals.spoolDir } : {}),
-  });
+  return loadConfig(
+    io.env,
+    io.dotenv,
+    {
+      ...flags,
+      ...(globals.db !== undefined ? { db: globals.db } : {}),
+      ...(globals.dbPool !== undefined ? { dbPool: globals.dbPool } : {}),
+      ...(globals.spoolDir !== undefined ? { spoolDir: globals.spoolDir } : {}),
+    },
+    (message) => {
+      const seen = warned.get(io) ?? new Set<string>();
+      warned.set(io, seen);
+      if (seen.has(message)) return;
+      seen.add(message);
+      printErr(io, `warning: ${message}`);
+    },
+  );
 }
 
 /**
@@ -81,7 +99,22 @@ export async function withStore<T>(cmd: Command, io: CliIo, fn: (store: Store) =
   }
   try {
     return await fn(store);
+  } catch (e) {
+    throw await withSuggestion(e, store);
   } finally {
     await store.close();
   }
+}
+
+/** A bucket not found gets the existing names close to it: `bucket strpe not found; did you mean stripe?` (exit code unchanged). */
+async function withSuggestion(e: unknown, store: Store): Promise<unknown> {
+  if (!isAppError(e) || e.code !== 'not_found' || e.bucket === undefined) return e;
+  let names: string[];
+  try {
+    names = (await store.listBuckets()).filter((b) => b.deletingAt === null).map((b) => b.name);
+  } catch {
+    return e;
+  }
+  const hint = didYouMean(e.bucket, names);
+  return hint === '' ? e : new AppError('not_found', `${e.message}${hint}`, { cause: e, bucket: e.bucket });
 }

@@ -72,8 +72,15 @@ Exit codes: 0 ok, 1 runtime failure, 2 usage error, 3 check failed, 4 not found.
   return program;
 }
 
+/** Under every command that takes a duration or a size: how to write one (no silent units). */
+export const UNITS_HELP = `
+Durations take a unit: 500ms, 10s, 5m, 2h, 7d, or combined like 1m30s; a number without a unit is
+refused (write 10s or 10ms), 0 needs none. Sizes take one too: 512KiB, 25MiB, 1GiB (binary), 512kb,
+25mb (decimal), or bytes as 1048576B.`;
+
 /** Commands made by factories do not inherit settings, so apply them to the whole tree. */
 function applySettings(cmd: Command, io: CliIo): void {
+  if (cmd.options.some((o) => /<(duration|size|interval)>/.test(o.flags))) cmd.addHelpText('after', UNITS_HELP);
   cmd
     .exitOverride()
     .showHelpAfterError('(add --help for usage and examples)')

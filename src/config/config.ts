@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { redactDbUrl } from '../policy/redact.js';
 import { AppError } from '../shared/errors.js';
 import { isDatabaseUrl } from './database-url.js';
-import { parseBoolean, parseDuration, parseInteger, parseSize } from './units.js';
+import { parsePublicUrl } from '../policy/public-url.js';
+import { formatDuration, formatSize, isBareNumber, parseBoolean, parseDuration, parseInteger, parseSize, unitHint } from './units.js';
 
 export type Durability = 'full' | 'normal';
 
@@ -20,6 +21,8 @@ export interface Config {
   readonly spoolDir: string;
   readonly port: number;
   readonly host: string;
+  /** HOOKBUCKET_PUBLIC_URL without a trailing slash; '' when unset (bucket URLs then use serve's recorded address). */
+  readonly publicUrl: string;
   /** `full`: WAL + synchronous=FULL, an ack survives power loss. `normal`: survives a process crash only. */
   readonly durability: Durability;
   /** Take the peer address from the last X-Forwarded-For entry (set by the proxy in front). */
@@ -82,6 +85,13 @@ export const settings = [
   },
   { key: 'port', env: 'HOOKBUCKET_PORT', default: '8787', meaning: 'port serve listens on' },
   { key: 'host', env: 'HOOKBUCKET_HOST', default: '0.0.0.0', meaning: 'address serve binds to' },
+  {
+    key: 'publicUrl',
+    env: 'HOOKBUCKET_PUBLIC_URL',
+    default: '',
+    meaning:
+      'the URL senders reach serve at (behind a proxy: its public URL); bucket create and show print bucket URLs with it (empty: the address a running serve recorded, else a placeholder)',
+  },
   {
     key: 'durability',
     env: 'HOOKBUCKET_DURABILITY',
@@ -202,23 +212,65 @@ function bad(what: string, value: unknown): never {
   throw new AppError('invalid_option', `invalid ${what}: ${JSON.stringify(value)}`);
 }
 
-const parsers: { [K in SettingKey]: (raw: string, name: string) => Config[K] } = {
+/**
+ * Where a value came from: a flag refuses a number without a unit (exit 2); an environment
+ * variable or `.env` still reads it as ms or bytes for one release, and says so through `warn`.
+ */
+interface ValueSource {
+  readonly fromEnv: boolean;
+  /** `HOOKBUCKET_LEASE=60000`, `HOOKBUCKET_LEASE=60000 in .env`: the setting as written, for a warning. */
+  written(raw: string): string;
+  warn(message: string): void;
+}
+
+/** A duration setting: no silent units on the command line; the old bare-ms reading, warned, in the environment. */
+function durationSetting(raw: string, name: string, src: ValueSource): number {
+  if (isBareNumber(raw)) {
+    if (!src.fromEnv)
+      throw new AppError('invalid_option', `invalid ${name}: ${JSON.stringify(raw)} has no unit: ${unitHint(raw, 'duration')}`);
+    const ms = positive(parseDuration(raw, 'ms'), name, raw);
+    src.warn(
+      `${src.written(raw)} has no unit: read as ${ms} ms (${formatDuration(ms)}); write ${raw.trim()}ms or ${formatDuration(ms)}. A future release will refuse a number without a unit`,
+    );
+    return ms;
+  }
+  return positive(parseDuration(raw), name, raw);
+}
+
+/** A size setting: as durationSetting, a bare number being bytes. */
+function sizeSetting(raw: string, name: string, src: ValueSource): number {
+  if (isBareNumber(raw)) {
+    if (!src.fromEnv) throw new AppError('invalid_option', `invalid ${name}: ${JSON.stringify(raw)} has no unit: ${unitHint(raw, 'size')}`);
+    const n = parseSize(raw, 'bytes') ?? bad(name, raw);
+    src.warn(
+      `${src.written(raw)} has no unit: read as ${n} bytes (${formatSize(n)}); write ${raw.trim()}B or ${formatSize(n).replace(' ', '')}. A future release will refuse a number without a unit`,
+    );
+    return n;
+  }
+  return parseSize(raw) ?? bad(name, raw);
+}
+
+const parsers: { [K in SettingKey]: (raw: string, name: string, src: ValueSource) => Config[K] } = {
   db: (raw, name) => (raw.trim() === '' ? bad(name, raw) : isDatabaseUrl(raw) ? databaseUrl(raw, name) : raw),
   dbPool: (raw, name) => parseInteger(raw, 1, MAX_DB_POOL) ?? bad(`${name} (1 to ${MAX_DB_POOL})`, raw),
   // Resolved against db in loadConfig when empty.
   spoolDir: (raw) => raw.trim(),
   port: (raw, name) => parseInteger(raw, 0, 65535) ?? bad(name, raw),
   host: (raw, name) => (raw.trim() === '' ? bad(name, raw) : raw.trim()),
+  publicUrl: (raw, name) =>
+    raw.trim() === ''
+      ? ''
+      : (parsePublicUrl(raw) ?? bad(`${name} (an http:// or https:// URL without credentials, query or fragment)`, raw)),
   durability: (raw, name) => (raw === 'full' || raw === 'normal' ? raw : bad(`${name} (full|normal)`, raw)),
   trustProxy: (raw, name) => parseBoolean(raw) ?? bad(name, raw),
-  maxInflightBytes: (raw, name) => positive(parseSize(raw), name, raw),
-  minFreeDisk: (raw, name) => parseSize(raw) ?? bad(name, raw),
-  lockTimeoutMs: (raw, name) => positive(parseDuration(raw), name, raw),
-  headersTimeoutMs: (raw, name) => positive(parseDuration(raw), name, raw),
-  requestTimeoutMs: (raw, name) => positive(parseDuration(raw), name, raw),
+  maxInflightBytes: (raw, name, src) => positive(sizeSetting(raw, name, src), name, raw),
+  minFreeDisk: sizeSetting,
+  lockTimeoutMs: durationSetting,
+  headersTimeoutMs: durationSetting,
+  requestTimeoutMs: durationSetting,
   worker: (raw, name) => parseBoolean(raw) ?? bad(name, raw),
-  leaseMs: (raw, name) => positive(parseDuration(raw), name, raw),
-  shutdownGraceMs: (raw, name) => positive(parseDuration(raw), name, raw),
+  leaseMs: durationSetting,
+  shutdownGraceMs: durationSetting,
   admin: (raw, name) => parseBoolean(raw) ?? bad(name, raw),
   adminPort: (raw, name) => parseInteger(raw, 0, 65535) ?? bad(name, raw),
   // `[::1]` as written in a URL binds as `::1`.
@@ -233,7 +285,7 @@ const parsers: { [K in SettingKey]: (raw: string, name: string) => Config[K] } =
   },
   // Never echoed: a refused token would print it.
   adminToken: (raw) => raw,
-  adminQueryBudgetMs: (raw, name) => positive(parseDuration(raw), name, raw),
+  adminQueryBudgetMs: durationSetting,
   metricsBucketHistograms: (raw, name) => parseBoolean(raw) ?? bad(name, raw),
   metricsPort: (raw, name) => (raw.trim() === '' ? null : (parseInteger(raw, 0, 65535) ?? bad(name, raw))),
   metricsHost: (raw, name) => (raw.trim() === '' ? bad(name, raw) : raw.trim()),
@@ -272,21 +324,28 @@ function positive(n: number | undefined, name: string, raw: string): number {
 
 /**
  * Precedence: flags > HOOKBUCKET_* environment > `.env` file > defaults. Pure: the caller reads
- * the environment and the `.env` file and passes them in.
+ * the environment and the `.env` file and passes them in, and shows the warnings `warn` is given
+ * (a duration or size in the environment without a unit, read the old way for now).
  */
-export function loadConfig(env: Source, dotenv: Source, flags: Flags = {}): Config {
+export function loadConfig(env: Source, dotenv: Source, flags: Flags = {}, warn: (message: string) => void = () => {}): Config {
   const out: Record<string, unknown> = {};
+  const fromFlag: ValueSource = { fromEnv: false, written: (raw) => raw, warn };
   for (const s of settings) {
     const flag = flags[s.key];
     if (flag !== undefined) {
-      out[s.key] = parsers[s.key](String(flag), `--${kebab(s.key)}`);
+      out[s.key] = parsers[s.key](String(flag), `--${kebab(s.key)}`, fromFlag);
       continue;
     }
     const fromEnv = env[s.env];
     const fromFile = dotenv[s.env];
-    const [raw, name] =
-      fromEnv !== undefined ? [fromEnv, s.env] : fromFile !== undefined ? [fromFile, `${s.env} in .env`] : [s.default, s.env];
-    out[s.key] = parsers[s.key](raw, name);
+    const [raw, name, where] =
+      fromEnv !== undefined
+        ? [fromEnv, s.env, '']
+        : fromFile !== undefined
+          ? [fromFile, `${s.env} in .env`, ' in .env']
+          : [s.default, s.env, ''];
+    const src: ValueSource = { fromEnv: true, written: (v) => `${s.env}=${v.trim()}${where}`, warn };
+    out[s.key] = parsers[s.key](raw, name, src);
   }
   if ((out.headersTimeoutMs as number) > (out.requestTimeoutMs as number)) {
     throw new AppError('invalid_option', 'HOOKBUCKET_HEADERS_TIMEOUT must not exceed HOOKBUCKET_REQUEST_TIMEOUT');

@@ -2,7 +2,28 @@
  * Parsers and formatters for the units people type: durations (`30s`, `1m30s`, `2h`), sizes
  * (`25MiB`, `1gb`) and status codes. Pure: no I/O, no clock. Each parser returns `undefined` on
  * bad input so that callers choose the error (CLI usage error, config error).
+ *
+ * No silent units: a number without a unit (`10`) is refused, since `--timeout 10` used to mean
+ * 10 ms where people read 10 s. A bare `0` needs no unit. Environment variables still take a bare
+ * number for one release (read as ms or bytes, with a warning: src/config/config.ts); the admin
+ * API's JSON numbers are ms and bytes as documented (src/api/api-schemas.ts).
  */
+
+/** A number without a unit, other than zero: `10`, `1.5`, ` 60000 `. */
+export function isBareNumber(text: string): boolean {
+  return /^\s*\d+(?:\.\d+)?\s*$/.test(text) && Number(text) !== 0;
+}
+
+/** What to write instead of a bare number: `write 10s or 10ms`, `write 25MiB or 25B`. */
+export function unitHint(text: string, kind: 'duration' | 'size'): string {
+  const n = text.trim();
+  return kind === 'duration' ? `write ${n}s or ${n}ms` : `write ${n}B (bytes), ${n}KiB or ${n}MiB`;
+}
+
+/** A command-line refusal for a bare number: `10 has no unit: write 10s or 10ms`. */
+export function noUnitMessage(text: string, kind: 'duration' | 'size'): string {
+  return `${text.trim()} has no unit: ${unitHint(text, kind)}`;
+}
 
 const durationUnitMs: Record<string, number> = {
   ms: 1,
@@ -13,10 +34,13 @@ const durationUnitMs: Record<string, number> = {
   w: 604_800_000,
 };
 
-/** `1h30m`, `90s`, `250ms`, `7d`; a bare number is milliseconds. */
-export function parseDuration(text: string): number | undefined {
+/**
+ * `1h30m`, `90s`, `250ms`, `7d`, or `0`. A bare number is refused (undefined) unless `bare` is
+ * `'ms'`, the reading kept for environment variables during their warning release.
+ */
+export function parseDuration(text: string, bare: 'refuse' | 'ms' = 'refuse'): number | undefined {
   const s = text.trim().toLowerCase();
-  if (/^\d+$/.test(s)) return Number(s);
+  if (/^\d+$/.test(s)) return Number(s) === 0 || bare === 'ms' ? Number(s) : undefined;
   const re = /(\d+(?:\.\d+)?)(ms|s|m|h|d|w)/gy;
   let total = 0;
   let matched = 0;
@@ -45,11 +69,15 @@ const sizeUnit: Record<string, number> = {
   gib: 1024 ** 3,
 };
 
-/** `25MiB`, `1GiB`, `512kb`, `1048576`; decimal (kB) and binary (KiB) units both accepted. */
-export function parseSize(text: string): number | undefined {
+/**
+ * `25MiB`, `1GiB`, `512kb`, `1048576B`, or `0`; decimal (kB) and binary (KiB) units both accepted.
+ * A bare number is refused (undefined) unless `bare` is `'bytes'` (environment variables, for now).
+ */
+export function parseSize(text: string, bare: 'refuse' | 'bytes' = 'refuse'): number | undefined {
   const m = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(text);
   if (!m) return undefined;
   const unit = (m[2] ?? '').toLowerCase();
+  if (unit === '' && Number(m[1]) !== 0 && bare === 'refuse') return undefined;
   const factor = unit === '' ? 1 : sizeUnit[unit];
   if (factor === undefined) return undefined;
   const n = Number(m[1]) * factor;

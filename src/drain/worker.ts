@@ -91,6 +91,8 @@ export interface DrainWorkerDeps {
   holder?: string;
   /** What this process registers as (`serve` with its worker: both). Default: worker. */
   roles?: ReadonlyArray<'receiver' | 'worker'>;
+  /** More for its workers row's info (`serve`: the ingest `url` it bound, which `bucket create` prints). */
+  beatInfo?: Readonly<Record<string, string>>;
   /** Due buckets one pass visits at most (src/policy/pass-order.ts); the rest go to the next pass, at once. */
   bucketsPerPass?: number;
   /**
@@ -113,7 +115,8 @@ export interface PassResult {
 
 export type StartMode = 'standby' | 'refuse';
 
-type ResolvedDeps = Required<Omit<DrainWorkerDeps, 'afterResponse' | 'observer'>> & Pick<DrainWorkerDeps, 'afterResponse' | 'observer'>;
+type ResolvedDeps = Required<Omit<DrainWorkerDeps, 'afterResponse' | 'observer' | 'beatInfo'>> &
+  Pick<DrainWorkerDeps, 'afterResponse' | 'observer' | 'beatInfo'>;
 
 interface Inflight {
   bucket: string;
@@ -454,7 +457,7 @@ export class DrainWorker {
       roles: this.#d.roles,
       host: hostname(),
       pid: process.pid,
-      info: JSON.stringify({ lease_ms: this.#d.leaseMs, started_at: startedAt }),
+      info: JSON.stringify({ ...this.#d.beatInfo, lease_ms: this.#d.leaseMs, started_at: startedAt }),
       leaseMs: this.#d.leaseMs,
     };
     await store.heartbeat(beat, clock.now(), this.#d.workerLeaseTtlMs);

@@ -6,7 +6,7 @@
  * behind them lives in src/drain.
  */
 import { InvalidArgumentError } from 'commander';
-import { formatDuration, parseDuration, parseInteger } from '../config/units.js';
+import { formatDuration, isBareNumber, noUnitMessage, parseDuration, parseInteger } from '../config/units.js';
 import { parseRetryOn, RETRY_ON_WORDS, type RetryOn } from '../policy/classify.js';
 import { DEFAULT_RETRY_BUDGET, type RetryBudgetConfig } from '../policy/retry-budget.js';
 import { DEFAULT_SCHEDULE, MAX_ATTEMPTS, scheduleProblem, type Jitter, type Schedule } from '../policy/schedule.js';
@@ -15,8 +15,9 @@ import { AppError } from '../shared/errors.js';
 import type { DrainSettings } from '../store/store.js';
 import { integerArg } from './parsers.js';
 
-/** A duration in ms: `30s`, `1m30s`, `500ms`. */
+/** A duration in ms: `30s`, `1m30s`, `500ms`, or `0`; a number without a unit is refused with a hint. */
 export function durationMsArg(value: string): number {
+  if (isBareNumber(value)) throw new InvalidArgumentError(noUnitMessage(value, 'duration'));
   const ms = parseDuration(value);
   if (ms === undefined) throw new InvalidArgumentError('a duration like 30s, 1m30s, 3h or 500ms');
   return ms;
@@ -46,7 +47,10 @@ export const maxAttemptsArg = integerArg(1, MAX_ATTEMPTS);
 /** `200/s`, `600/m`, `30/h`. */
 export function rateArg(value: string): Rate {
   const r = parseRate(value);
-  if (r === undefined) throw new InvalidArgumentError('a rate like 200/s, 600/m or 30/h');
+  if (r === undefined) {
+    if (/^\s*0+(?:\.0+)?\s*\/\s*[smh]\s*$/i.test(value)) throw new InvalidArgumentError('a rate must be greater than 0, like 1/s or 30/m');
+    throw new InvalidArgumentError('a rate like 200/s, 600/m or 30/h');
+  }
   return r;
 }
 
@@ -149,6 +153,7 @@ export const MAX_TIMEOUT_MS = 10 * 60_000; // 10m
 export const concurrencyArg = integerArg(1, MAX_CONCURRENCY);
 
 export function timeoutArg(value: string): number {
+  if (isBareNumber(value)) throw new InvalidArgumentError(noUnitMessage(value, 'duration'));
   const ms = parseDuration(value);
   if (ms === undefined || ms < 1 || ms > MAX_TIMEOUT_MS)
     throw new InvalidArgumentError('a duration above zero and at most 10m, like 10s or 1m30s');

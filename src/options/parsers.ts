@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from 'commander';
-import { parseDuration, parseInteger, parseSize } from '../config/units.js';
+import { isBareNumber, noUnitMessage, parseDuration, parseInteger, parseSize } from '../config/units.js';
 import { isValidBucketName } from '../ingest/bucket-name.js';
 import { MAX_MAX_BODY } from '../store/bucket-defaults.js';
 
@@ -29,17 +29,20 @@ export function urlArg(value: string): string {
 }
 
 export function maxBodyArg(value: string): number {
+  if (isBareNumber(value)) throw new InvalidArgumentError(noUnitMessage(value, 'size'));
   const n = parseSize(value);
   if (n === undefined || n < 1 || n > MAX_MAX_BODY) throw new InvalidArgumentError('size between 1 and 100MiB, like 25MiB or 512kb');
   return n;
 }
 
 export function sizeArg(value: string): string {
+  if (isBareNumber(value)) throw new InvalidArgumentError(noUnitMessage(value, 'size'));
   if (parseSize(value) === undefined) throw new InvalidArgumentError('a size like 256MiB or 1GiB');
   return value;
 }
 
 export function durationArg(value: string): string {
+  if (isBareNumber(value)) throw new InvalidArgumentError(noUnitMessage(value, 'duration'));
   const ms = parseDuration(value);
   if (ms === undefined || ms <= 0) throw new InvalidArgumentError('a positive duration like 2s, 1m30s or 500ms');
   return value;

@@ -127,9 +127,9 @@ export class ApiClient {
 
   private async errorOf(res: Dispatcher.ResponseData, method: string, path: string): Promise<AppError> {
     const status = res.statusCode;
-    let parsed: { error?: unknown; code?: unknown } | undefined;
+    let parsed: { error?: unknown; code?: unknown; bucket?: unknown } | undefined;
     try {
-      parsed = JSON.parse(await res.body.text()) as { error?: unknown; code?: unknown };
+      parsed = JSON.parse(await res.body.text()) as { error?: unknown; code?: unknown; bucket?: unknown };
     } catch {
       parsed = undefined;
     }
@@ -150,7 +150,9 @@ export class ApiClient {
       );
     }
     if (parsed && typeof parsed.code === 'string' && typeof parsed.error === 'string') {
-      return new AppError(parsed.code as ErrorCode, parsed.error);
+      // `bucket <name> not found` (bucketNotFound): the name, for the CLI's "did you mean" (src/cli/context.ts).
+      const bucket = parsed.code === 'not_found' ? /^bucket (\S+) not found$/.exec(parsed.error)?.[1] : undefined;
+      return new AppError(parsed.code as ErrorCode, parsed.error, bucket !== undefined ? { bucket } : {});
     }
     return new AppError(
       'api_error',

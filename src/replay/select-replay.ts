@@ -6,7 +6,7 @@
 import { iso } from '../json/iso.js';
 import { filterJson, isEmptyFilter } from '../options/request-filter.js';
 import type { Rate } from '../policy/token-bucket.js';
-import { AppError } from '../shared/errors.js';
+import { AppError, bucketNotFound } from '../shared/errors.js';
 import { newId } from '../shared/ids.js';
 import { deletingError, type Replay, type RequestFilter, type Store, type StoredRequest } from '../store/store.js';
 import { scopeProblem } from './replay.js';
@@ -42,7 +42,7 @@ export function checkReplayScope(ask: Pick<ReplayAsk, 'filter' | 'all'>): void {
 export async function selectReplay(store: Pick<Store, 'getBucket' | 'iterateRequests'>, ask: ReplayAsk): Promise<ReplaySelection> {
   checkReplayScope(ask);
   const bucket = await store.getBucket(ask.bucket);
-  if (!bucket) throw new AppError('not_found', `bucket ${ask.bucket} not found`);
+  if (!bucket) throw bucketNotFound(ask.bucket);
   if (bucket.deletingAt !== null) throw deletingError(ask.bucket);
   if (ask.to === null && bucket.destination === null) {
     throw new AppError(

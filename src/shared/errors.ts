@@ -61,14 +61,22 @@ const exitByCode: Partial<Record<ErrorCode, number>> = {
 
 export class AppError extends Error {
   readonly code: ErrorCode;
-  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+  /** A `not_found` for a bucket name: the name (the CLI suggests existing names close to it). */
+  readonly bucket: string | undefined;
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; bucket?: string }) {
     super(message, options);
     this.name = 'AppError';
     this.code = code;
+    this.bucket = options?.bucket;
   }
   get exitCode(): number {
     return exitByCode[this.code] ?? ExitCode.failure;
   }
+}
+
+/** `bucket <name> not found` (exit 4, HTTP 404), carrying the name for a "did you mean". */
+export function bucketNotFound(name: string): AppError {
+  return new AppError('not_found', `bucket ${name} not found`, { bucket: name });
 }
 
 export function isAppError(e: unknown): e is AppError {

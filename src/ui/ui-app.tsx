@@ -20,7 +20,7 @@ import {
   type FilterOptions,
 } from '../options/request-filter.js';
 import type { Clock } from '../shared/clock.js';
-import { AppError } from '../shared/errors.js';
+import { AppError, bucketNotFound } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import type { BucketCounts, Store, StatsSample } from '../store/store.js';
 import type { StoreReads } from '../api/store-reads.js';
@@ -178,7 +178,7 @@ export function createUiApp(deps: UiDeps): Hono {
   app.get('/buckets/:name', async (c) => {
     const name = c.req.param('name');
     const bucket = await reads.getBucket(name);
-    if (!bucket) throw new AppError('not_found', `bucket ${name} not found`);
+    if (!bucket) throw bucketNotFound(name);
     const values: FilterValues = {};
     for (const f of FILTER_FIELDS) {
       const v = c.req.query(f);

@@ -248,7 +248,10 @@ describe('serve refuses an unsafe or impossible admin setup (the CLI binary)', (
         { HOOKBUCKET_ADMIN_TOKEN: '' },
       );
       assert.equal(ingest.code, 1, ingest.stderr);
-      assert.match(ingest.stderr, new RegExp(`^error \\[port_in_use\\]: port 127\\.0\\.0\\.1:${held.port} is already in use`));
+      assert.match(
+        ingest.stderr,
+        new RegExp(`^error \\[port_in_use\\]: port ${held.port} is in use; pass --port or stop the other server\n`),
+      );
     } finally {
       await new Promise<void>((r) => held.server.close(() => r()));
     }

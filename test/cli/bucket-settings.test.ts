@@ -348,7 +348,15 @@ describe('drain settings in-process: forward-header edits, and the whole table o
 
   // [arguments after `bucket create|update x`, what stderr says]
   const cases: Array<[string[], RegExp]> = [
-    [['--rate', '0/s'], /'--rate <n\/unit>' argument '0\/s' is invalid/],
+    [['--rate', '0/s'], /'--rate <n\/unit>' argument '0\/s' is invalid\. a rate must be greater than 0/],
+    [['--rate', '0.0/m'], /a rate must be greater than 0/],
+    // No silent units: --timeout 10 used to mean 10 ms.
+    [['--timeout', '10'], /'--timeout <duration>' argument '10' is invalid\. 10 has no unit: write 10s or 10ms/],
+    [['--base', '30'], /'--base <duration>' argument '30' is invalid\. 30 has no unit: write 30s or 30ms/],
+    [['--cap', '3600'], /3600 has no unit: write 3600s or 3600ms/],
+    [['--give-up', '100'], /100 has no unit/],
+    [['--retain', '30'], /30 has no unit/],
+    [['--max-body', '25'], /'--max-body <size>' argument '25' is invalid\. 25 has no unit: write 25B \(bytes\), 25KiB or 25MiB/],
     [['--destination', 'https://user:s3cret@example.test/hook'], /credentials in --forward-header "Authorization: Basic/],
     [['--rate', 'fast'], /a rate like 200\/s/],
     [['--rate', '10/s', '--burst', '0'], /'--burst <n>' argument '0' is invalid/],

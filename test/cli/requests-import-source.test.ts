@@ -97,7 +97,7 @@ describe('requests import reads its source once (real binary)', () => {
   });
 
   it('--max-body applies to the bytes stored; the copy is gone afterwards, on success and on refusal', async () => {
-    assert.equal((await runCli(['--db', t.db, 'bucket', 'update', 'b', '--max-body', '10'])).code, 0);
+    assert.equal((await runCli(['--db', t.db, 'bucket', 'update', 'b', '--max-body', '10B'])).code, 0);
     writeFileSync(join(t.dir, 'big.ndjson'), `${line(12)}${line(13, { body: 'x'.repeat(11) })}`);
     const big = await runCli(['--db', t.db, 'requests', 'import', 'b', join(t.dir, 'big.ndjson')]);
     assert.equal(big.code, 2);

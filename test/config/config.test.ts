@@ -33,6 +33,37 @@ describe('loadConfig', () => {
     assert.throws(() => loadConfig({}, {}, { maxInflightBytes: '0' }), /--max-inflight-bytes/);
   });
 
+  it('refuses a flag duration or size without a unit, with the fix', () => {
+    assert.throws(() => loadConfig({}, {}, { leaseMs: '60000' }), /invalid --lease: "60000" has no unit: write 60000s or 60000ms/);
+    assert.throws(() => loadConfig({}, {}, { adminQueryBudgetMs: '10' }), /--admin-query-budget.*write 10s or 10ms/);
+    assert.throws(() => loadConfig({}, {}, { maxInflightBytes: '1000' }), /--max-inflight-bytes.*write 1000B/);
+    assert.equal(loadConfig({}, {}, { minFreeDisk: '0' }).minFreeDisk, 0, 'a bare 0 needs no unit');
+  });
+
+  it('reads an environment duration or size without a unit the old way (ms, bytes), with a warning naming the variable and the fix', () => {
+    const warnings: string[] = [];
+    const c = loadConfig(
+      { HOOKBUCKET_LEASE: '60000', HOOKBUCKET_MAX_INFLIGHT_BYTES: '1048576' },
+      { HOOKBUCKET_SHUTDOWN_GRACE: '5000', HOOKBUCKET_LOCK_TIMEOUT: '3s' },
+      {},
+      (m) => warnings.push(m),
+    );
+    assert.equal(c.leaseMs, 60_000);
+    assert.equal(c.shutdownGraceMs, 5000);
+    assert.equal(c.maxInflightBytes, 1_048_576);
+    assert.equal(c.lockTimeoutMs, 3000);
+    assert.deepEqual(warnings, [
+      'HOOKBUCKET_MAX_INFLIGHT_BYTES=1048576 has no unit: read as 1048576 bytes (1.0 MiB); write 1048576B or 1.0MiB. A future release will refuse a number without a unit',
+      'HOOKBUCKET_LEASE=60000 has no unit: read as 60000 ms (1m); write 60000ms or 1m. A future release will refuse a number without a unit',
+      'HOOKBUCKET_SHUTDOWN_GRACE=5000 in .env has no unit: read as 5000 ms (5s); write 5000ms or 5s. A future release will refuse a number without a unit',
+    ]);
+    // A flag given wins without a warning about the variable it overrides.
+    const none: string[] = [];
+    loadConfig({ HOOKBUCKET_LEASE: '60000' }, {}, { leaseMs: '1m' }, (m) => none.push(m));
+    assert.deepEqual(none, []);
+    assert.throws(() => loadConfig({ HOOKBUCKET_LEASE: '0' }, {}), /HOOKBUCKET_LEASE/, 'still positive');
+  });
+
   it('documents every setting in .env.example with its default', () => {
     const example = readFileSync(new URL('../../../.env.example', import.meta.url), 'utf8');
     for (const s of settings) {

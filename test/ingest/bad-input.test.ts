@@ -304,7 +304,7 @@ describe('storage trouble means 503, never 2xx', () => {
   });
 
   it('too many body bytes in flight: 503 with Retry-After', async () => {
-    const s = await startTestServer({ maxInflightBytes: '1000' });
+    const s = await startTestServer({ maxInflightBytes: '1000B' });
     try {
       await s.store.createBucket({ name: 'hooks' });
       const r = await rawRequest(s.url, `POST /b/hooks HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n\r\n`);

@@ -3,11 +3,13 @@ import { formatDuration, formatSize } from '../../config/units.js';
 import { DEFAULT_RETRY_ON, formatRetryOn } from '../../policy/classify.js';
 import { BUDGET_WINDOW_SECONDS } from '../../policy/retry-budget.js';
 import { formatRate } from '../../policy/token-bucket.js';
-import { AppError } from '../../shared/errors.js';
+import { AppError, bucketNotFound } from '../../shared/errors.js';
 import { DEFAULT_DRAIN } from '../../store/bucket-defaults.js';
 import { RETENTION_INTERVAL_MS } from '../../retention/retention-loop.js';
 import { formatAge } from '../../retention/rules.js';
-import type { Bucket, BucketCounts, DrainSettings } from '../../store/store.js';
+import type { Bucket, BucketCounts, DrainSettings, Store } from '../../store/store.js';
+import { bucketUrlText, ingestBaseUrl, parsePublicUrl, recordedUrl, type IngestBaseUrl } from '../../policy/public-url.js';
+import { systemClock } from '../../shared/clock.js';
 import { withStore } from '../context.js';
 import { addDeliveryOptions, describeSchedule, positiveDurationMsArg } from '../drain-options.js';
 import { iso, print, printJson, table, type CliIo } from '../io.js';
@@ -18,6 +20,38 @@ import { bucketPatchFrom as patchFrom, pruneStatesArg, type BucketSettingsOpts }
 import { bucketJson } from '../../json/bucket-json.js';
 
 export { bucketJson };
+
+/**
+ * HOOKBUCKET_PUBLIC_URL from the environment, else `.env` (read here, not through configFor: with
+ * --api no local configuration is loaded); undefined when unset, a usage error when not a URL.
+ */
+function publicUrlOf(io: CliIo): string | undefined {
+  const raw = io.env.HOOKBUCKET_PUBLIC_URL ?? io.dotenv.HOOKBUCKET_PUBLIC_URL;
+  if (raw === undefined || raw.trim() === '') return undefined;
+  const url = parsePublicUrl(raw);
+  if (url === undefined) {
+    throw new AppError(
+      'invalid_option',
+      `invalid HOOKBUCKET_PUBLIC_URL: ${JSON.stringify(raw)} (an http:// or https:// URL without credentials, query or fragment, like https://hooks.example.com)`,
+    );
+  }
+  return url;
+}
+
+/** Where senders reach a bucket: HOOKBUCKET_PUBLIC_URL, else the address a live serve recorded, else a labelled placeholder. */
+async function ingestBaseFor(publicUrl: string | undefined, store: Store): Promise<IngestBaseUrl> {
+  if (publicUrl !== undefined) return ingestBaseUrl(publicUrl, []);
+  let recorded: string[] = [];
+  try {
+    recorded = (await store.processes(systemClock.now()))
+      .filter((p) => p.alive && p.roles.includes('receiver'))
+      .map((p) => recordedUrl(p.info))
+      .filter((u): u is string => u !== undefined);
+  } catch {
+    // Nothing recorded to read (an older server behind --api): the placeholder says so.
+  }
+  return ingestBaseUrl(undefined, recorded);
+}
 
 interface BucketOpts extends BucketSettingsOpts {
   json?: boolean;
@@ -30,7 +64,7 @@ function destinationText(url: string, reveal: boolean): string {
   return escapeTerminal(reveal ? url : redactUrl(url));
 }
 
-function showText(b: Bucket, counts: BucketCounts, baseUrlHint: string, reveal: boolean): string {
+function showText(b: Bucket, counts: BucketCounts, base: IngestBaseUrl, reveal: boolean): string {
   const lines = [
     `name              ${escapeTerminal(b.name)}`,
     ...(b.deletingAt !== null
@@ -39,7 +73,7 @@ function showText(b: Bucket, counts: BucketCounts, baseUrlHint: string, reveal: 
             `finish with: hookbucket bucket delete ${escapeTerminal(b.name)} (a running serve also finishes it in the background)`,
         ]
       : []),
-    `url               ${baseUrlHint}/b/${escapeTerminal(b.name)}`,
+    `url               ${escapeTerminal(bucketUrlText(base, b.name))}`,
     `destination       ${b.destination === null ? '(none: requests are stored only)' : destinationText(b.destination, reveal)}`,
     `max body          ${formatSize(b.maxBody)} (${b.maxBody} bytes)`,
     `ack               ${b.ackStatus} ${b.ackBody === null ? '{"id":"<id>"}' : escapeJsonText(JSON.stringify(b.ackBody))}${b.ackContentType ? ` (${escapeTerminal(b.ackContentType)})` : ''}`,
@@ -127,7 +161,7 @@ export function makeBucketCommand(io: CliIo): Command {
 
   bucket.addCommand(
     addBucketSettings(new Command('create'), false)
-      .description('create a bucket; webhooks then go to http://HOST:8787/b/<name>')
+      .description('create a bucket; webhooks then go to <url>/b/<name> (url: HOOKBUCKET_PUBLIC_URL, else the running serve)')
       .argument('<name>', 'bucket name, ^[a-z0-9][a-z0-9_-]{0,62}$', bucketNameArg)
       .addHelpText(
         'after',
@@ -150,11 +184,12 @@ Examples:
         if (opts.retainState !== undefined && opts.retain === undefined)
           throw new AppError('invalid_option', '--retain-state needs --retain <duration>');
         const patch = patchFrom(opts, DEFAULT_DRAIN);
+        const publicUrl = publicUrlOf(io);
         return withStore(cmd, io, async (store) => {
           const b = await store.createBucket({ name, ...patch });
           if (opts.json) printJson(io, bucketJson(b));
           else {
-            print(io, `created bucket ${b.name}: send webhooks to http://HOST:8787/b/${b.name}`);
+            print(io, `created bucket ${b.name}: send webhooks to ${bucketUrlText(await ingestBaseFor(publicUrl, store), b.name)}`);
             if (b.retainMs !== null && b.destination === null && !b.retainStates.includes('none')) {
               print(io, `note: without a destination its requests stay in state none, which --retain prunes only with --retain-state none`);
             }
@@ -216,15 +251,16 @@ Examples:
       .option('--json', 'print JSON')
       .option('--reveal', 'show credentials in the destination URL and forwarded headers instead of [redacted]')
       .addHelpText('after', '\nExamples:\n  $ hookbucket bucket show stripe\n  $ hookbucket bucket show stripe --json')
-      .action(async (name: string, opts: BucketOpts, cmd: Command) =>
-        withStore(cmd, io, async (store) => {
+      .action(async (name: string, opts: BucketOpts, cmd: Command) => {
+        const publicUrl = publicUrlOf(io);
+        return withStore(cmd, io, async (store) => {
           const b = await store.getBucket(name);
           if (!b) throw notFound(name);
           const counts = await store.bucketCounts(name);
           if (opts.json) printJson(io, bucketJson(b, counts));
-          else print(io, showText(b, counts, 'http://HOST:8787', opts.reveal === true));
-        }),
-      ),
+          else print(io, showText(b, counts, await ingestBaseFor(publicUrl, store), opts.reveal === true));
+        });
+      }),
   );
 
   bucket.addCommand(
@@ -349,5 +385,5 @@ Examples:
 }
 
 export function notFound(name: string): AppError {
-  return new AppError('not_found', `bucket ${name} not found`);
+  return bucketNotFound(name);
 }

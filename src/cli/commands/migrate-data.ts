@@ -1,5 +1,5 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { formatSize, parseSize } from '../../config/units.js';
+import { formatSize, isBareNumber, noUnitMessage, parseSize } from '../../config/units.js';
 import { formatDuration } from '../../shared/format-duration.js';
 import { ExitCode, ExitWith } from '../../shared/errors.js';
 import { runMigrateData, type RunMigrateDataResult } from '../../store/migrate-data/run.js';
@@ -13,6 +13,7 @@ const DEFAULT_BATCH_ROWS = 500;
 const DEFAULT_BATCH_BYTES = 8 * 1024 * 1024; // 8 MiB
 
 function batchBytesArg(value: string): number {
+  if (isBareNumber(value)) throw new InvalidArgumentError(noUnitMessage(value, 'size'));
   const n = parseSize(value);
   if (n === undefined || n < 1) throw new InvalidArgumentError('a size like 8MiB or 512kb');
   return n;

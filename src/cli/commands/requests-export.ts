@@ -5,7 +5,7 @@ import { once } from 'node:events';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { formatSize } from '../../config/units.js';
 import { systemClock } from '../../shared/clock.js';
-import { AppError } from '../../shared/errors.js';
+import { AppError, bucketNotFound } from '../../shared/errors.js';
 import {
   CURL_PREAMBLE,
   EXPORT_FORMATS,
@@ -105,7 +105,7 @@ Examples:
       const filter = filterFromOptions(opts, systemClock.now());
       const baseUrl = opts.baseUrl ?? `http://localhost:${configFor(c, io).port}/b/${bucket}`;
       await withStore(c, io, async (store) => {
-        if (!(await store.getBucket(bucket))) throw new AppError('not_found', `bucket ${bucket} not found`);
+        if (!(await store.getBucket(bucket))) throw bucketNotFound(bucket);
         const progress = createProgress(io);
         const total = io.stderr.isTTY ? await store.countRequests(bucket, filter) : 0;
         const partial = opts.out ? `${opts.out}.partial-${randomBytes(4).toString('hex')}` : undefined;

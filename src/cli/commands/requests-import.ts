@@ -3,7 +3,7 @@ import { stat } from 'node:fs/promises';
 import { Command } from 'commander';
 import { formatSize } from '../../config/units.js';
 import { spoolErrorCode } from '../../ingest/spool.js';
-import { AppError } from '../../shared/errors.js';
+import { AppError, bucketNotFound } from '../../shared/errors.js';
 import { deletingError, type ImportItem } from '../../store/store.js';
 import { ImportCopy } from '../../transfer/import-copy.js';
 import {
@@ -102,7 +102,7 @@ Examples:
       }
       await withStore(c, io, async (store) => {
         const b = await store.getBucket(bucket);
-        if (!b) throw new AppError('not_found', `bucket ${bucket} not found`);
+        if (!b) throw bucketNotFound(bucket);
         if (b.deletingAt !== null) throw deletingError(bucket);
         if (opts.deliver && b.destination === null) {
           throw new AppError('usage', `--deliver: bucket ${bucket} has no destination (bucket update ${bucket} --destination <url> first)`);

@@ -50,6 +50,7 @@ export function makeServeCommand(io: CliIo): Command {
     .option(
       '--admin-query-budget <duration>',
       'longest an admin API read may take; past it 503 query_timeout (default 10s, env HOOKBUCKET_ADMIN_QUERY_BUDGET)',
+      durationArg,
     )
     .option(
       '--metrics-bucket-histograms',

@@ -1,6 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import { Command, InvalidArgumentError } from 'commander';
-import { formatDuration, parseDuration } from '../../config/units.js';
+import { formatDuration, isBareNumber, noUnitMessage, parseDuration } from '../../config/units.js';
 import {
   DEFAULT_SIMULATION,
   fixedPolicy,
@@ -34,6 +34,7 @@ export function policyArg(value: string): PolicyArg {
   const v = value.trim().toLowerCase();
   if (v === 'default') return { kind: 'default' };
   const m = /^fixed:(.+)$/.exec(v);
+  if (m && isBareNumber(m[1]!)) throw new InvalidArgumentError(`fixed:${noUnitMessage(m[1]!, 'duration')}`);
   const ms = m ? parseDuration(m[1]!) : undefined;
   if (ms === undefined || ms < 1) throw new InvalidArgumentError('default, or fixed:<interval> like fixed:30s');
   return { kind: 'fixed', name: `fixed:${formatDuration(ms)}`, intervalMs: ms };

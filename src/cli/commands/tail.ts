@@ -1,7 +1,7 @@
 import { Command } from 'commander';
 import { formatSize } from '../../config/units.js';
 import { systemClock } from '../../shared/clock.js';
-import { AppError } from '../../shared/errors.js';
+import { bucketNotFound } from '../../shared/errors.js';
 import type { TailCursor, TailEvent } from '../../store/store.js';
 import { tailEventJson } from '../../json/request-json.js';
 import { withStore } from '../context.js';
@@ -67,7 +67,7 @@ export function makeTailCommand(io: CliIo): Command {
     )
     .action(async (bucket: string, opts: { json?: boolean; count?: number; reveal?: boolean }, cmd: Command) =>
       withStore(cmd, io, async (store) => {
-        if (!(await store.getBucket(bucket))) throw new AppError('not_found', `bucket ${bucket} not found`);
+        if (!(await store.getBucket(bucket))) throw bucketNotFound(bucket);
         if (isRemoteStore(store)) return remoteTail(io, store, bucket, opts);
         let stopped = false;
         void io.waitForSignal().then(() => (stopped = true));

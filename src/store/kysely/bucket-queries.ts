@@ -4,7 +4,7 @@
  * does what they tell other processes (bucket_epoch alone, or with a NOTIFY).
  */
 import type { Kysely } from 'kysely';
-import { AppError } from '../../shared/errors.js';
+import { bucketNotFound } from '../../shared/errors.js';
 import { toBucket } from '../bucket-row.js';
 import type { Database } from '../schema.js';
 import { deletingError, type Bucket } from '../store.js';
@@ -26,7 +26,7 @@ export async function selectRejections(db: Kysely<Database>, bucket: string): Pr
  * that was not there or is being deleted.
  */
 export async function writtenBucket(db: Kysely<Database>, name: string, found: 'missing' | 'deleting' | 'updated'): Promise<Bucket> {
-  if (found === 'missing') throw new AppError('not_found', `bucket ${name} not found`);
+  if (found === 'missing') throw bucketNotFound(name);
   if (found === 'deleting') throw deletingError(name);
   return (await selectBucket(db, name))!;
 }

@@ -21,7 +21,7 @@
  * the same loops, errors and messages: ../purge.ts.
  */
 import { sql, type Kysely, type Transaction } from 'kysely';
-import { AppError } from '../../shared/errors.js';
+import { AppError, bucketNotFound } from '../../shared/errors.js';
 import type { Database } from '../schema.js';
 import { PURGE_BATCH, purgeEachDeleting, purgeIds, purgeToEnd, type PurgeStep } from '../purge.js';
 import type { PurgeHooks, PurgeResult } from '../store.js';
@@ -45,7 +45,7 @@ async function markDeleting(db: Kysely<Database>, name: string, force: boolean, 
       trx,
     );
     const row = rows[0];
-    if (!row) throw new AppError('not_found', `bucket ${name} not found`);
+    if (!row) throw bucketNotFound(name);
     if (row.deleting_at !== null) return 'already' as const;
     // An existence probe under the lock (an index range); the count for the message is taken after.
     if (!force) {

@@ -28,7 +28,7 @@
  * so it runs again after a short pause, up to DEADLOCK_TRIES times.
  */
 import { sql, type Kysely } from 'kysely';
-import { AppError } from '../../shared/errors.js';
+import { bucketNotFound } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { Database, DeliveriesTable } from '../schema.js';
 import { deletingError, type NewReplay, type Replay, type ReplayProgress } from '../store.js';
@@ -46,7 +46,7 @@ const DEADLOCK_BACKOFF_MS = 100; // then 200 ms before the third run
 async function mustBeLive(trx: Kysely<Database>, bucket: string): Promise<void> {
   const { rows } = await sql<{ deleting_at: number | null }>`select deleting_at from buckets where name = ${bucket} for share`.execute(trx);
   const row = rows[0];
-  if (!row) throw new AppError('not_found', `bucket ${bucket} not found`);
+  if (!row) throw bucketNotFound(bucket);
   if (row.deleting_at !== null) throw deletingError(bucket);
 }
 

@@ -20,7 +20,7 @@
  * wait while it runs) or use pg_repack, which does it with brief locks."
  */
 import { sql, type Kysely, type Transaction } from 'kysely';
-import { AppError } from '../../shared/errors.js';
+import { bucketNotFound } from '../../shared/errors.js';
 import type { Database } from '../schema.js';
 import { choosePrunable, PRUNE_BATCH, pruneWalk, zeroCounts, type PruneCandidate, type PruneStep } from '../prune-walk.js';
 import type { PrunableState, PruneHooks, PruneOptions, PruneResult } from '../store.js';
@@ -35,7 +35,7 @@ export async function pgPrune(db: Kysely<Database>, o: PruneOptions, hooks: Prun
     buckets = (await sql<{ name: string }>`select name from buckets order by name collate "C"`.execute(db)).rows.map((r) => r.name);
   } else {
     const found = await db.selectFrom('buckets').select('name').where('name', '=', o.bucket).executeTakeFirst();
-    if (!found) throw new AppError('not_found', `bucket ${o.bucket} not found`);
+    if (!found) throw bucketNotFound(o.bucket);
     buckets = [found.name];
   }
 

@@ -6,7 +6,7 @@
  * transaction, so all figures come from the same snapshot, as on SQLite.
  */
 import { sql, type Kysely } from 'kysely';
-import { AppError } from '../../shared/errors.js';
+import { bucketNotFound } from '../../shared/errors.js';
 import { idFloorAt } from '../../shared/ids.js';
 import type { Database } from '../schema.js';
 import type { StatsQuery, StatsSample } from '../store.js';
@@ -42,7 +42,7 @@ export async function pgStatsSamples(
               paused: number;
             }>`select name, paused from buckets where deleting_at is null order by name collate "C"`.execute(trx)
           : await sql<{ name: string; paused: number }>`select name, paused from buckets where name = ${q.bucket}`.execute(trx);
-      if (q.bucket !== undefined && bucketRows.length === 0) throw new AppError('not_found', `bucket ${q.bucket} not found`);
+      if (q.bucket !== undefined && bucketRows.length === 0) throw bucketNotFound(q.bucket);
       const buckets = bucketRows.map((r) => ({ name: r.name, paused: Number(r.paused) === 1 }));
       const names = buckets.map((b) => b.name);
       const since = q.sinceMs;

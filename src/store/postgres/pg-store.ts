@@ -1,5 +1,5 @@
 import { CompiledQuery, Kysely, PostgresDialect, sql } from 'kysely';
-import { AppError } from '../../shared/errors.js';
+import { AppError, bucketNotFound } from '../../shared/errors.js';
 import type { Clock } from '../../shared/clock.js';
 import type { BucketsTable, Database, WorkersTable } from '../schema.js';
 import {
@@ -366,7 +366,7 @@ export class PgStore implements Store {
 
   async #existing(bucket: string): Promise<Bucket> {
     const b = await this.getBucket(bucket);
-    if (!b) throw new AppError('not_found', `bucket ${bucket} not found`);
+    if (!b) throw bucketNotFound(bucket);
     return b;
   }
 }

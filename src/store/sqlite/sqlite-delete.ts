@@ -16,7 +16,7 @@
  * Before this, the bucket row went first and the rows after it; a delete that failed half-way left
  * rows without a bucket, and a new bucket of the same name had them delivered to its destination.
  */
-import { AppError } from '../../shared/errors.js';
+import { AppError, bucketNotFound } from '../../shared/errors.js';
 import { PURGE_BATCH, purgeIds, type PurgeStep } from '../purge.js';
 import type { SqliteDb } from './open.js';
 
@@ -64,7 +64,7 @@ export function createPurger(db: SqliteDb) {
 
   const mark = db.transaction((name: string, force: boolean, nowMs: number): 'marked' | 'already' => {
     const row = s.bucket.get(name) as { deleting_at: number | null } | undefined;
-    if (!row) throw new AppError('not_found', `bucket ${name} not found`);
+    if (!row) throw bucketNotFound(name);
     if (row.deleting_at !== null) return 'already';
     // An existence probe under the lock (an index seek); the count for the message is taken after.
     if (!force && Number(s.live.get(name)) === 1) throw new AppError('bucket_not_empty', '');

@@ -12,7 +12,7 @@
  *
  * Written in transactions of at most REPLAY_BATCH requests, so ingest never waits long for the lock.
  */
-import { AppError } from '../../shared/errors.js';
+import { bucketNotFound } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { ReplaysTable } from '../schema.js';
 import type { NewReplay, Replay, ReplayProgress } from '../store.js';
@@ -51,7 +51,7 @@ export function createReplay(db: SqliteDb, r: NewReplay): Replay {
   // A replay of a bucket that is gone or being deleted would add deliveries its purge removes.
   const mustBeLive = () => {
     const row = live.get(r.bucket) as { deleting_at: number | null } | undefined;
-    if (!row) throw new AppError('not_found', `bucket ${r.bucket} not found`);
+    if (!row) throw bucketNotFound(r.bucket);
     if (row.deleting_at !== null) throw deletingError(r.bucket);
   };
 

@@ -1,7 +1,7 @@
 import { stat } from 'node:fs/promises';
 import { Kysely, Migrator, SqliteDialect, sql, type Selectable } from 'kysely';
 import type { Durability } from '../../config/config.js';
-import { AppError } from '../../shared/errors.js';
+import { AppError, bucketNotFound } from '../../shared/errors.js';
 import type { Clock } from '../../shared/clock.js';
 import { migrationProvider } from '../migrations/sqlite/index.js';
 import type { BucketsTable, Database, WorkersTable } from '../schema.js';
@@ -322,7 +322,7 @@ export class SqliteStore implements Store {
 
   async listRequests(bucket: string, filter: RequestFilter, page: ListRequestsOptions): Promise<RequestPage> {
     const b = await this.getBucket(bucket);
-    if (!b) throw new AppError('not_found', `bucket ${bucket} not found`);
+    if (!b) throw bucketNotFound(bucket);
     const { requests, more } = queryPage(this.#raw, bucket, filter, b.paused, {
       order: 'desc',
       limit: page.limit,
@@ -333,13 +333,13 @@ export class SqliteStore implements Store {
 
   async *iterateRequests(bucket: string, filter: RequestFilter): AsyncIterable<StoredRequest> {
     const b = await this.getBucket(bucket);
-    if (!b) throw new AppError('not_found', `bucket ${bucket} not found`);
+    if (!b) throw bucketNotFound(bucket);
     yield* iterateMatching(this.#raw, bucket, filter, b.paused);
   }
 
   async countRequests(bucket: string, filter: RequestFilter): Promise<number> {
     const b = await this.getBucket(bucket);
-    if (!b) throw new AppError('not_found', `bucket ${bucket} not found`);
+    if (!b) throw bucketNotFound(bucket);
     return countMatching(this.#raw, bucket, filter, b.paused);
   }
 
@@ -410,7 +410,7 @@ export class SqliteStore implements Store {
 
   async tail(bucket: string, cursor: TailCursor): Promise<{ events: TailEvent[]; cursor: TailCursor }> {
     const b = await this.getBucket(bucket);
-    if (!b) throw new AppError('not_found', `bucket ${bucket} not found`);
+    if (!b) throw bucketNotFound(bucket);
     return tail(this.#raw, bucket, cursor, this.#clock.now(), b.paused);
   }
 
@@ -427,7 +427,7 @@ export class SqliteStore implements Store {
             }>
           ).map((r) => ({ name: r.name, paused: Number(r.paused) === 1 }))
         : [await this.getBucket(query.bucket)];
-    if (buckets[0] === undefined && query.bucket !== undefined) throw new AppError('not_found', `bucket ${query.bucket} not found`);
+    if (buckets[0] === undefined && query.bucket !== undefined) throw bucketNotFound(query.bucket);
     return statsSamples(this.#raw, buckets as Array<Pick<Bucket, 'name' | 'paused'>>, query);
   }
 
@@ -439,7 +439,7 @@ export class SqliteStore implements Store {
 
   async prune(options: PruneOptions, hooks: PruneHooks = {}): Promise<PruneResult> {
     const buckets = options.bucket === undefined ? await this.listBuckets() : [await this.getBucket(options.bucket)];
-    if (buckets[0] === undefined && options.bucket !== undefined) throw new AppError('not_found', `bucket ${options.bucket} not found`);
+    if (buckets[0] === undefined && options.bucket !== undefined) throw bucketNotFound(options.bucket);
     return pruneRequests(
       this.#raw,
       (buckets as Bucket[]).map((b) => b.name),
