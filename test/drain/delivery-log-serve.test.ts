@@ -51,11 +51,15 @@ describe('serve logs deliveries: failures at warn (counted after the first), a s
     const sum = (ls: Line[], field: string) => ls.reduce((a, l) => a + Number(l[field] ?? 0), 0);
     try {
       let url = '';
-      await until(() => {
-        const l = lines().find((x) => x.msg === 'hookbucket listening');
-        if (l) url = String(l.url);
-        return url !== '';
-      }, 'serve to listen');
+      await until(
+        () => {
+          const l = lines().find((x) => x.msg === 'hookbucket listening');
+          if (l) url = String(l.url);
+          return url !== '';
+        },
+        `serve to listen (its stderr so far: ${stderr})`,
+        90_000,
+      );
       const post = async (bucket: string, n: number) => {
         for (let i = 0; i < n; i++) {
           const res = await fetch(`${url}/b/${bucket}`, {
@@ -74,10 +78,14 @@ describe('serve logs deliveries: failures at warn (counted after the first), a s
 
       // Failures: the first in full at warn, the rest as counts; every one accounted for.
       const failureLines = () => lines().filter((l) => l.level === WARN && l.bucket === 'bad');
-      await until(() => {
-        const ls = failureLines();
-        return ls.filter((l) => l.outcome === 'failed').length + sum(ls, 'more') === 12;
-      }, 'the 12 failures of bucket bad in the log');
+      await until(
+        () => {
+          const ls = failureLines();
+          return ls.filter((l) => l.outcome === 'failed').length + sum(ls, 'more') === 12;
+        },
+        'the 12 failures of bucket bad in the log',
+        90_000,
+      );
       const fl = failureLines();
       const firsts = fl.filter((l) => l.outcome === 'failed');
       assert.ok(firsts.length >= 1);
@@ -107,10 +115,11 @@ describe('serve logs deliveries: failures at warn (counted after the first), a s
       await post('busy', 1);
 
       // Summaries: one info line per active bucket per interval, with what the interval held.
-      await until(() => sum(summaries('ok'), 'delivered') === 3 && sum(summaries('bad'), 'failed') === 12, 'the summaries');
+      await until(() => sum(summaries('ok'), 'delivered') === 3 && sum(summaries('bad'), 'failed') === 12, 'the summaries', 90_000);
       await until(
         () => summaries('busy').some((l) => ((l.deferred as Record<string, number>).retry_after ?? 0) >= 1),
         'the deferral in a summary',
+        90_000,
       );
       assert.equal(sum(summaries('ok'), 'received'), 3);
       assert.equal(sum(summaries('bad'), 'received'), 12);
