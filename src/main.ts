@@ -11,6 +11,7 @@ import type { Clock } from './shared/clock.js';
 import type { Logger } from './shared/logger.js';
 import { createDeliveryAgent } from './drain/forward.js';
 import { DrainWorker, type StartMode } from './drain/worker.js';
+import { DeliveryLog } from './drain/delivery-log.js';
 import { RetentionLoop } from './retention/retention-loop.js';
 import { AppError } from './shared/errors.js';
 import { openStore } from './store/open-store.js';
@@ -114,7 +115,15 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
     // (opened and checked) now, started once the ports are bound.
     if (config.worker)
       prepared = await prepareWorker(config, { clock, logger }, { checkpoints: false, roles: ['receiver', 'worker'], observer: metrics });
-    sink = instrumentSink(await opened.ingestSink({ logger, onCommitted: () => worker?.worker.wake() }), metrics);
+    // Each stored request counts in /metrics and in the worker's delivery log summary.
+    const counted = {
+      requestReceived: (bucket: string) => {
+        metrics.requestReceived(bucket);
+        worker?.worker.deliveryLog.requestReceived(bucket);
+      },
+      ingestRefused: (bucket: string, reason: string) => metrics.ingestRefused(bucket, reason),
+    };
+    sink = instrumentSink(await opened.ingestSink({ logger, onCommitted: () => worker?.worker.wake() }), counted);
   } catch (e) {
     await prepared?.discard().catch(() => undefined);
     await reads?.close().catch(() => undefined);
@@ -445,6 +454,13 @@ export async function prepareWorker(
         ...(options.roles ? { roles: options.roles } : {}),
         ...(beat.url !== undefined ? { beatInfo: { url: beat.url } } : {}),
         observer: options.observer ?? metrics!,
+        // Inside serve, ingest tells it about received requests too (startServer).
+        deliveryLog: new DeliveryLog({
+          logger: deps.logger,
+          clock: deps.clock,
+          intervalMs: config.logIntervalMs,
+          receives: options.roles?.includes('receiver') ?? false,
+        }),
         ...(crashAfterResponse ? { afterResponse: () => process.kill(process.pid, 'SIGKILL') } : {}),
       });
       try {

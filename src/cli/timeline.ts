@@ -2,9 +2,9 @@
  * A request's delivery history for people (`requests show`) and machines (`--json`): every
  * generation with its attempts as a timeline. Pure: history in, lines or JSON out.
  */
-import type { DeliveryHistory } from '../store/store.js';
+import type { AttemptRecord, DeliveryHistory } from '../store/store.js';
 import { redactUrl } from '../policy/redact.js';
-import { ago, nextText, outcomeText } from '../policy/attempt-text.js';
+import { gapText, nextText, outcomeText } from '../policy/attempt-text.js';
 import { escapeBytes, escapeJsonText, escapeTerminal } from '../policy/terminal-text.js';
 import { isUtf8 } from './render.js';
 
@@ -25,10 +25,10 @@ export function timelineLines(history: readonly DeliveryHistory[], bucketDestina
     );
     if (d.deferrals > 0) lines.push(`    held back ${d.deferrals} time(s), last by ${d.lastDeferralReason}`);
     if (d.state === 'pending' || d.state === 'retrying') lines.push(`    next attempt ${new Date(d.nextAttemptAt).toISOString()}`);
-    let prev: number | undefined;
+    let prev: AttemptRecord | undefined;
     for (const a of d.attemptLog) {
-      const gap = prev === undefined ? '' : ` (+${ago(a.startedAt - prev)})`;
-      prev = a.startedAt;
+      const gap = prev === undefined ? '' : ` (${gapText(prev, a, d.lastDeferralReason)})`;
+      prev = a;
       const latency = a.durationMs === null ? '' : `, ${a.durationMs} ms`;
       const err = a.errorClass !== null && a.status === null ? `, ${a.errorClass}` : '';
       const next = nextText(a);

@@ -36,6 +36,8 @@ export interface Config {
   readonly headersTimeoutMs: number;
   readonly requestTimeoutMs: number;
   readonly logLevel: string;
+  /** The drain worker's delivery log: a summary per active bucket, and failures after the first counted, once per this. */
+  readonly logIntervalMs: number;
   /** Run the drain worker inside `serve` (`--no-worker` turns it off). */
   readonly worker: boolean;
   /** Lease on a claimed delivery; must exceed every bucket's attempt timeout. */
@@ -135,6 +137,13 @@ export const settings = [
     meaning: 'a client must send the whole request within this time',
   },
   { key: 'logLevel', env: 'HOOKBUCKET_LOG_LEVEL', default: 'info', meaning: 'log level: fatal, error, warn, info, debug, trace or silent' },
+  {
+    key: 'logIntervalMs',
+    env: 'HOOKBUCKET_LOG_INTERVAL',
+    default: '1m',
+    meaning:
+      "the drain worker's delivery log: a summary line per active bucket this often, and failures after the first counted in one line per bucket this often",
+  },
   {
     key: 'worker',
     env: 'HOOKBUCKET_WORKER',
@@ -270,6 +279,7 @@ const parsers: { [K in SettingKey]: (raw: string, name: string, src: ValueSource
   requestTimeoutMs: durationSetting,
   worker: (raw, name) => parseBoolean(raw) ?? bad(name, raw),
   leaseMs: durationSetting,
+  logIntervalMs: durationSetting,
   shutdownGraceMs: durationSetting,
   admin: (raw, name) => parseBoolean(raw) ?? bad(name, raw),
   adminPort: (raw, name) => parseInteger(raw, 0, 65535) ?? bad(name, raw),

@@ -40,6 +40,8 @@ import { block, newPacer, type DeferReason, type PacerState } from '../policy/pa
 import { intervalMs, takeToken } from '../policy/token-bucket.js';
 import { MAX_BUCKETS_PER_PASS, passOrder } from '../policy/pass-order.js';
 import type { DrainObserver } from './drain-observer.js';
+import { DeliveryLog } from './delivery-log.js';
+import { afterLeaseExpiry } from '../policy/admission.js';
 
 export const DEFAULT_LEASE_MS = 60_000; // 60s: longer than any bucket's attempt timeout (default 10s)
 /** The single-worker lease: renewed every third of this; a dead worker's lease is taken after it. */
@@ -102,6 +104,8 @@ export interface DrainWorkerDeps {
   afterResponse?: (a: ClaimedAttempt) => void;
   /** Told about attempts and deferrals once the store has recorded them (metrics); default: nobody. */
   observer?: DrainObserver;
+  /** What the worker logs about deliveries (failures, Retry-After blocks, a summary an interval); default: one on `logger`, every 1m. */
+  deliveryLog?: DeliveryLog;
 }
 
 export interface PassResult {
@@ -117,6 +121,14 @@ export type StartMode = 'standby' | 'refuse';
 
 type ResolvedDeps = Required<Omit<DrainWorkerDeps, 'afterResponse' | 'observer' | 'beatInfo'>> &
   Pick<DrainWorkerDeps, 'afterResponse' | 'observer' | 'beatInfo'>;
+
+/** An attempt sent, as the observer and the delivery log are told about it once the store has recorded it. */
+interface Observed {
+  bucket: string;
+  durationMs: number;
+  requestId: string;
+  number: number;
+}
 
 interface Inflight {
   bucket: string;
@@ -173,8 +185,8 @@ export class DrainWorker {
   /** Per bucket, the Retry-After block whose deferral has been recorded. */
   readonly #blockRecorded = new Map<string, number>();
   #results: AttemptResult[] = [];
-  /** What the observer is told about each result once the store has recorded it, by attempt id (sent attempts only). */
-  readonly #observed = new Map<string, { bucket: string; durationMs: number }>();
+  /** What the observer and the delivery log are told about each result once the store has recorded it, by attempt id (sent attempts only). */
+  readonly #observed = new Map<string, Observed>();
   #flushing: Promise<void> | undefined;
   #lastRecoverAt = -Infinity;
   #warnedTimeout = new Map<string, number>();
@@ -194,6 +206,7 @@ export class DrainWorker {
       holder: deps.holder ?? `${hostname()}:${process.pid}:${newId().slice(-8)}`,
       bucketsPerPass: deps.bucketsPerPass ?? MAX_BUCKETS_PER_PASS,
       roles: deps.roles ?? ['worker'],
+      deliveryLog: deps.deliveryLog ?? new DeliveryLog({ logger: deps.logger, clock: deps.clock }),
     };
   }
 
@@ -204,6 +217,11 @@ export class DrainWorker {
   /** Passes run so far (drainOnce calls): how often the loop woke. */
   get passes(): number {
     return this.#passes;
+  }
+
+  /** What this worker logs about deliveries (serve tells it about received requests too). */
+  get deliveryLog(): DeliveryLog {
+    return this.#d.deliveryLog;
   }
 
   /** Attempts in flight now. */
@@ -360,7 +378,10 @@ export class DrainWorker {
       for (const [reason, n] of Object.entries(verdict.deferred)) {
         const k = reason as keyof PassResult['deferred'];
         result.deferred[k] = (result.deferred[k] ?? 0) + n;
-        if (n > 0) this.#d.observer?.deferred(b.name, k, n);
+        if (n > 0) {
+          this.#d.observer?.deferred(b.name, k, n);
+          this.#d.deliveryLog.deferred(b.name, k, n);
+        }
       }
       // A delivery paced by its replay's own rate was left for a free slot: claim only for free
       // slots next time, or a busy bucket would leave it waiting for ever.
@@ -483,6 +504,7 @@ export class DrainWorker {
       // off, and rate tokens are taken a little ahead of their time instead.
       this.#claimAhead = !store.sharedClaims;
       this.#horizonMs = store.sharedClaims ? CLAIM_HORIZON_MS : 0;
+      this.#d.deliveryLog.start();
       this.#loop = this.#run();
     }
   }
@@ -601,6 +623,7 @@ export class DrainWorker {
     if (this.#holdsLease && !this.#d.store.sharedClaims) await this.#d.store.releaseWorkerLease(this.#d.holder).catch(() => undefined);
     await this.#d.store.markStopped(this.#d.holder, this.#d.clock.now()).catch(() => undefined);
     this.#holdsLease = false;
+    this.#d.deliveryLog.stop();
   }
 
   /**
@@ -646,7 +669,25 @@ export class DrainWorker {
 
   async #recover(now: number): Promise<number> {
     const expired = await this.#d.store.recoverExpired(now, this.#bucketList);
-    for (const e of expired) this.#d.observer?.attemptRecorded(e.bucket, 'lease_expired', null);
+    for (const e of expired) {
+      this.#d.observer?.attemptRecorded(e.bucket, 'lease_expired', null);
+      // The store decided as afterLeaseExpiry does: a retry, or exhausted on the schedule's last attempt.
+      const gaveUp = afterLeaseExpiry(this.#buckets.get(e.bucket), e.attempts, now).kind === 'exhausted';
+      this.#d.deliveryLog.attemptEnded(
+        e.bucket,
+        gaveUp ? 'exhausted' : 'lease_expired',
+        gaveUp
+          ? {
+              requestId: null,
+              deliveryId: e.deliveryId,
+              number: e.attempts,
+              status: null,
+              errorClass: 'lease_expired',
+              reason: 'lease_expired',
+            }
+          : undefined,
+      );
+    }
     if (expired.length > 0)
       this.#d.logger.warn({ count: expired.length }, 'closed attempts whose lease expired (lease_expired); their deliveries are due again');
     return expired.length;
@@ -797,7 +838,7 @@ export class DrainWorker {
     this.#d.afterResponse?.(a);
     // Recorded by the next pass, in its claim transaction (or by settle()).
     const result = this.#record(a, res);
-    if (this.#d.observer) this.#observed.set(result.attemptId, { bucket: a.bucket, durationMs: result.durationMs });
+    this.#observed.set(result.attemptId, { bucket: a.bucket, durationMs: result.durationMs, requestId: a.requestId, number: a.number });
     this.#results.push(result);
   }
 
@@ -883,13 +924,22 @@ export class DrainWorker {
 
   /** Tells the observer about results the store has just recorded (those claimed ahead and given back unsent are not in #observed). */
   #recorded(batch: readonly AttemptResult[]): void {
-    const observer = this.#d.observer;
-    if (!observer) return;
+    const { observer, deliveryLog } = this.#d;
     for (const r of batch) {
       const o = this.#observed.get(r.attemptId);
       if (o === undefined) continue;
       this.#observed.delete(r.attemptId);
-      observer.attemptRecorded(o.bucket, r.outcome, o.durationMs);
+      observer?.attemptRecorded(o.bucket, r.outcome, o.durationMs);
+      const ended = {
+        requestId: o.requestId,
+        deliveryId: r.deliveryId,
+        number: o.number,
+        status: r.status,
+        errorClass: r.errorClass,
+        reason: r.reason,
+      };
+      deliveryLog.attemptEnded(o.bucket, r.outcome, ended);
+      if (r.block) deliveryLog.blocked(r.block.bucket, r.block.untilMs, ended);
     }
   }
 

@@ -60,3 +60,22 @@ export function nextText(a: AttemptText): string {
     '';
   return `next in ${ago(gap)} (${why})`;
 }
+
+/**
+ * The gap before attempt `a`, after `prev`: `+16s` (from the previous attempt's start), or, when it
+ * went out later than the previous attempt scheduled it (by a second or more), both gaps from the
+ * previous attempt's end, `scheduled +16s, sent +57s`, with the delivery's last deferral reason
+ * when it has one (`deferred: retry_budget`): a rate, the retry budget or a Retry-After held it.
+ */
+export function gapText(prev: AttemptText, a: Pick<AttemptText, 'startedAt'>, lastDeferralReason: string | null): string {
+  if (prev.nextAttemptAt !== null) {
+    const end = prev.startedAt + (prev.durationMs ?? 0);
+    const scheduled = prev.nextAttemptAt - end;
+    const sent = a.startedAt - end;
+    if (sent - scheduled >= 1000) {
+      const why = lastDeferralReason === null ? '' : ` (deferred: ${lastDeferralReason})`;
+      return `scheduled +${ago(scheduled)}, sent +${ago(sent)}${why}`;
+    }
+  }
+  return `+${ago(a.startedAt - prev.startedAt)}`;
+}

@@ -107,3 +107,17 @@ export function nextRetryAllowedAt(c: RetryBudgetConfig, s: RetryBudgetState, no
   }
   return Infinity;
 }
+
+/** The budget in one sentence, from a bucket's settings (`bucket show`). */
+export function describeRetryBudget(c: RetryBudgetConfig): string {
+  const w = `${BUDGET_WINDOW_SECONDS}s`;
+  const floor = Math.round(c.floorPerSecond * BUDGET_WINDOW_SECONDS * 1e6) / 1e6;
+  const pct = `${Math.round(c.fraction * 100 * 1e4) / 1e4}%`;
+  const wait = 'beyond that they wait (deferred: retry_budget), never dropped.';
+  if (c.fraction === 0 && floor === 0)
+    return 'Retries never go: the budget allows none (--retry-budget 0 and --retry-floor 0); they wait until it is raised.';
+  if (c.fraction === 0) return `Retries may number at most ${floor} per ${w} (${c.floorPerSecond}/s), whatever the traffic; ${wait}`;
+  if (floor === 0)
+    return `Retries may number at most ${pct} of the first attempts over ${w}, none in a window without first attempts; ${wait}`;
+  return `Retries may number at most ${pct} of the first attempts over ${w}, plus ${floor} (${c.floorPerSecond}/s, however quiet the bucket); ${wait}`;
+}

@@ -210,9 +210,11 @@ export function parseExpression(source: string, options: ParseOptions): Expr {
 
 function unknownField(name: string, known: readonly string[]): string {
   if (name === 'rejected') return 'rejected is counted by reason: use rejected_total or rejected.<reason>, like rejected.body_too_large';
+  if (name === 'deferred' || name.startsWith('deferred.'))
+    return 'deferred is counted by reason: use deferred_total or deferred.<reason>, one of rate, retry_budget, retry_after, replay_rate';
   const close = known.filter((f) => editDistance(f, name) <= 2).slice(0, 3);
   const hint = close.length > 0 ? ` (did you mean ${close.join(', ')}?)` : '';
-  return `unknown field ${JSON.stringify(name)}${hint}; fields: ${known.join(', ')}, rejected.<reason>`;
+  return `unknown field ${JSON.stringify(name)}${hint}; fields: ${known.join(', ')}, rejected.<reason>, deferred.<reason>`;
 }
 
 function editDistance(a: string, b: string): number {

@@ -44,7 +44,18 @@ export interface StatsFields {
   /** Ingest refusals by reason (current totals). */
   rejected: Record<string, number>;
   rejected_total: number;
+  /**
+   * Deliveries held back by the drain, by reason: rate, retry_budget, retry_after, replay_rate
+   * (current totals since the bucket was made, every reason listed). A claim counts each reason
+   * once per walk, on the delivery at the head of the line: the count of times the line was held,
+   * not of requests held. The same count as hookbucket_deferrals_total{bucket,reason}.
+   */
+  deferred: Record<string, number>;
+  deferred_total: number;
 }
+
+/** The reasons `deferred` always lists (store/deferral-counts.ts has the same four). */
+export const DEFERRAL_REASONS = ['rate', 'retry_budget', 'retry_after', 'replay_rate'] as const;
 
 /** The numeric fields, in display order; `health` expressions may name any of them (and `rejected.<reason>`). */
 export const NUMERIC_FIELDS = [
@@ -67,6 +78,7 @@ export const NUMERIC_FIELDS = [
   'latency_p50_ms',
   'latency_p99_ms',
   'rejected_total',
+  'deferred_total',
 ] as const satisfies ReadonlyArray<keyof StatsFields>;
 
 export type NumericField = (typeof NUMERIC_FIELDS)[number];
@@ -75,16 +87,20 @@ const NUMERIC: ReadonlySet<string> = new Set(NUMERIC_FIELDS);
 
 /** `rejected.body_too_large`: one refusal reason's count (0 for a reason never seen). */
 const REJECTED_REASON = /^rejected\.([a-z][a-z0-9_]*)$/;
+/** `deferred.retry_budget`: one deferral reason's count. */
+const DEFERRED_REASON = /^deferred\.(rate|retry_budget|retry_after|replay_rate)$/;
 
 /** Whether `name` is a field an expression may use. */
 export function isStatsField(name: string): boolean {
-  return NUMERIC.has(name) || REJECTED_REASON.test(name);
+  return NUMERIC.has(name) || REJECTED_REASON.test(name) || DEFERRED_REASON.test(name);
 }
 
 /** A field's value: a number, or null where the README says it can be null. */
 export function fieldValue(f: StatsFields, name: string): number | null {
   const m = REJECTED_REASON.exec(name);
   if (m) return f.rejected[m[1]!] ?? 0;
+  const d = DEFERRED_REASON.exec(name);
+  if (d) return f.deferred[d[1]!] ?? 0;
   if (!NUMERIC.has(name)) throw new Error(`not a stats field: ${name}`);
   return f[name as NumericField];
 }
@@ -139,6 +155,8 @@ export function computeStats(samples: readonly StatsSample[], nowMs: number, ext
     latency_p99_ms: null,
     rejected: {},
     rejected_total: 0,
+    deferred: Object.fromEntries(DEFERRAL_REASONS.map((r) => [r, 0])),
+    deferred_total: 0,
   };
   let oldest: number | null = null;
   let settledDelivered = 0;
@@ -170,7 +188,9 @@ export function computeStats(samples: readonly StatsSample[], nowMs: number, ext
       if (a.durationMs !== null) latency.set(a.durationMs, (latency.get(a.durationMs) ?? 0) + a.count);
     }
     addInto(f.rejected, s.rejected);
+    addInto(f.deferred, s.deferred);
   }
+  f.deferred_total = Object.values(f.deferred).reduce((a, n) => a + n, 0);
   addInto(f.rejected, extraRejected);
   f.rejected_total = Object.values(f.rejected).reduce((a, n) => a + n, 0);
   f.oldest_pending_age_s = oldest === null ? null : Math.max(0, Math.floor((nowMs - oldest) / 1000));

@@ -166,6 +166,14 @@ export interface BucketPacerTable {
   blocked_until: number;
   /** The latest clock reading this row was moved at. */
   counted_at: number;
+  /**
+   * Deferrals recorded by claims, by reason, since the bucket was made (each claim counts the ones
+   * it wrote on the head of the line: once per walk and reason). deferral-counts.ts maps them.
+   */
+  deferred_rate: number;
+  deferred_retry_budget: number;
+  deferred_retry_after: number;
+  deferred_replay_rate: number;
 }
 
 export interface ReplayPacerTable {

@@ -4,7 +4,8 @@
  * pg-bucket-counts.ts) reads the same rows with its own statements, and these turn them into the
  * contract's StatsSample and BucketCounts.
  */
-import type { DeliveryState } from './schema.js';
+import { deferralsOf } from './deferral-counts.js';
+import type { BucketPacerTable, DeliveryState } from './schema.js';
 import type { Bucket, BucketCounts, RequestState, StatsSample } from './store.js';
 
 /** Ingest refusals of one bucket ('' when none was named) and reason. */
@@ -28,6 +29,11 @@ export type SettledRow = { bucket: string; delivered: number; failed: number; ex
 /** Finished attempts of one bucket in the window with one duration (null: lease expired) and success (1: delivered). */
 export type AttemptGroupRow = { bucket: string; ms: number | null; ok: number; n: number };
 
+/** A bucket's pacer row's deferral counts (deferral-counts.ts). */
+export type DeferralRow = { bucket: string } & Partial<
+  Pick<BucketPacerTable, 'deferred_rate' | 'deferred_retry_budget' | 'deferred_retry_after' | 'deferred_replay_rate'>
+>;
+
 /** What the stats statements read. */
 export interface StatsRows {
   perBucket: readonly StatsBucketRow[];
@@ -35,6 +41,7 @@ export interface StatsRows {
   settled: readonly SettledRow[];
   attempts: readonly AttemptGroupRow[];
   rejections: readonly RejectionRow[];
+  deferrals: readonly DeferralRow[];
 }
 
 /** The oldest of a bucket's oldest pending, retrying and delivering requests (ids sort by time). */
@@ -82,6 +89,7 @@ export function toStatsSamples(
     attempts.set(r.bucket, list);
   }
   const rejected = rejectionsByBucket(rows.rejections);
+  const deferred = new Map(rows.deferrals.map((r) => [r.bucket, deferralsOf(r)]));
   const out: StatsSample[] = [];
   for (const b of buckets) {
     const r = perBucket.get(b.name);
@@ -98,6 +106,7 @@ export function toStatsSamples(
       settled: settled.get(b.name) ?? { delivered: 0, failed: 0, exhausted: 0 },
       attempts: attempts.get(b.name) ?? [],
       rejected: rejected.get(b.name) ?? {},
+      deferred: deferred.get(b.name) ?? {},
     });
   }
   return { buckets: out, unattributedRejections: rejected.get('') ?? {} };

@@ -295,6 +295,8 @@ export interface StatsSample {
   attempts: Array<{ durationMs: number | null; delivered: boolean; count: number }>;
   /** Ingest refusals by reason. */
   rejected: Record<string, number>;
+  /** Deferrals recorded by claims since the bucket was made, by reason (zeros left out; store/deferral-counts.ts). */
+  deferred: Record<string, number>;
 }
 
 export interface PruneOptions {

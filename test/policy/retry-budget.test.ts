@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
   allowedRetries,
+  describeRetryBudget,
   DEFAULT_RETRY_BUDGET,
   emptyRetryBudget,
   mayRetry,
@@ -106,4 +107,33 @@ describe('the retry budget over a sliding 60 s window', () => {
     assert.equal(retryAllowance(DEFAULT_RETRY_BUDGET, a, T0).retries, 0);
     assert.equal(retryAllowance(DEFAULT_RETRY_BUDGET, b, T0).retries, 1);
   });
+});
+
+describe('describeRetryBudget: the budget in one sentence, from the settings', () => {
+  const cases: Array<[number, number, string]> = [
+    [
+      0.1,
+      1,
+      'Retries may number at most 10% of the first attempts over 60s, plus 60 (1/s, however quiet the bucket); beyond that they wait (deferred: retry_budget), never dropped.',
+    ],
+    [
+      0.2,
+      0.5,
+      'Retries may number at most 20% of the first attempts over 60s, plus 30 (0.5/s, however quiet the bucket); beyond that they wait (deferred: retry_budget), never dropped.',
+    ],
+    [
+      0,
+      2,
+      'Retries may number at most 120 per 60s (2/s), whatever the traffic; beyond that they wait (deferred: retry_budget), never dropped.',
+    ],
+    [
+      1.5,
+      0,
+      'Retries may number at most 150% of the first attempts over 60s, none in a window without first attempts; beyond that they wait (deferred: retry_budget), never dropped.',
+    ],
+    [0, 0, 'Retries never go: the budget allows none (--retry-budget 0 and --retry-floor 0); they wait until it is raised.'],
+  ];
+  for (const [fraction, floorPerSecond, want] of cases) {
+    it(`${fraction}, ${floorPerSecond}/s`, () => assert.equal(describeRetryBudget({ fraction, floorPerSecond }), want));
+  }
 });

@@ -17,6 +17,7 @@ function sample(over: Partial<StatsSample> = {}): StatsSample {
     settled: { delivered: 0, failed: 0, exhausted: 0 },
     attempts: [],
     rejected: {},
+    deferred: {},
     ...over,
   };
 }

@@ -1,7 +1,7 @@
 import { Command } from 'commander';
 import { formatDuration, formatSize } from '../../config/units.js';
 import { DEFAULT_RETRY_ON, formatRetryOn } from '../../policy/classify.js';
-import { BUDGET_WINDOW_SECONDS } from '../../policy/retry-budget.js';
+import { BUDGET_WINDOW_SECONDS, describeRetryBudget } from '../../policy/retry-budget.js';
 import { formatRate } from '../../policy/token-bucket.js';
 import { AppError, bucketNotFound } from '../../shared/errors.js';
 import { DEFAULT_DRAIN } from '../../store/bucket-defaults.js';
@@ -100,6 +100,7 @@ function drainText(b: Bucket, reveal: boolean): string[] {
     `schedule          ${describeSchedule(d.schedule)}`,
     `retry on          ${formatRetryOn(d.retryOn ?? DEFAULT_RETRY_ON)}${d.retryOn === null ? ' (default)' : ''}`,
     `retry budget      ${fraction} per first attempt, floor ${floorPerSecond}/s: allowed retries per ${BUDGET_WINDOW_SECONDS} s = ${fraction} × first attempts + ${floorPerSecond} × ${BUDGET_WINDOW_SECONDS}`,
+    `                  ${describeRetryBudget(d.retryBudget)}`,
     `forward path      ${forwardPathText(d)}`,
   ];
   if (d.forwardHeaders.length === 0) lines.push('forward headers   none');

@@ -29,6 +29,11 @@ export function makeServeCommand(io: CliIo): Command {
     .option('--headers-timeout <duration>', 'time allowed to send headers (default 10s)', durationArg)
     .option('--request-timeout <duration>', 'time allowed to send the whole request (default 60s)', durationArg)
     .option('--log-level <level>', 'fatal|error|warn|info|debug|trace|silent (default info)')
+    .option(
+      '--log-interval <duration>',
+      'delivery log: a summary per active bucket, and failures after the first counted, once per this (default 1m)',
+      durationArg,
+    )
     .option('--no-worker', 'do not run the drain worker here (store only; run hookbucket worker elsewhere)')
     .option('--lease <duration>', 'lease on a claimed delivery, longer than every bucket timeout (default 60s)', durationArg)
     .option('--shutdown-grace <duration>', 'on SIGTERM, time in-flight deliveries get before they are released (default 10s)', durationArg)
@@ -85,6 +90,7 @@ log in at /login), and TLS in front. See docs/admin.md.`,
         headersTimeoutMs: opts.headersTimeout as string | undefined,
         requestTimeoutMs: opts.requestTimeout as string | undefined,
         logLevel: opts.logLevel as string | undefined,
+        logIntervalMs: opts.logInterval as string | undefined,
         // Commander sets worker: true by default for --no-worker; only an explicit --no-worker overrides env.
         worker: cmd.getOptionValueSource('worker') === 'cli' ? (opts.worker as boolean) : undefined,
         leaseMs: opts.lease as string | undefined,

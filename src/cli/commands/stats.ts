@@ -49,6 +49,16 @@ function statsText(r: StatsReport): string {
         .map(([k, n]) => `${k} ${n}`)
         .join(', '),
     ],
+    [
+      'deferred_total',
+      f.deferred_total,
+      f.deferred_total === 0
+        ? 'nothing held back'
+        : `held back by ${Object.entries(f.deferred)
+            .filter(([, n]) => n > 0)
+            .map(([k, n]) => `${k} ${n}`)
+            .join(', ')}`,
+    ],
   ];
   const windowed: Array<[string, number | null, string]> = [
     ['received_in_window', f.received_in_window, ''],
@@ -137,7 +147,9 @@ export function makeStatsCommand(io: CliIo): Command {
       `
 Counts by state are the database as it is now; received_in_window, settled, success_rate, attempts,
 attempt_success_rate and latency_p50_ms/latency_p99_ms cover the window. Rates and percentiles are
-null when there is nothing to compute them from. Field names: README "stats".
+null when there is nothing to compute them from. deferred (by reason: rate, retry_budget,
+retry_after, replay_rate) counts the times the drain held a bucket's line back, since the bucket
+was made. Field names: README "stats".
 
 Examples:
   $ hookbucket stats

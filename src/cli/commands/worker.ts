@@ -10,6 +10,7 @@ interface WorkerOpts {
   lease?: string;
   shutdownGrace?: string;
   logLevel?: string;
+  logInterval?: string;
   standby?: boolean;
   once?: boolean;
   json?: boolean;
@@ -34,6 +35,11 @@ export function makeWorkerCommand(io: CliIo): Command {
     .option('--metrics-host <host>', 'address of the /metrics listener (default 127.0.0.1; beyond loopback needs HOOKBUCKET_ADMIN_TOKEN)')
     .option('--metrics-bucket-histograms', 'a bucket label on the attempt-duration histogram (one histogram per bucket)')
     .option('--log-level <level>', 'fatal|error|warn|info|debug|trace|silent (default info)')
+    .option(
+      '--log-interval <duration>',
+      'delivery log: a summary per active bucket, and failures after the first counted, once per this (default 1m)',
+      durationArg,
+    )
     .addHelpText(
       'after',
       `
@@ -61,6 +67,7 @@ Examples:
         leaseMs: opts.lease,
         shutdownGraceMs: opts.shutdownGrace,
         logLevel: opts.logLevel ?? (opts.once ? 'warn' : undefined),
+        logIntervalMs: opts.logInterval,
         metricsPort: opts.metricsPort,
         metricsHost: opts.metricsHost,
         metricsBucketHistograms: opts.metricsBucketHistograms,

@@ -49,6 +49,7 @@ import { newId } from '../../shared/ids.js';
 import type { Logger } from '../../shared/logger.js';
 import type { BucketPacerTable, BucketsTable, Database } from '../schema.js';
 import { pacerFromRow, pacerRowChanged, pacerToRow, shiftPacer } from '../pacer-row.js';
+import { deferralIncrements } from '../deferral-counts.js';
 import {
   pausedMsAt,
   type AttemptResult,
@@ -363,6 +364,19 @@ export class PgDrainStore implements DrainStore {
       const claimed = await this.#claimRows(trx, fresh, take, dbNow, o.nowMs, o.leaseUntilMs - o.nowMs, o.workerId ?? null);
       await this.#settleDue(trx, bucket.name, own);
       const verdict = decider.verdict();
+      // Deferrals this claim recorded, by reason (deferral-counts.ts), before #writePacer may move
+      // bucket_created_at: a row of an older bucket of that name starts from 0.
+      const deferrals = deferralIncrements(verdict.deferred);
+      if (deferrals !== null) {
+        const [rate, budget, retryAfter, replayRate] = deferrals;
+        const same = sql`bucket_created_at = ${bucket.createdAt}`;
+        await sql`update bucket_pacer set
+            deferred_rate = case when ${same} then deferred_rate else 0 end + ${rate},
+            deferred_retry_budget = case when ${same} then deferred_retry_budget else 0 end + ${budget},
+            deferred_retry_after = case when ${same} then deferred_retry_after else 0 end + ${retryAfter},
+            deferred_replay_rate = case when ${same} then deferred_replay_rate else 0 end + ${replayRate}
+          where bucket = ${bucket.name}`.execute(trx);
+      }
       await this.#writePacer(trx, bucket, row, verdict.pacer, dbNow);
       await this.#writeReplayPacers(trx, verdict.replayTokens);
       return {

@@ -14,6 +14,7 @@ import {
   oldestWaitingId,
   toStatsSamples,
   type AttemptGroupRow,
+  type DeferralRow,
   type LatestStateRow,
   type RejectionRow,
   type SettledRow,
@@ -80,6 +81,9 @@ export async function pgStatsSamples(
         order by a.bucket, a.duration_ms nulls first, ok`.execute(trx);
 
       const rejections = await sql<RejectionRow>`select bucket, reason, count from rejections`.execute(trx);
+      const deferrals = await sql<DeferralRow>`
+        select bucket, deferred_rate, deferred_retry_budget, deferred_retry_after, deferred_replay_rate
+        from bucket_pacer where bucket = any(${names}::text[])`.execute(trx);
 
       // Each bucket's oldest waiting request, then all their received_at in one statement (SQLite
       // reads them one by one, which is cheap in-process but a round trip each here).
@@ -97,7 +101,14 @@ export async function pgStatsSamples(
 
       return toStatsSamples(
         buckets,
-        { perBucket: perBucket.rows, latest: latest.rows, settled: settled.rows, attempts: attempts.rows, rejections: rejections.rows },
+        {
+          perBucket: perBucket.rows,
+          latest: latest.rows,
+          settled: settled.rows,
+          attempts: attempts.rows,
+          rejections: rejections.rows,
+          deferrals: deferrals.rows,
+        },
         (id) => receivedAt.get(id),
       );
     });

@@ -17,6 +17,7 @@ import type { Rate, TokenBucketState } from '../../policy/token-bucket.js';
 import { newId } from '../../shared/ids.js';
 import type { BucketPacerTable, BucketsTable } from '../schema.js';
 import { pacerFromRow, pacerRowChanged, pacerToRow } from '../pacer-row.js';
+import { deferralIncrements } from '../deferral-counts.js';
 import { afterLeaseExpiry, createClaimDecider, emptyVerdict, pacerConfigOf } from '../../policy/admission.js';
 import { forwardTarget } from '../../policy/forward-target.js';
 import {
@@ -123,6 +124,15 @@ export class SqliteDrainStore implements DrainStore {
                   full_at = case when bucket_pacer.bucket_created_at = excluded.bucket_created_at then bucket_pacer.full_at else 0 end,
                   budget = case when bucket_pacer.bucket_created_at = excluded.bucket_created_at then bucket_pacer.budget else '[]' end,
                   bucket_created_at = excluded.bucket_created_at`),
+      // Deferrals this claim recorded, by reason (deferral-counts.ts); a row of an older bucket of that name starts from 0.
+      countDeferrals:
+        p(`insert into bucket_pacer (bucket, bucket_created_at, deferred_rate, deferred_retry_budget, deferred_retry_after, deferred_replay_rate)
+                         values (?, ?, ?, ?, ?, ?)
+                         on conflict (bucket) do update set
+                           deferred_rate = iif(bucket_pacer.bucket_created_at = excluded.bucket_created_at, bucket_pacer.deferred_rate, 0) + excluded.deferred_rate,
+                           deferred_retry_budget = iif(bucket_pacer.bucket_created_at = excluded.bucket_created_at, bucket_pacer.deferred_retry_budget, 0) + excluded.deferred_retry_budget,
+                           deferred_retry_after = iif(bucket_pacer.bucket_created_at = excluded.bucket_created_at, bucket_pacer.deferred_retry_after, 0) + excluded.deferred_retry_after,
+                           deferred_replay_rate = iif(bucket_pacer.bucket_created_at = excluded.bucket_created_at, bucket_pacer.deferred_replay_rate, 0) + excluded.deferred_replay_rate`),
       replayPacing: p(`select r.id, r.rate_count, r.rate_per_ms, p.full_at from replays r left join replay_pacer p on p.replay_id = r.id
                        where r.bucket = ? and r.rate_count is not null`),
       writeReplayPacer: p(
@@ -264,6 +274,9 @@ export class SqliteDrainStore implements DrainStore {
       // What is left decides when the bucket is next due (still now when the claim stopped at its limit).
       this.#bucketDue.settle(bucket.name, own);
       const verdict = decider.verdict();
+      // Before the pacer write below, which may move bucket_created_at to this bucket's.
+      const deferrals = deferralIncrements(verdict.deferred);
+      if (deferrals !== null) this.#s.countDeferrals!.run(bucket.name, bucket.createdAt, ...deferrals);
       const cols = pacerToRow(verdict.pacer);
       if (row === undefined || Number(row.bucket_created_at) !== bucket.createdAt || pacerRowChanged(row, cols)) {
         this.#s.writePacer!.run(bucket.name, bucket.createdAt, cols.full_at, cols.budget, cols.blocked_until, o.nowMs);

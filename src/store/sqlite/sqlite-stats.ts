@@ -18,6 +18,7 @@ import type { Bucket, StatsQuery, StatsSample } from '../store.js';
 import {
   toStatsSamples,
   type AttemptGroupRow,
+  type DeferralRow,
   type LatestStateRow,
   type RejectionRow,
   type SettledRow,
@@ -71,6 +72,10 @@ export function statsSamples(
        group by a.bucket, a.duration_ms, a.outcome = 'delivered'`,
     ),
     rejections: db.prepare('select bucket, reason, count from rejections'),
+    deferrals: db.prepare(
+      `select p.bucket, p.deferred_rate, p.deferred_retry_budget, p.deferred_retry_after, p.deferred_replay_rate
+       from json_each(@names) j cross join bucket_pacer p where p.bucket = j.value`,
+    ),
   };
   const names = JSON.stringify(buckets.map((b) => b.name));
   const window = { names, since: q.sinceMs, until: q.untilMs };
@@ -85,6 +90,7 @@ export function statsSamples(
         settled: s.settled.all(window) as SettledRow[],
         attempts: s.attempts.all(window) as AttemptGroupRow[],
         rejections: s.rejections.all() as RejectionRow[],
+        deferrals: s.deferrals.all({ names }) as DeferralRow[],
       },
       (id) => s.receivedAt.get(id) as number | undefined,
     ),

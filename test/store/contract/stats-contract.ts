@@ -15,6 +15,31 @@ const sortedAttempts = (s: StatsSample) =>
 
 export function statsContract(ctx: Ctx): void {
   describe('statsSamples', () => {
+    it('counts deferrals by reason: what each claim recorded on the head of the line, since the bucket was made', async () => {
+      const { store } = ctx.set;
+      await store.createBucket({ name: 'r', destination: DEST, drain: { rate: { count: 1, perMs: 60 * SECOND }, burst: 1 } });
+      await store.createBucket({ name: 'idle', destination: DEST });
+      const ids = await ingestN(ctx.set, 'r', 3, T0);
+      const window = { sinceMs: T0, untilMs: T0 + 10 * SECOND };
+      const deferredOf = async () =>
+        Object.fromEntries((await store.statsSamples(window)).buckets.map((b) => [b.bucket, b.deferred]).sort());
+      assert.deepEqual(await deferredOf(), { idle: {}, r: {} });
+      // The first claim takes the one token, and records the rate on the next in line: 1.
+      const first = await claim(ctx.set, 'r', T0 + SECOND);
+      assert.deepEqual([first.claimed.length, first.verdict.deferred], [1, { rate: 1 }]);
+      // Two more walks, each held by the rate once (the head of the line only).
+      for (const at of [T0 + 2 * SECOND, T0 + 3 * SECOND]) assert.deepEqual((await claim(ctx.set, 'r', at)).verdict.deferred, { rate: 1 });
+      assert.deepEqual(await deferredOf(), { idle: {}, r: { rate: 3 } });
+      // The same count as the deliveries carry.
+      let onDeliveries = 0;
+      for (const id of ids) for (const d of await store.requestHistory(id)) onDeliveries += d.deferrals;
+      assert.equal(onDeliveries, 3);
+      // A bucket made anew under the name starts from nothing.
+      await store.deleteBucket('r', { force: true });
+      await store.createBucket({ name: 'r', destination: DEST });
+      assert.deepEqual(await deferredOf(), { idle: {}, r: {} });
+    });
+
     it("a bucket's raw figures for a window: stored, by state, settled and attempts in the window, oldest waiting, refusals", async () => {
       const { store, drain, sink } = ctx.set;
       await store.createBucket({ name: 's', destination: DEST });
@@ -100,6 +125,7 @@ export function statsContract(ctx: Ctx): void {
         settled: { delivered: 0, failed: 0, exhausted: 0 },
         attempts: [],
         rejected: {},
+        deferred: {},
       });
       assert.deepEqual(
         { ...s!, attempts: sortedAttempts(s!) },
@@ -119,6 +145,7 @@ export function statsContract(ctx: Ctx): void {
             { durationMs: 200, delivered: false, count: 2 },
           ],
           rejected: { too_large: 1 },
+          deferred: {},
         },
       );
       const one = await store.statsSamples({ ...window, bucket: 'q' });

@@ -569,6 +569,7 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
           { durationMs: 35, delivered: false, count: 1 },
         ],
         rejected: { too_large: 3 },
+        deferred: {},
       });
       assert.deepEqual(all.buckets[1], {
         bucket: 'p',
@@ -581,6 +582,7 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
         settled: { delivered: 0, failed: 0, exhausted: 0 },
         attempts: [],
         rejected: { paused: 1 },
+        deferred: {},
       });
 
       const named = await pgStatsSamples(db, { bucket: 'z', sinceMs: since, untilMs: until });
