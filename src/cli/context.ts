@@ -56,7 +56,7 @@ export function remoteTarget(cmd: Command, io: CliIo): ApiTarget | undefined {
 }
 
 /** Commands that need the database itself, not the API: refused with --api (or HOOKBUCKET_API). */
-const NEEDS_DATABASE = new Set(['serve', 'worker', 'prune', 'migrate-data', 'requests import']);
+const NEEDS_DATABASE = new Set(['serve', 'worker', 'prune', 'migrate-data', 'requests import', 'backup']);
 
 function commandPath(cmd: Command): string {
   const names: string[] = [];

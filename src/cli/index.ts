@@ -1,6 +1,8 @@
 import { Command, CommanderError } from 'commander';
 import { ExitCode, ExitWith, isAppError } from '../shared/errors.js';
 import { storageErrorCode } from '../store/storage-error.js';
+import { VERSION } from '../shared/version.js';
+import { makeBackupCommand } from './commands/backup.js';
 import { makeBucketCommand } from './commands/bucket.js';
 import { makeHealthCommand } from './commands/health.js';
 import { makeMigrateDataCommand } from './commands/migrate-data.js';
@@ -22,7 +24,7 @@ import { checkRemote } from './context.js';
 export function buildProgram(io: CliIo): Command {
   const program = new Command('hookbucket')
     .description('An inbound webhook bucket: store every request byte-exact, acknowledge in milliseconds.')
-    .version('0.1.0')
+    .version(VERSION)
     .option(
       '--db <path|url>',
       'SQLite database file, or a postgres:// or postgresql:// URL (env HOOKBUCKET_DB, default data/hookbucket.db)',
@@ -49,8 +51,8 @@ Examples:
   $ HOOKBUCKET_ADMIN_TOKEN=… hookbucket --api http://10.0.0.5:8788 requests list stripe
 
 --api runs bucket, requests list|show|export, replay, replays, stats and health against a server's
-admin listener (docs/api.md "The CLI against a remote server"); serve, worker, prune, migrate-data
-and requests import need the database itself.
+admin listener (docs/api.md "The CLI against a remote server"); serve, worker, prune, migrate-data,
+backup and requests import need the database itself.
 
 Exit codes: 0 ok, 1 runtime failure, 2 usage error, 3 check failed, 4 not found.`,
     );
@@ -66,6 +68,7 @@ Exit codes: 0 ok, 1 runtime failure, 2 usage error, 3 check failed, 4 not found.
   program.addCommand(makeScheduleCommand(io));
   program.addCommand(makeSimulateCommand(io));
   program.addCommand(makeMigrateDataCommand(io));
+  program.addCommand(makeBackupCommand(io));
   applySettings(program, io);
   // --api with --db, and --api given to a command that needs the database: refused before it runs.
   program.hook('preAction', (_program, action) => checkRemote(action, io));

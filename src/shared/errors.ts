@@ -35,6 +35,12 @@ export type ErrorCode =
   | 'api_error'
   /** What the command asked for has no API route yet: run it on the host with --db. */
   | 'remote_unsupported'
+  /** `backup` of a PostgreSQL database: use pg_dump. */
+  | 'backup_unsupported'
+  /** `backup`: the target file exists (without --force), or looks like a database in use. */
+  | 'target_exists'
+  /** `backup`: the copy failed PRAGMA integrity_check (the copy is removed). */
+  | 'backup_failed'
   | 'internal';
 
 /** CLI exit codes, the same for every command (README "Exit codes"). */
@@ -53,6 +59,8 @@ const exitByCode: Partial<Record<ErrorCode, number>> = {
   invalid_name: ExitCode.usage,
   invalid_option: ExitCode.usage,
   raw_to_terminal: ExitCode.usage,
+  backup_unsupported: ExitCode.usage,
+  target_exists: ExitCode.usage,
   not_found: ExitCode.notFound,
   bucket_exists: ExitCode.failure,
   bucket_not_empty: ExitCode.failure,

@@ -10,6 +10,7 @@ import { isDatabaseUrl } from '../config/database-url.js';
 import { redactDbUrl } from '../policy/redact.js';
 import type { Clock } from '../shared/clock.js';
 import type { Logger } from '../shared/logger.js';
+import type { BackupOptions, BackupResult } from './backup.js';
 import type { DataEnd } from './migrate-data/data-end.js';
 import type { DrainStore, IngestSink, Store } from './store.js';
 import type { ReadableMethod, StoreReader, StoreReaderOptions } from './store-reader.js';
@@ -165,4 +166,21 @@ export async function openDataEnd(db: string, role: 'source' | 'target'): Promis
   }
   const { openSqliteDataEnd } = await import('./sqlite/sqlite-data-end.js');
   return openSqliteDataEnd(db, role);
+}
+
+/**
+ * `hookbucket backup`: a consistent copy of the database at `--db` into `file`, checked with
+ * PRAGMA integrity_check (sqlite/sqlite-backup.ts). The database is never created or migrated here,
+ * so a backup before an upgrade copies the old schema as it is. PostgreSQL refuses: pg_dump makes
+ * its consistent copy (docs/deploy.md).
+ */
+export async function backupDatabase(db: string, file: string, options: BackupOptions): Promise<BackupResult> {
+  if (dialectOf(db) === 'postgres') {
+    throw new AppError(
+      'backup_unsupported',
+      `backup copies a SQLite database; on PostgreSQL (${redactDbUrl(db)}) use pg_dump, e.g. pg_dump --format=custom --file=hookbucket.dump <url>`,
+    );
+  }
+  const { backupSqlite } = await import('./sqlite/sqlite-backup.js');
+  return backupSqlite(db, file, options);
 }

@@ -1,6 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import type { StoredRequest } from '../store/store.js';
 import { bashQuote, printfBytes } from './shell-quote.js';
+import { VERSION } from '../shared/version.js';
 
 /**
  * `requests export` formats, pure: a stored request in, text out. Every format keeps what the
@@ -48,7 +49,7 @@ export function ndjsonLine(r: StoredRequest): string {
   })}\n`;
 }
 
-export const HAR_CREATOR = { name: 'hookbucket', version: '0.1.0' };
+export const HAR_CREATOR = { name: 'hookbucket', version: VERSION };
 
 /** HAR 1.2 is one JSON document; it is written as head, entries joined by commas, tail. */
 export function harHead(): string {
