@@ -25,8 +25,9 @@
  * 3. ingest under admin load: one `serve` (worker on, admin on) on the overview database;
  *    autocannon at 32 connections posts 2 KiB JSON to a bucket for `--duration` seconds, in
  *    `--rounds` pairs of alternating rounds: without admin traffic, and with an undici client
- *    fetching the overview HTML once a second plus one SSE reader on /api/events (every bucket,
- *    so it receives an event for each stored request). Each round follows a 2 s unmeasured
+ *    fetching the overview HTML once a second plus one SSE reader on /api/events?bucket=load (the
+ *    bucket under load, as its inspector page follows it, so it receives an event per stored
+ *    request; `--events all` follows every bucket instead). Each round follows a 2 s unmeasured
  *    warm-up of the same kind. Ratio = median req/s with admin load / median req/s without.
  *
  * Targets (issue 14): list first page < 50 ms (median and p95); overview and /api/buckets page
@@ -91,6 +92,8 @@ export interface AdminBenchOptions {
   rounds: number;
   durationS: number;
   only: Part[];
+  /** The SSE reader's buckets: one name, or `all` (no bucket parameter: every bucket). */
+  events: string;
   keep: string | undefined;
   json: boolean;
 }
@@ -103,6 +106,7 @@ export function parseOptions(argv: string[]): AdminBenchOptions {
     rounds: { type: 'string' },
     duration: { type: 'string' },
     only: { type: 'string' },
+    events: { type: 'string' },
     keep: { type: 'string' },
     json: { type: 'boolean' },
   });
@@ -115,6 +119,7 @@ export function parseOptions(argv: string[]): AdminBenchOptions {
     rounds: intOption('--rounds', v.rounds, 3, 1, 20),
     durationS: intOption('--duration', v.duration, 10, 1, 300),
     only: only as Part[],
+    events: v.events ?? 'load',
     keep: v.keep,
     json: v.json === true,
   };
@@ -332,21 +337,26 @@ async function benchOverview(opts: AdminBenchOptions, dir: string, body: string,
 }
 
 /** The admin load of one round: the overview once a second and one SSE reader on every bucket, until `signal`. */
-async function adminLoad(serve: Serve, signal: AbortSignal): Promise<{ overviews: number[]; events: number; errors: string[] }> {
+async function adminLoad(
+  serve: Serve,
+  events: string,
+  signal: AbortSignal,
+): Promise<{ overviews: number[]; events: number; errors: string[] }> {
   const pool = new Pool(serve.admin, { connections: 2 });
   const overviews: number[] = [];
   const errors: string[] = [];
-  let events = 0;
+  let received = 0;
   const sse = (async () => {
     try {
-      const res = await pool.request({ path: '/api/events', method: 'GET', headers: { accept: 'text/event-stream' }, signal });
+      const path = events === 'all' ? '/api/events' : `/api/events?bucket=${encodeURIComponent(events)}`;
+      const res = await pool.request({ path, method: 'GET', headers: { accept: 'text/event-stream' }, signal });
       if (res.statusCode !== 200) throw new Error(`GET /api/events: ${res.statusCode}`);
       let tail = '';
       for await (const chunk of res.body) {
         const text = tail + (chunk as Buffer).toString('utf8');
         const parts = text.split('\n\n');
         tail = parts.pop() ?? '';
-        for (const p of parts) if (/^event: /m.test(p)) events++;
+        for (const p of parts) if (/^event: /m.test(p)) received++;
       }
     } catch (e) {
       if (!signal.aborted) errors.push(`SSE reader: ${(e as Error).message}`);
@@ -366,7 +376,7 @@ async function adminLoad(serve: Serve, signal: AbortSignal): Promise<{ overviews
   })();
   await Promise.all([sse, pages]);
   await pool.close();
-  return { overviews, events, errors };
+  return { overviews, events: received, errors };
 }
 
 async function benchIngest(
@@ -385,7 +395,7 @@ async function benchIngest(
       for (const admin of [false, true]) {
         if (interrupt.aborted) throw new Error('interrupted');
         const stop = new AbortController();
-        const running = admin ? adminLoad(serve, stop.signal) : undefined;
+        const running = admin ? adminLoad(serve, opts.events, stop.signal) : undefined;
         progress(`round ${r}, ${admin ? 'with' : 'without'} admin load: ${WARMUP_S} s warm-up, ${opts.durationS} s measured`);
         await load(url, CONNECTIONS, WARMUP_S, body, interrupt);
         // Only the measured part counts the admin figures: the reader's stream opened in the warm-up.
@@ -446,7 +456,7 @@ export function renderReport(
   if (overview) lines.push(`2. the overview with ${opts.buckets.toLocaleString('en-US')} buckets`, ...timingRows(overview), '');
   if (ingest) {
     lines.push(
-      `3. ingest (autocannon, ${CONNECTIONS} connections, POST ${BODY_BYTES} B, ${opts.durationS} s per round) without and with admin load (overview HTML every ${OVERVIEW_EVERY_MS} ms + an SSE reader on every bucket)`,
+      `3. ingest (autocannon, ${CONNECTIONS} connections, POST ${BODY_BYTES} B, ${opts.durationS} s per round) without and with admin load (overview HTML every ${OVERVIEW_EVERY_MS} ms + an SSE reader on ${opts.events === 'all' ? 'every bucket' : `/api/events?bucket=${opts.events}`})`,
       ...table(
         ['round', 'admin load', 'req/s', 'p99 ms', 'overviews', 'slowest overview ms', 'SSE events'],
         ingest.rounds.map((r) => [
@@ -476,7 +486,7 @@ export function renderReport(
 async function main(): Promise<number> {
   const opts = optionsOrUsage(
     () => parseOptions(process.argv.slice(2)),
-    'node dist/bench/admin.js [--requests 1000000] [--buckets 10000] [--runs 30] [--rounds 3] [--duration 10] [--only list,overview,ingest] [--keep DIR] [--json]',
+    'node dist/bench/admin.js [--requests 1000000] [--buckets 10000] [--runs 30] [--rounds 3] [--duration 10] [--only list,overview,ingest] [--events load|all] [--keep DIR] [--json]',
   );
   if (opts === undefined) return 2;
   const sigint = abortOnSigint();
