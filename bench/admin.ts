@@ -83,7 +83,8 @@ const WARMUP_S = 2;
 const OVERVIEW_EVERY_MS = 1_000;
 const SEED_REQUESTS = 500;
 const REQUEST_TIMEOUT_MS = 30_000;
-const SSE_FIRST_EVENT_MS = 10_000;
+/** serve on a 1.8 GB database whose pages are not cached yet, on a busy disk, takes a while to answer /healthz. */
+const READY_TIMEOUT_MS = 180_000; // 3 min
 
 export interface AdminBenchOptions {
   requests: number;
@@ -209,7 +210,13 @@ async function startServe(db: string, cwd: string, name: string, extra: string[]
     cwd,
   );
   const ingest = `http://127.0.0.1:${port}`;
-  await waitReady(m, ingest);
+  try {
+    await waitReady(m, ingest, READY_TIMEOUT_MS);
+  } catch (e) {
+    // Not ready in time: it must not outlive the bench.
+    await stopChild(m).catch(() => undefined);
+    throw e;
+  }
   return { m, ingest, admin: `http://127.0.0.1:${adminPort}` };
 }
 
