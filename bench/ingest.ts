@@ -449,9 +449,9 @@ function getStatus(url: string): Promise<{ status: number; body: string }> {
   });
 }
 
-/** Polls GET /healthz until it answers 200, the child exits, or READY_TIMEOUT_MS passes. */
-export async function waitReady(m: Managed, baseUrl: string): Promise<void> {
-  const deadline = Date.now() + READY_TIMEOUT_MS;
+/** Polls GET /healthz until it answers 200, the child exits, or `timeoutMs` (default READY_TIMEOUT_MS) passes. */
+export async function waitReady(m: Managed, baseUrl: string, timeoutMs = READY_TIMEOUT_MS): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
   let last = 'no answer yet';
   while (Date.now() < deadline) {
     if (m.exit) throw new Error(`${m.name} exited before it was ready: ${describeExit(m)}`);
@@ -464,7 +464,7 @@ export async function waitReady(m: Managed, baseUrl: string): Promise<void> {
     }
     await sleep(READY_POLL_MS);
   }
-  throw new Error(`${m.name} not ready after ${READY_TIMEOUT_MS} ms (last /healthz: ${last}): ${describeExit(m)}`);
+  throw new Error(`${m.name} not ready after ${timeoutMs} ms (last /healthz: ${last}): ${describeExit(m)}`);
 }
 
 /** SIGTERM, then wait for exit; SIGKILL after STOP_TIMEOUT_MS. Throws unless the child exited 0. */

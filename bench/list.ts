@@ -33,6 +33,7 @@ import { openSqlite } from '../src/store/sqlite/open.js';
 import { explainPlan, planRequestQueries } from '../src/store/sqlite/request-query.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import type { RequestFilter } from '../src/store/store.js';
+import { runIfMain } from './report.js';
 
 const BUCKET = 'bench';
 const OTHER = 'other';
@@ -40,16 +41,6 @@ const DAY = 86_400_000;
 const SPAN_MS = 30 * DAY;
 const TX_ROWS = 50_000;
 const PAGE = 50;
-
-const { values: args } = parseArgs({
-  options: {
-    requests: { type: 'string', default: '1000000' },
-    runs: { type: 'string', default: '9' },
-    keep: { type: 'string' },
-  },
-});
-const N = Number(args.requests);
-const RUNS = Number(args.runs);
 
 const PROVIDERS = ['stripe', 'github', 'shopify'] as const;
 const EVENTS = ['charge.succeeded', 'invoice.paid', 'push', 'pull_request', 'orders/create', 'customers/update'] as const;
@@ -67,7 +58,14 @@ function pickState(rand: () => number): Plan {
   return { state: 'delivered', attempts: 1 + (rand() < 0.1 ? 1 : 0), status: 200, generations: rand() < 0.02 ? 2 : 1 };
 }
 
-async function build(path: string): Promise<void> {
+/** The bucket the built database's `n` requests are in (a second bucket holds 50,000 more). */
+export const LIST_BUCKET = BUCKET;
+
+/**
+ * Builds the listing database at `path` (which must not exist): `n` requests in LIST_BUCKET and
+ * 50,000 in another, as described at the top of this file. Exported for bench/admin.ts.
+ */
+export async function build(path: string, N: number): Promise<void> {
   const started = performance.now();
   const store = await SqliteStore.open({ path, durability: 'full', busyTimeoutMs: 5000, clock: systemClock });
   await store.createBucket({ name: BUCKET, destination: 'http://127.0.0.1:9/unused' });
@@ -192,6 +190,15 @@ function median(xs: number[]): number {
 }
 
 async function main(): Promise<void> {
+  const { values: args } = parseArgs({
+    options: {
+      requests: { type: 'string', default: '1000000' },
+      runs: { type: 'string', default: '9' },
+      keep: { type: 'string' },
+    },
+  });
+  const N = Number(args.requests);
+  const RUNS = Number(args.runs);
   const dir = args.keep ? undefined : await mkdtemp(join(os.tmpdir(), 'hookbucket-bench-list-'));
   const path = args.keep ?? join(dir!, 'list.db');
   // Ctrl-C during the build must not leave a 1.7 GB file behind.
@@ -202,7 +209,7 @@ async function main(): Promise<void> {
     });
   }
   try {
-    if (!existsSync(path)) await build(path);
+    if (!existsSync(path)) await build(path, N);
     else process.stderr.write(`reusing ${path}\n`);
     const store = await SqliteStore.open({ path, durability: 'full', busyTimeoutMs: 5000, clock: systemClock });
     const now = Date.now();
@@ -261,4 +268,8 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+// Run only when executed, so bench/admin.ts can import build().
+await runIfMain(import.meta.url, async () => {
+  await main();
+  return 0;
+});

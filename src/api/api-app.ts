@@ -216,11 +216,38 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
     createRoute({
       method: 'get',
       path: '/buckets',
-      summary: 'List buckets with their counts (bucket list --json)',
+      summary: 'List buckets with their counts (bucket list --json); with limit, one page of them',
       tags: ['buckets'],
-      responses: { 200: json(BucketListSchema, 'the buckets'), 503: E503 },
+      request: {
+        query: z.object({
+          limit: cliValue(limitArg, 'buckets per page, 1 to 10000; omitted: every bucket, in one answer', '50').optional(),
+          after: cliValue(bucketNameArg, "the previous page's next_cursor: buckets named after it", 'stripe').optional(),
+        }),
+      },
+      responses: { 200: json(BucketListSchema, 'the buckets'), 400: E400, 503: E503 },
     }),
     async (c) => {
+      const { limit, after } = c.req.valid('query');
+      if (limit !== undefined) {
+        // One aggregate statement over the page's buckets only (Store.bucketOverview), no activity windows.
+        const page = await reads.bucketOverview({
+          ...(after === undefined ? {} : { after }),
+          limit,
+          sinceMs: clock.now(),
+          binMs: 1,
+          bins: 0,
+        });
+        const other = await reads.unattributedRejections();
+        return c.json(
+          {
+            buckets: page.buckets.map((r) => bucketJson(r.bucket, r.counts)),
+            unattributed_rejections: other,
+            next_cursor: page.nextAfter,
+          },
+          200,
+        );
+      }
+      if (after !== undefined) throw new AppError('usage', 'after needs limit');
       const buckets = await reads.listBuckets();
       // One set of aggregate queries for every bucket, not one per bucket.
       const counts = await reads.allBucketCounts();

@@ -138,7 +138,17 @@ export const BucketSchema = z
   })
   .openapi('Bucket');
 
-export const BucketListSchema = z.object({ buckets: z.array(BucketSchema), unattributed_rejections: counts }).openapi('BucketList');
+export const BucketListSchema = z
+  .object({
+    buckets: z.array(BucketSchema),
+    unattributed_rejections: counts,
+    next_cursor: z
+      .string()
+      .nullable()
+      .optional()
+      .openapi({ description: 'with ?limit: pass as ?after for the next page; null on the last page (absent without ?limit)' }),
+  })
+  .openapi('BucketList');
 
 export const DeletedSchema = z.object({ name: z.string(), deleted: z.literal(true), requests: z.number() }).openapi('Deleted');
 

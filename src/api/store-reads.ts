@@ -12,6 +12,7 @@ export const STORE_READ_METHODS = [
   'bucketCounts',
   'allBucketCounts',
   'unattributedRejections',
+  'bucketOverview',
   'listRequests',
   'countRequests',
   'getRequest',

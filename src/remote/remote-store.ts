@@ -10,6 +10,8 @@ import type { StatsReport } from '../stats/stats-report.js';
 import type {
   Bucket,
   BucketCounts,
+  BucketOverviewPage,
+  BucketOverviewQuery,
   BucketPatch,
   DeliveryHistory,
   ListRequestsOptions,
@@ -201,6 +203,10 @@ export class RemoteStore implements Store {
 
   storageSize(): Promise<StorageSize> {
     throw remoteUnsupported('the database size');
+  }
+
+  bucketOverview(_query: BucketOverviewQuery): Promise<BucketOverviewPage> {
+    throw remoteUnsupported('the bucket overview');
   }
 
   statsSamples(_query: StatsQuery): Promise<{ buckets: StatsSample[]; unattributedRejections: Record<string, number> }> {

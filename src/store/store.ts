@@ -190,6 +190,12 @@ export interface Store extends ProcessRegistry {
   allBucketCounts(): Promise<Map<string, BucketCounts>>;
   /** Refusals not attributable to a bucket (unknown bucket, parse errors). */
   unattributedRejections(): Promise<Record<string, number>>;
+  /**
+   * One page of buckets in name order with their counts, oldest waiting request and recent
+   * activity, read with one aggregate statement over the page's buckets only (the inspector's
+   * overview and GET /api/buckets?limit=: 10,000 buckets must not be read to show 50).
+   */
+  bucketOverview(query: BucketOverviewQuery): Promise<BucketOverviewPage>;
   /** One page of a bucket's requests matching the filter, newest first (id order). */
   listRequests(bucket: string, filter: RequestFilter, page: ListRequestsOptions): Promise<RequestPage>;
   /**
@@ -265,6 +271,36 @@ export interface StorageSize {
   databaseBytes: number;
   /** SQLite: the -wal file's size (0 when there is none); PostgreSQL: null (the server's WAL is shared by every database on it). */
   walBytes: number | null;
+}
+
+export interface BucketOverviewQuery {
+  /** Buckets named after this one, in byte order; omitted: from the first. */
+  after?: string;
+  /** Buckets on the page, 1 or more. */
+  limit: number;
+  /** Activity: `bins` windows of `binMs` from `sinceMs` (epoch ms); 0 bins reads none. */
+  sinceMs: number;
+  binMs: number;
+  bins: number;
+}
+
+export interface BucketOverviewRow {
+  bucket: Bucket;
+  counts: BucketCounts;
+  /** received_at of the oldest request still pending, retrying or delivering; null when none. */
+  oldestWaitingAt: number | null;
+  /** Requests stored per window, `bins` of them, oldest first. */
+  arrivals: number[];
+  /** Deliveries to the bucket destination that settled as delivered per window. */
+  delivered: number[];
+}
+
+export interface BucketOverviewPage {
+  buckets: BucketOverviewRow[];
+  /** Every bucket in the database (deleting ones included, as listBuckets). */
+  total: number;
+  /** Pass as `after` for the next page; null on the last page. */
+  nextAfter: string | null;
 }
 
 export interface StatsQuery {

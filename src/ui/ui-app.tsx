@@ -22,14 +22,13 @@ import {
 import type { Clock } from '../shared/clock.js';
 import { AppError, bucketNotFound } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
-import type { BucketCounts, Store, StatsSample } from '../store/store.js';
+import type { Store } from '../store/store.js';
 import type { StoreReads } from '../api/store-reads.js';
 import { APP_JS, STYLE_CSS } from './assets.js';
 import { BucketPage, FILTER_FIELDS, type FilterValues } from './bucket-page.js';
 import { ErrorPage } from './layout.js';
 import { OverviewPage, type OverviewRow } from './overview.js';
 import { RequestPage } from './request-page.js';
-import type { SparkSeries } from './sparkline.js';
 
 export interface UiConfig {
   /** Whether the admin token is on (the pages then offer Log out). */
@@ -49,58 +48,9 @@ export interface UiDeps {
   config?: UiConfig & Partial<Pick<Config, 'adminToken'>>;
 }
 
-const EMPTY_COUNTS: BucketCounts = { requests: 0, bytes: 0, states: {}, rejections: {} };
 /** The sparkline: 12 bins of 5 minutes, the last hour. */
 export const SPARK_BINS = 12;
 export const SPARK_BIN_MS = 5 * 60_000; // 5 min
-
-/** A finished window's figures are kept once it ended this long ago (a request committed just after its window still counts). */
-const BIN_SETTLE_MS = 60_000; // 1 min
-
-type BinFigures = Map<string, { arrivals: number; delivered: number }>;
-
-/**
- * The last hour's arrivals and deliveries per bucket: SPARK_BINS 5-minute windows of statsSamples,
- * each over every bucket, so the number of reads does not grow with the number of buckets. A
- * window that ended (more than BIN_SETTLE_MS ago) does not change, so it is read once and kept;
- * an overview then costs one statsSamples (the current window, which also gives the oldest
- * waiting request) besides the bucket list and counts.
- */
-class SparkCache {
-  readonly #bins = new Map<number, BinFigures>();
-  constructor(private readonly reads: StoreReads) {}
-
-  async read(nowMs: number): Promise<{ series: Map<string, SparkSeries>; current: Map<string, StatsSample> }> {
-    const end = Math.floor(nowMs / SPARK_BIN_MS) * SPARK_BIN_MS + SPARK_BIN_MS;
-    const starts = Array.from({ length: SPARK_BINS }, (_, i) => end - (SPARK_BINS - i) * SPARK_BIN_MS);
-    for (const k of this.#bins.keys()) if (k < starts[0]!) this.#bins.delete(k);
-    const series = new Map<string, SparkSeries>();
-    const current = new Map<string, StatsSample>();
-    const zero = () => ({
-      arrivals: new Array<number>(SPARK_BINS).fill(0),
-      deliveries: new Array<number>(SPARK_BINS).fill(0),
-      binMs: SPARK_BIN_MS,
-    });
-    for (let i = 0; i < starts.length; i++) {
-      const since = starts[i]!;
-      const until = since + SPARK_BIN_MS;
-      let bin = this.#bins.get(since);
-      if (!bin || i === starts.length - 1) {
-        const { buckets } = await this.reads.statsSamples({ sinceMs: since, untilMs: until });
-        bin = new Map(buckets.map((b) => [b.bucket, { arrivals: b.receivedInWindow, delivered: b.settled.delivered }]));
-        if (until <= nowMs - BIN_SETTLE_MS) this.#bins.set(since, bin);
-        if (i === starts.length - 1) for (const b of buckets) current.set(b.bucket, b);
-      }
-      for (const [name, f] of bin) {
-        let one = series.get(name);
-        if (!one) series.set(name, (one = zero()));
-        one.arrivals[i] = f.arrivals;
-        one.deliveries[i] = f.delivered;
-      }
-    }
-    return { series, current };
-  }
-}
 
 /** The form's GET parameters as the CLI's filter options; a bad value throws with the CLI's message. */
 export function filterFromQuery(values: FilterValues, nowMs: number) {
@@ -131,7 +81,6 @@ export function createUiApp(deps: UiDeps): Hono {
   const overviewPageSize = deps.config?.overviewPageSize ?? 50;
   const requestsPageSize = deps.config?.requestsPageSize ?? 50;
   const app = new Hono();
-  const spark = new SparkCache(reads);
 
   const errorPage = (c: Context, status: 400 | 404 | 503, title: string, message: string) =>
     c.html(<ErrorPage title={title} message={message} auth={auth} />, status);
@@ -154,25 +103,23 @@ export function createUiApp(deps: UiDeps): Hono {
   app.get('/', async (c) => {
     const nowMs = clock.now();
     const after = c.req.query('after') ?? '';
-    // Aggregates over every bucket: one listing, one counting query and the sparkline's windows
-    // (SparkCache), however many buckets exist; the page is cut here.
-    const [all, counts, activity] = await Promise.all([reads.listBuckets(), reads.allBucketCounts(), spark.read(nowMs)]);
-    const sorted = all.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-    const from = after === '' ? 0 : sorted.findIndex((b) => b.name > after);
-    const pageBuckets = from < 0 ? [] : sorted.slice(from, from + overviewPageSize);
-    const rows: OverviewRow[] = pageBuckets.map((b) => ({
-      bucket: b,
-      counts: counts.get(b.name) ?? EMPTY_COUNTS,
-      oldestWaitingAt: activity.current.get(b.name)?.oldestWaitingAt ?? null,
-      series: activity.series.get(b.name) ?? {
-        arrivals: new Array<number>(SPARK_BINS).fill(0),
-        deliveries: new Array<number>(SPARK_BINS).fill(0),
-        binMs: SPARK_BIN_MS,
-      },
+    // One aggregate statement over this page's buckets (Store.bucketOverview): counts, the oldest
+    // waiting request and the sparkline's windows, however many buckets the database holds.
+    const end = Math.floor(nowMs / SPARK_BIN_MS) * SPARK_BIN_MS + SPARK_BIN_MS;
+    const page = await reads.bucketOverview({
+      ...(after === '' ? {} : { after }),
+      limit: overviewPageSize,
+      sinceMs: end - SPARK_BINS * SPARK_BIN_MS,
+      binMs: SPARK_BIN_MS,
+      bins: SPARK_BINS,
+    });
+    const rows: OverviewRow[] = page.buckets.map((r) => ({
+      bucket: r.bucket,
+      counts: r.counts,
+      oldestWaitingAt: r.oldestWaitingAt,
+      series: { arrivals: r.arrivals, deliveries: r.delivered, binMs: SPARK_BIN_MS },
     }));
-    const last = pageBuckets[pageBuckets.length - 1];
-    const next = last !== undefined && from + overviewPageSize < sorted.length ? last.name : null;
-    return c.html(<OverviewPage rows={rows} total={sorted.length} nowMs={nowMs} next={next} first={after === ''} auth={auth} />);
+    return c.html(<OverviewPage rows={rows} total={page.total} nowMs={nowMs} next={page.nextAfter} first={after === ''} auth={auth} />);
   });
 
   app.get('/buckets/:name', async (c) => {

@@ -7,7 +7,7 @@ import { hostAllowList } from '../../src/policy/admin-host.js';
 import { ManualClock } from '../../src/shared/clock.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import { createUiApp, SPARK_BINS } from '../../src/ui/ui-app.js';
+import { createUiApp } from '../../src/ui/ui-app.js';
 import { sparkPoints } from '../../src/ui/sparkline.js';
 import { importsOf, sourceFiles } from '../helpers/imports.js';
 import { tempDir } from '../helpers/temp-dir.js';
@@ -97,12 +97,12 @@ describe('inspector pages (app.request)', () => {
     assert.match(p1.html, /href="\/\?after=bravo"/);
     assert.ok(!p1.html.includes('pa55') && !p1.html.includes('t0k'), 'credentials of the destination are not shown');
     assert.match(p1.html, /https:\/\/\[redacted\]@example\.com\/hook\?token=\[redacted\]&amp;x=1/);
-    // Five buckets, and no read per bucket: one listing, one count, the sparkline's windows.
-    assert.deepEqual(Object.fromEntries(calls), { listBuckets: 1, allBucketCounts: 1, statsSamples: SPARK_BINS });
-    // Windows that ended are kept: the next view reads only the current one.
+    // Five buckets, and no read per bucket: one aggregate read of the page (counts, oldest waiting, sparkline).
+    assert.deepEqual(Object.fromEntries(calls), { bucketOverview: 1 });
+    assert.match(p1.html, /5 bucket\(s\)/);
     calls.clear();
     await get('/');
-    assert.deepEqual(Object.fromEntries(calls), { listBuckets: 1, allBucketCounts: 1, statsSamples: 1 });
+    assert.deepEqual(Object.fromEntries(calls), { bucketOverview: 1 });
     const p3 = await get('/?after=delta');
     assert.match(p3.html, /href="\/buckets\/echo"/);
     assert.ok(!p3.html.includes('?after='), 'the last page has no next link');

@@ -6,6 +6,8 @@ import {
   deletingError,
   type Bucket,
   type BucketCounts,
+  type BucketOverviewPage,
+  type BucketOverviewQuery,
   type BucketPatch,
   type DeliveryHistory,
   type ListRequestsOptions,
@@ -39,6 +41,7 @@ import { PgBucketCache } from './pg-bucket-cache.js';
 import { lowerDue } from './pg-bucket-due.js';
 import { createPgRequestImporter } from './pg-import.js';
 import { pgAllBucketCounts } from './pg-bucket-counts.js';
+import { pgBucketOverview } from './pg-overview.js';
 import { pgDeleteBucket, pgPurgeDeleting } from './pg-delete.js';
 import { pgRequestHistory, pgTail } from './pg-history.js';
 import { BUCKETS_CHANNEL, notify } from './pg-notify.js';
@@ -242,6 +245,10 @@ export class PgStore implements Store {
 
   async unattributedRejections(): Promise<Record<string, number>> {
     return selectRejections(this.#db, '');
+  }
+
+  async bucketOverview(query: BucketOverviewQuery): Promise<BucketOverviewPage> {
+    return pgBucketOverview(this.#db, query);
   }
 
   async listRequests(bucket: string, filter: RequestFilter, page: ListRequestsOptions): Promise<RequestPage> {

@@ -11,6 +11,8 @@ import { LIST_PROCESSES_SQL, processParams, PRUNE_PROCESSES_SQL, STOP_PROCESS_SQ
 /** The write-lock wait of a receiver's heartbeat (see heartbeat()). */
 const PROCESS_BEAT_LOCK_WAIT_MS = 50;
 import type {
+  BucketOverviewPage,
+  BucketOverviewQuery,
   ProcessBeat,
   ProcessRecord,
   DeliveryHistory,
@@ -54,6 +56,7 @@ import { requestHistory, tail } from './sqlite-history.js';
 import { pruneRequests } from './sqlite-retention.js';
 import { statsSamples } from './sqlite-stats.js';
 import { allBucketCounts } from './sqlite-bucket-counts.js';
+import { bucketOverview } from './sqlite-overview.js';
 import { createReplay, getReplay, listReplays, replayProgress } from './sqlite-replay.js';
 import { asyncImporter, openRequestImporter } from './sqlite-import.js';
 
@@ -318,6 +321,10 @@ export class SqliteStore implements Store {
 
   async unattributedRejections(): Promise<Record<string, number>> {
     return selectRejections(this.#db, '');
+  }
+
+  async bucketOverview(query: BucketOverviewQuery): Promise<BucketOverviewPage> {
+    return bucketOverview(this.#raw, query);
   }
 
   async listRequests(bucket: string, filter: RequestFilter, page: ListRequestsOptions): Promise<RequestPage> {
