@@ -6,7 +6,7 @@ import { systemClock } from '../shared/clock.js';
 import { AppError } from '../shared/errors.js';
 import { openStore } from '../store/open-store.js';
 import type { Store } from '../store/store.js';
-import type { CliIo } from './io.js';
+import { interruptOf, type CliIo } from './io.js';
 
 /** Resolves configuration for a command: its own flags plus the global --db, --db-pool and --spool-dir. */
 export function configFor(cmd: Command, io: CliIo, flags: Flags = {}): Config {
@@ -74,14 +74,19 @@ export const CLI_LOCK_WAIT_MS = 10_000; // 10s
 export async function withStore<T>(cmd: Command, io: CliIo, fn: (store: Store) => Promise<T>): Promise<T> {
   const target = remoteTarget(cmd, io);
   let store: Store;
-  if (target !== undefined) store = new RemoteStore(new ApiClient(target));
-  else {
+  let api: ApiClient | undefined;
+  if (target !== undefined) {
+    api = new ApiClient(target);
+    store = new RemoteStore(api);
+  } else {
     const config = configFor(cmd, io);
     store = await openStore(config, { clock: systemClock }).store({ lockWaitMs: CLI_LOCK_WAIT_MS });
   }
   try {
     return await fn(store);
   } finally {
-    await store.close();
+    // After Ctrl-C a request may still be in flight (an export on a slow link): not waited for.
+    if (api !== undefined && interruptOf(io).interrupted) await api.destroy();
+    else await store.close();
   }
 }

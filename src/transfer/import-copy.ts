@@ -24,8 +24,8 @@ export class ImportCopy {
     this.#pathLeft = pathLeft;
   }
 
-  /** Copies `source` (a file, a FIFO, /dev/stdin) into `dir`, reading it once. */
-  static async from(source: string, dir: string): Promise<ImportCopy> {
+  /** Copies `source` (a file, a FIFO, /dev/stdin) into `dir`, reading it once; `signal` stops the reading. */
+  static async from(source: string, dir: string, signal?: AbortSignal): Promise<ImportCopy> {
     const path = join(dir, `${randomUUID()}.import`);
     const fh = await open(path, 'wx+', 0o600).catch(async (e: NodeJS.ErrnoException) => {
       if (e.code !== 'ENOENT') throw e;
@@ -39,7 +39,10 @@ export class ImportCopy {
     );
     let size = 0;
     try {
-      for await (const chunk of createReadStream(source, { highWaterMark: CHUNK_BYTES }) as AsyncIterable<Buffer>) {
+      for await (const chunk of createReadStream(source, {
+        highWaterMark: CHUNK_BYTES,
+        ...(signal ? { signal } : {}),
+      }) as AsyncIterable<Buffer>) {
         let off = 0;
         while (off < chunk.length) {
           const { bytesWritten } = await fh.write(chunk, off, chunk.length - off, size + off);
