@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { constants, existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { promisify } from 'node:util';
 import { request } from 'undici';
 import { runCli } from '../helpers/cli.js';
 import { runInPty, type PtyRun } from '../helpers/pty.js';
@@ -189,6 +192,53 @@ describe('Ctrl-C and SIGTERM leave the terminal and the work in order', () => {
     assert.equal(r.code, 130, JSON.stringify(r.output));
     assert.match(r.output.slice(r.sentAt), /not replayed/);
     assert.deepEqual(await replayIds(), before);
+  });
+
+  it('requests import from a pipe, ctrl-c while reading it: exit 130, nothing imported, nothing left in the spool folder', async () => {
+    const made = await cli(['--db', srv.db, 'bucket', 'create', 'imp']);
+    assert.equal(made.code, 0, made.stderr);
+    const t = tempDir('hookbucket-interrupt-');
+    const fifo = join(t.dir, 'in.ndjson');
+    const marker = join(t.dir, 'marker');
+    mkdirSync(marker);
+    await promisify(execFile)('mkfifo', [fifo]);
+    const spool = `${srv.db}-spool`;
+    const spoolBefore = existsSync(spool) ? readdirSync(spool) : [];
+    const exported = await cli(['--db', srv.db, 'requests', 'export', 'shop']);
+    assert.equal(exported.code, 0, exported.stderr);
+    const firstLine = exported.stdout.toString('utf8').split('\n')[0] ?? '';
+    const run = runInPty(['--db', srv.db, 'requests', 'import', 'imp', fifo], {
+      trigger: '',
+      send: 'ctrl-c',
+      env,
+      // Sent once the import has opened the pipe and read a record: it is waiting for the rest.
+      ready: { dir: marker, contains: 'go' },
+    });
+    // Opening for writing waits until the import opens the pipe for reading; if the import ends
+    // first, the pipe is opened here for reading (without blocking), so the open returns.
+    const opening = open(fifo, 'w');
+    const writer = await Promise.race([
+      opening,
+      run.then(async (r) => {
+        const unblock = await open(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+        await (await opening).close();
+        await unblock.close();
+        return assert.fail(`the import ended before reading the pipe: ${JSON.stringify(r.output)}`);
+      }),
+    ]);
+    try {
+      await writer.write(`${firstLine}\n`);
+      writeFileSync(join(marker, 'go'), '');
+      const r = await run;
+      assert.equal(r.timedOut, false, JSON.stringify(r.output));
+      assert.equal(r.code, 130, JSON.stringify(r.output));
+      assert.doesNotMatch(r.output, /error \[/);
+      assert.equal((await srv.store.listRequests('imp', {}, { limit: 10 })).requests.length, 0);
+      assert.deepEqual(existsSync(spool) ? readdirSync(spool) : [], spoolBefore);
+    } finally {
+      await writer.close();
+      t.remove();
+    }
   });
 
   for (const remote of [false, true]) {
