@@ -19,7 +19,7 @@ const waitForSignal = () =>
     for (const s of ['SIGINT', 'SIGTERM'] as const) process.once(s, () => resolve(s));
   });
 
-/** Flushes stdout, then exits: the one way out, after a command or after Ctrl-C (interrupt.ts). */
+/** Flushes stdout, then exits: the way out after a command. */
 const exit = (code: number) => {
   process.exitCode = code;
   process.stdout.write('', () => process.exit(code));
@@ -34,7 +34,12 @@ const interrupt = new InterruptController({
       for (const [s, l] of listeners) process.off(s, l);
     };
   },
-  exit,
+  // At once, output not waited for: after Ctrl-C a reader that stopped reading (a full pipe) must
+  // not keep the process alive.
+  exit: (code) => {
+    process.exitCode = code;
+    process.exit(code);
+  },
 });
 
 const code = await runCli(process.argv, {
@@ -47,4 +52,6 @@ const code = await runCli(process.argv, {
   interrupt,
 });
 // Leave nothing running: a finished command exits even if a handle (e.g. a signal listener) remains.
-exit(code);
+// After Ctrl-C, at once: a full pipe on stdout must not hold the process.
+if (interrupt.interrupted) process.exit(code);
+else exit(code);

@@ -46,12 +46,20 @@ class Sink {
   readonly #onError = (e: Error) => {
     this.#error = e;
   };
-  constructor(readonly out: NodeJS.WritableStream) {
+  constructor(
+    readonly out: NodeJS.WritableStream,
+    readonly signal: AbortSignal,
+  ) {
     out.on('error', this.#onError);
   }
+  /** Waits for a slow reader, but not past Ctrl-C (then rejects with the signal's reason). */
   async write(text: string): Promise<void> {
     if (this.#error) throw this.#error;
-    if (!this.out.write(text)) await once(this.out, 'drain');
+    if (!this.out.write(text)) {
+      await once(this.out, 'drain', { signal: this.signal }).catch((e) => {
+        throw this.signal.aborted ? this.signal.reason : e;
+      });
+    }
   }
   async end(): Promise<void> {
     if (this.#error) throw this.#error;
@@ -111,11 +119,11 @@ Examples:
         const total = io.stderr.isTTY ? await store.countRequests(bucket, filter) : 0;
         const partial = opts.out ? `${opts.out}.partial-${randomBytes(4).toString('hex')}` : undefined;
         const file = partial ? createWriteStream(partial) : undefined;
-        const sink = new Sink(file ?? io.stdout);
         // Ctrl-C or SIGTERM: the partial file goes at once, whatever the export is waiting on; the
         // loop stops at its next request and the command exits 130 or 143 (interrupt.ts).
         const interrupt = interruptOf(io);
         const held = interrupt.hold();
+        const sink = new Sink(file ?? io.stdout, held.signal);
         const unregister = partial
           ? interrupt.onInterrupt(() => {
               file?.destroy();
