@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { constants, existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { request } from 'undici';
-import { runCli } from '../helpers/cli.js';
+import { BIN, runCli } from '../helpers/cli.js';
 import { runInPty, type PtyRun } from '../helpers/pty.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/temp-dir.js';
@@ -184,6 +184,31 @@ describe('Ctrl-C and SIGTERM leave the terminal and the work in order', () => {
       }
     });
   }
+
+  it('requests export into a pipe whose reader stopped reading, sigterm: exit 143, not a hang', async () => {
+    const child = spawn(process.execPath, [BIN, '--db', srv.db, 'requests', 'export', 'shop'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, ...env },
+    });
+    const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+      child.on('exit', (code, signal) => resolve({ code, signal })),
+    );
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    // The export has begun (it writes only after it armed the interrupt); then nobody reads: the
+    // pipe fills (101 requests of 8 KiB are more than a pipe holds) and the export waits.
+    await new Promise<void>((resolve) =>
+      child.stdout.once('data', () => {
+        child.stdout.pause();
+        resolve();
+      }),
+    );
+    child.kill('SIGTERM');
+    const bound = setTimeout(() => child.kill('SIGKILL'), 20_000);
+    const r = await exited;
+    clearTimeout(bound);
+    assert.deepEqual(r, { code: 143, signal: null }, stderr);
+  });
 
   it('replay at the confirmation prompt, ctrl-c: "not replayed", exit 130, no replay created', async () => {
     const before = await replayIds();
