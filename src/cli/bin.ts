@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { parseEnv } from 'node:util';
 import { runCli } from './index.js';
+import { InterruptController, STOP_SIGNALS, type StopSignal } from './interrupt.js';
 
 function readDotenv(): Record<string, string> {
   try {
@@ -18,6 +19,29 @@ const waitForSignal = () =>
     for (const s of ['SIGINT', 'SIGTERM'] as const) process.once(s, () => resolve(s));
   });
 
+/** Flushes stdout, then exits: the way out after a command. */
+const exit = (code: number) => {
+  process.exitCode = code;
+  process.stdout.write('', () => process.exit(code));
+};
+
+// Listens only while a command has something to put back (a progress bar, a partial file).
+const interrupt = new InterruptController({
+  listen: (handler) => {
+    const listeners = STOP_SIGNALS.map((s) => [s, () => handler(s as StopSignal)] as const);
+    for (const [s, l] of listeners) process.on(s, l);
+    return () => {
+      for (const [s, l] of listeners) process.off(s, l);
+    };
+  },
+  // At once, output not waited for: after Ctrl-C a reader that stopped reading (a full pipe) must
+  // not keep the process alive.
+  exit: (code) => {
+    process.exitCode = code;
+    process.exit(code);
+  },
+});
+
 const code = await runCli(process.argv, {
   stdout: process.stdout,
   stderr: process.stderr,
@@ -25,7 +49,9 @@ const code = await runCli(process.argv, {
   env: process.env,
   dotenv: readDotenv(),
   waitForSignal,
+  interrupt,
 });
-process.exitCode = code;
 // Leave nothing running: a finished command exits even if a handle (e.g. a signal listener) remains.
-process.stdout.write('', () => process.exit(code));
+// After Ctrl-C, at once: a full pipe on stdout must not hold the process.
+if (interrupt.interrupted) process.exit(code);
+else exit(code);

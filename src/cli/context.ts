@@ -7,7 +7,7 @@ import { AppError, isAppError } from '../shared/errors.js';
 import { didYouMean } from '../policy/did-you-mean.js';
 import { openStore } from '../store/open-store.js';
 import type { Store } from '../store/store.js';
-import { printErr, type CliIo } from './io.js';
+import { interruptOf, printErr, type CliIo } from './io.js';
 
 /** The configuration warnings already printed, per run: a command that reads its configuration twice warns once. */
 const warned = new WeakMap<CliIo, Set<string>>();
@@ -92,8 +92,11 @@ export const CLI_LOCK_WAIT_MS = 10_000; // 10s
 export async function withStore<T>(cmd: Command, io: CliIo, fn: (store: Store) => Promise<T>): Promise<T> {
   const target = remoteTarget(cmd, io);
   let store: Store;
-  if (target !== undefined) store = new RemoteStore(new ApiClient(target));
-  else {
+  let api: ApiClient | undefined;
+  if (target !== undefined) {
+    api = new ApiClient(target);
+    store = new RemoteStore(api);
+  } else {
     const config = configFor(cmd, io);
     store = await openStore(config, { clock: systemClock }).store({ lockWaitMs: CLI_LOCK_WAIT_MS });
   }
@@ -102,7 +105,9 @@ export async function withStore<T>(cmd: Command, io: CliIo, fn: (store: Store) =
   } catch (e) {
     throw await withSuggestion(e, store);
   } finally {
-    await store.close();
+    // After Ctrl-C a request may still be in flight (an export on a slow link): not waited for.
+    if (api !== undefined && interruptOf(io).interrupted) await api.destroy();
+    else await store.close();
   }
 }
 

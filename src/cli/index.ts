@@ -17,7 +17,8 @@ import { makeStatsCommand } from './commands/stats.js';
 import { makeWorkerCommand } from './commands/worker.js';
 import { redactUrlsIn } from '../policy/redact.js';
 import { escapeTerminal } from '../policy/terminal-text.js';
-import { terminalSafe, type CliIo } from './io.js';
+import { interruptOf, terminalSafe, type CliIo } from './io.js';
+import { Interrupted, signalExitCode } from './interrupt.js';
 import { integerArg } from './parsers.js';
 import { checkRemote } from './context.js';
 
@@ -54,7 +55,8 @@ Examples:
 admin listener (docs/api.md "The CLI against a remote server"); serve, worker, prune, migrate-data,
 backup and requests import need the database itself.
 
-Exit codes: 0 ok, 1 runtime failure, 2 usage error, 3 check failed, 4 not found.`,
+Exit codes: 0 ok, 1 runtime failure, 2 usage error, 3 check failed, 4 not found,
+130 interrupted by Ctrl-C (SIGINT), 143 stopped by SIGTERM.`,
     );
   program.addCommand(makeServeCommand(io));
   program.addCommand(makeWorkerCommand(io));
@@ -101,10 +103,16 @@ function applySettings(cmd: Command, io: CliIo): void {
 /** Runs the CLI and returns its exit code; never calls process.exit itself. */
 export async function runCli(argv: string[], io: CliIo): Promise<number> {
   const program = buildProgram(io);
+  const interrupt = interruptOf(io);
   try {
     await program.parseAsync(argv);
-    return ExitCode.ok;
+    // A command that stops on Ctrl-C (tail) returns normally; the exit code still says why it stopped.
+    return interrupt.interrupted ? signalExitCode(interrupt.interrupted) : ExitCode.ok;
   } catch (e) {
+    // Stopped by SIGINT or SIGTERM: whatever the unwinding threw (an abort, a closed stream) is no
+    // error of its own; what to say was said as the signal arrived (interrupt.ts).
+    if (interrupt.interrupted) return signalExitCode(interrupt.interrupted);
+    if (e instanceof Interrupted) return e.exitCode;
     if (e instanceof CommanderError) {
       // Commander exits 1 on usage errors; ours is 2. Help and version are 0.
       return e.exitCode === 0 ? ExitCode.ok : ExitCode.usage;

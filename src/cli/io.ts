@@ -1,5 +1,6 @@
 import { escapeJsonText, escapeTerminal } from '../policy/terminal-text.js';
 import { AppError } from '../shared/errors.js';
+import { NO_INTERRUPT, type Interrupt } from './interrupt.js';
 
 /** What a command may touch of the outside world; bin.ts passes the real process streams. */
 export interface CliIo {
@@ -11,6 +12,16 @@ export interface CliIo {
   dotenv: Readonly<Record<string, string | undefined>>;
   /** Resolves when SIGINT/SIGTERM arrives (for long-running commands). */
   waitForSignal: () => Promise<string>;
+  /**
+   * Ctrl-C and SIGTERM for commands with a progress bar, a temporary file or a replay to follow
+   * (interrupt.ts): restore and remove, then exit 130/143. Absent in in-process tests: use interruptOf.
+   */
+  interrupt?: Interrupt;
+}
+
+/** The command's interrupt, or one that never fires. */
+export function interruptOf(io: CliIo): Interrupt {
+  return io.interrupt ?? NO_INTERRUPT;
 }
 
 /**

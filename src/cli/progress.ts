@@ -1,5 +1,5 @@
 import { SingleBar } from 'cli-progress';
-import type { CliIo } from './io.js';
+import { interruptOf, type CliIo } from './io.js';
 
 export interface Progress {
   /** `value` of `total` done; `text` is what the bar shows beside it. */
@@ -10,6 +10,10 @@ export interface Progress {
 /**
  * A progress bar on stderr when stderr is a TTY (cli-progress redraws one line); nothing otherwise,
  * so pipes and CI logs get only the final summary. No colours are used, so NO_COLOR holds.
+ *
+ * The bar hides the cursor (ESC[?25l) and turns line wrap off (ESC[?7l) while it shows; stopping
+ * it puts both back. Ctrl-C or SIGTERM while it shows stops it first (interrupt.ts), and after
+ * that it stays stopped: a late update does not hide the cursor again.
  */
 export function createProgress(io: CliIo): Progress {
   if (!io.stderr.isTTY) return { update: () => undefined, stop: () => undefined };
@@ -21,9 +25,20 @@ export function createProgress(io: CliIo): Progress {
     fps: 5,
   });
   let started = false;
+  let stopped = false;
+  let release: (() => void) | undefined;
+  const stop = () => {
+    stopped = true;
+    release?.();
+    release = undefined;
+    if (started) bar.stop();
+  };
   return {
     update(value, total, text) {
+      if (stopped) return;
       if (!started) {
+        // Registered before the cursor is hidden, so no moment has it hidden with nothing to restore it.
+        release = interruptOf(io).onInterrupt(stop);
         bar.start(Math.max(total, 1), value, { text });
         started = true;
       } else {
@@ -31,8 +46,6 @@ export function createProgress(io: CliIo): Progress {
         bar.update(value, { text });
       }
     },
-    stop() {
-      if (started) bar.stop();
-    },
+    stop,
   };
 }

@@ -163,4 +163,9 @@ export class ApiClient {
   async close(): Promise<void> {
     await this.dispatcher.close();
   }
+
+  /** Ends every connection now, requests in flight too (close waits for them): after Ctrl-C. */
+  async destroy(): Promise<void> {
+    await this.dispatcher.destroy();
+  }
 }

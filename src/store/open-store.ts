@@ -10,6 +10,7 @@ import { isDatabaseUrl } from '../config/database-url.js';
 import { redactDbUrl } from '../policy/redact.js';
 import type { Clock } from '../shared/clock.js';
 import type { Logger } from '../shared/logger.js';
+import { AppError } from '../shared/errors.js';
 import type { BackupOptions, BackupResult } from './backup.js';
 import type { DataEnd } from './migrate-data/data-end.js';
 import type { DrainStore, IngestSink, Store } from './store.js';

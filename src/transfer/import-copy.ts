@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { createReadStream } from 'node:fs';
+import { closeSync, constants, createReadStream, openSync, statSync, writeSync } from 'node:fs';
 import { mkdir, open, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isUtf8 } from 'node:buffer';
@@ -24,8 +24,8 @@ export class ImportCopy {
     this.#pathLeft = pathLeft;
   }
 
-  /** Copies `source` (a file, a FIFO, /dev/stdin) into `dir`, reading it once. */
-  static async from(source: string, dir: string): Promise<ImportCopy> {
+  /** Copies `source` (a file, a FIFO, /dev/stdin) into `dir`, reading it once; `signal` stops the reading. */
+  static async from(source: string, dir: string, signal?: AbortSignal): Promise<ImportCopy> {
     const path = join(dir, `${randomUUID()}.import`);
     const fh = await open(path, 'wx+', 0o600).catch(async (e: NodeJS.ErrnoException) => {
       if (e.code !== 'ENOENT') throw e;
@@ -38,8 +38,13 @@ export class ImportCopy {
       () => path,
     );
     let size = 0;
+    const wake = () => wakePipeReader(source);
+    signal?.addEventListener('abort', wake, { once: true });
     try {
-      for await (const chunk of createReadStream(source, { highWaterMark: CHUNK_BYTES }) as AsyncIterable<Buffer>) {
+      for await (const chunk of createReadStream(source, {
+        highWaterMark: CHUNK_BYTES,
+        ...(signal ? { signal } : {}),
+      }) as AsyncIterable<Buffer>) {
         let off = 0;
         while (off < chunk.length) {
           const { bytesWritten } = await fh.write(chunk, off, chunk.length - off, size + off);
@@ -51,6 +56,8 @@ export class ImportCopy {
       await fh.close().catch(() => {});
       if (pathLeft) await unlink(pathLeft).catch(() => {});
       throw e;
+    } finally {
+      signal?.removeEventListener('abort', wake);
     }
     return new ImportCopy(fh, size, pathLeft);
   }
@@ -109,3 +116,23 @@ export class ImportCopy {
 }
 
 const CHUNK_BYTES = 64 * 1024; // 64 KiB
+
+/**
+ * A read of a pipe (a FIFO, or /dev/stdin fed by one) that has no data yet waits in a thread of
+ * libuv's pool, and Node cannot exit while it does (it joins the pool at exit): an import stopped
+ * by Ctrl-C or SIGTERM would hang there while the writer lives (SIGTERM reaches only us). One byte
+ * written into the pipe ends that read; the aborted stream asks for no more. Nothing else is touched.
+ */
+function wakePipeReader(source: string): void {
+  try {
+    if (!statSync(source).isFIFO()) return;
+    const fd = openSync(source, constants.O_WRONLY | constants.O_NONBLOCK);
+    try {
+      writeSync(fd, '\n');
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    // No reader any more (ENXIO), or the pipe is full (EAGAIN, so the read is not waiting): fine.
+  }
+}

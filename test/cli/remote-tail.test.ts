@@ -60,11 +60,11 @@ describe('requests tail --api: the server event stream, the same lines as a loca
     });
   }
 
-  it('Ctrl-C ends a remote tail with exit 0, as locally', async () => {
+  it('Ctrl-C ends a remote tail with exit 130, as locally', async () => {
     const tail = await startTail(['--api', srv.admin!.url, 'requests', 'tail', 'live']);
     tail.interrupt();
     const r = await tail.done;
-    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.code, 130, r.stderr);
     assert.equal(r.stdout, '');
   });
 

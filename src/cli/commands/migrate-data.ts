@@ -3,7 +3,7 @@ import { formatSize, isBareNumber, noUnitMessage, parseSize } from '../../config
 import { formatDuration } from '../../shared/format-duration.js';
 import { ExitCode, ExitWith } from '../../shared/errors.js';
 import { runMigrateData, type RunMigrateDataResult } from '../../store/migrate-data/run.js';
-import { iso, print, printErr, printJson, table, type CliIo } from '../io.js';
+import { interruptOf, iso, print, printErr, printJson, table, type CliIo } from '../io.js';
 import { integerArg } from '../parsers.js';
 import { createProgress } from '../progress.js';
 
@@ -80,6 +80,17 @@ Examples:
       )
       .action(async (opts: Opts) => {
         const started = Date.now();
+        // Ctrl-C or SIGTERM: the copy stops after the page in flight (each page is one transaction
+        // in the target) and says how to resume; registered before the bar, so it prints after the
+        // bar is down (interrupt.ts).
+        const interrupt = interruptOf(io);
+        const held = interrupt.hold();
+        const unregister = interrupt.onInterrupt(() =>
+          printErr(
+            io,
+            'interrupted: the pages copied so far stay committed in the target; run the same command again to resume after the last one',
+          ),
+        );
         const progress = createProgress(io);
         let result: RunMigrateDataResult;
         try {
@@ -91,10 +102,15 @@ Examples:
             batchRows: opts.batchRows ?? DEFAULT_BATCH_ROWS,
             batchBytes: opts.batchBytes ?? DEFAULT_BATCH_BYTES,
             ...(opts.stopAfterBatches !== undefined ? { stopAfterBatches: opts.stopAfterBatches } : {}),
-            onProgress: (p) =>
-              progress.update(p.done, p.total, `${p.phase === 'copy' ? 'copying' : 'verifying'} ${p.table} (${p.done}/${p.total} rows)`),
+            onProgress: (p) => {
+              // Called between pages, after one has committed: where --stop-after-batches stops too.
+              if (held.signal.aborted) throw held.signal.reason;
+              progress.update(p.done, p.total, `${p.phase === 'copy' ? 'copying' : 'verifying'} ${p.table} (${p.done}/${p.total} rows)`);
+            },
           });
         } finally {
+          unregister();
+          held.release();
           progress.stop();
         }
         const elapsedMs = Date.now() - started;

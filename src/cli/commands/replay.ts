@@ -10,10 +10,11 @@ import { withStore } from '../context.js';
 import { durationMsArg, rateArg } from '../drain-options.js';
 import { addFilterOptions, filterFromOptions, type FilterOptions } from '../filter-options.js';
 import { redactUrl } from '../../policy/redact.js';
-import { iso, print, printErr, printJson, table, terminalSafe, usage, type CliIo } from '../io.js';
+import { interruptOf, iso, print, printErr, printJson, table, terminalSafe, usage, type CliIo } from '../io.js';
+import { Interrupted } from '../interrupt.js';
 import { targetText } from '../render.js';
 import { bucketNameArg, urlArg } from '../parsers.js';
-import { replayJson, waitForReplay } from './replays.js';
+import { followCommand, replayJson, waitForReplay } from './replays.js';
 
 interface ReplayOpts extends FilterOptions {
   all?: boolean;
@@ -26,12 +27,26 @@ interface ReplayOpts extends FilterOptions {
   json?: boolean;
 }
 
+/**
+ * A yes/no question on the terminal. Ctrl-C there (read as a key while readline has the terminal
+ * in raw mode) or a SIGTERM answers nothing: the terminal mode is put back, "not replayed", and
+ * the command exits 130 or 143.
+ */
 async function ask(io: CliIo, question: string): Promise<boolean> {
+  const held = interruptOf(io).hold();
+  const key = new AbortController();
+  const signal = AbortSignal.any([held.signal, key.signal]);
   const rl = createInterface({ input: io.stdin!, output: io.stderr });
+  rl.on('SIGINT', () => key.abort(new Interrupted('SIGINT')));
   try {
-    return /^y(es)?$/i.test((await rl.question(question)).trim());
+    return /^y(es)?$/i.test((await rl.question(question, { signal })).trim());
+  } catch (e) {
+    if (!signal.aborted) throw e;
+    io.stderr.write('\nnot replayed\n');
+    throw signal.reason;
   } finally {
     rl.close();
+    held.release();
   }
 }
 
@@ -115,6 +130,7 @@ Examples:
           const code = await waitForReplay(io, store, replay, {
             ...(opts.timeout !== undefined ? { timeoutMs: opts.timeout } : {}),
             json: opts.json === true,
+            follow: followCommand(cmd, replay.id),
           });
           if (code !== ExitCode.ok) throw new ExitWith(code);
           return;
@@ -123,7 +139,7 @@ Examples:
         print(io, replay.id);
         printErr(
           io,
-          `replayed ${replay.total} request(s) of ${bucketName} to ${toText}${replay.superseded ? `; ${replay.superseded} earlier deliveries superseded` : ''}; follow with: hookbucket replays wait ${replay.id}`,
+          `replayed ${replay.total} request(s) of ${bucketName} to ${toText}${replay.superseded ? `; ${replay.superseded} earlier deliveries superseded` : ''}; follow with: ${followCommand(cmd, replay.id)}`,
         );
       });
     });

@@ -7,8 +7,9 @@ import type { Replay, ReplayProgress, Store } from '../../store/store.js';
 import { progressJson, replayJson } from '../../replay/replay-json.js';
 import { withStore } from '../context.js';
 import { durationMsArg } from '../drain-options.js';
-import { redactUrl } from '../../policy/redact.js';
-import { iso, print, printJson, table, type CliIo } from '../io.js';
+import { redactDbUrl, redactUrl } from '../../policy/redact.js';
+import { interruptOf, iso, print, printErr, printJson, table, type CliIo } from '../io.js';
+import { sleepUnlessInterrupted } from '../interrupt.js';
 import { bucketNameArg, limitArg } from '../parsers.js';
 import { createProgress } from '../progress.js';
 
@@ -27,6 +28,22 @@ function summary(p: ReplayProgress): string {
   return `${parts.join(', ')} of ${p.total}`;
 }
 
+/** A word as a POSIX shell reads it back: as it is when plain, else single-quoted. */
+function shellWord(word: string): string {
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * The command that follows a replay again, with the --db or --api this command was given (so it
+ * can be pasted as it is; a password in either shows redacted).
+ */
+export function followCommand(cmd: Command, id: string): string {
+  const g = cmd.optsWithGlobals<{ db?: string; api?: string }>();
+  const where =
+    g.api !== undefined ? ` --api ${shellWord(redactUrl(g.api))}` : g.db !== undefined ? ` --db ${shellWord(redactDbUrl(g.db))}` : '';
+  return `hookbucket${where} replays wait ${id}`;
+}
+
 /** Whether a worker beats in the workers table, or (a worker of an earlier version) holds the single-worker lease. */
 async function anyWorkerAlive(store: Store, nowMs: number): Promise<boolean> {
   if ((await store.processes(nowMs)).some((p) => p.alive && p.roles.includes('worker'))) return true;
@@ -36,12 +53,40 @@ async function anyWorkerAlive(store: Store, nowMs: number): Promise<boolean> {
 /**
  * Follows a replay until every delivery has settled or `timeoutMs` passes, with a progress bar on
  * a TTY. Returns the exit code: 0 all delivered, 3 otherwise (README "Exit codes").
+ *
+ * Ctrl-C or SIGTERM stops only the waiting: the bar is taken down (cursor and line wrap back), a
+ * note on stderr says that the replay keeps running and gives `follow`, the command that follows
+ * it again, and the process exits 130 or 143 (interrupt.ts).
  */
 export async function waitForReplay(
   io: CliIo,
   store: Store,
   replay: Replay,
+  opts: { timeoutMs?: number; json?: boolean; follow: string },
+): Promise<number> {
+  const interrupt = interruptOf(io);
+  const held = interrupt.hold();
+  // Registered before the bar, so it runs after the bar is down (newest first): on a line of its own.
+  const unregister = interrupt.onInterrupt(() =>
+    printErr(
+      io,
+      `interrupted: stopped waiting, but replay ${replay.id} keeps running (the worker goes on delivering it); follow it again with: ${opts.follow}`,
+    ),
+  );
+  try {
+    return await follow(io, store, replay, opts, held.signal);
+  } finally {
+    unregister();
+    held.release();
+  }
+}
+
+async function follow(
+  io: CliIo,
+  store: Store,
+  replay: Replay,
   opts: { timeoutMs?: number; json?: boolean },
+  signal: AbortSignal,
 ): Promise<number> {
   const start = systemClock.now();
   const first = await store.replayProgress(replay.id);
@@ -74,7 +119,7 @@ export async function waitForReplay(
           `bucket ${replay.bucket} is paused: ${p.held} replay deliveries are held until hookbucket bucket resume ${replay.bucket}\n`,
         );
       }
-      await new Promise((r) => setTimeout(r, POLL_MS));
+      await sleepUnlessInterrupted(POLL_MS, signal);
       p = await store.replayProgress(replay.id);
     }
   } finally {
@@ -142,6 +187,7 @@ export function makeReplaysCommand(io: CliIo): Command {
           const code = await waitForReplay(io, store, r, {
             ...(opts.timeout !== undefined ? { timeoutMs: opts.timeout } : {}),
             json: opts.json === true,
+            follow: followCommand(cmd, r.id),
           });
           if (code !== ExitCode.ok) throw new ExitWith(code);
         }),

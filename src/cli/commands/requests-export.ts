@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
+import { createWriteStream, rmSync } from 'node:fs';
 import { rename, rm } from 'node:fs/promises';
 import { once } from 'node:events';
 import { Command, InvalidArgumentError, Option } from 'commander';
@@ -18,7 +18,8 @@ import {
 } from '../../transfer/export-format.js';
 import { configFor, withStore } from '../context.js';
 import { addFilterOptions, filterFromOptions, filterJson, type FilterOptions } from '../filter-options.js';
-import { print, printJson, type CliIo } from '../io.js';
+import { interruptOf, print, printErr, printJson, type CliIo } from '../io.js';
+import { untilInterrupted } from '../interrupt.js';
 import { bucketNameArg } from '../parsers.js';
 import { createProgress } from '../progress.js';
 
@@ -45,12 +46,20 @@ class Sink {
   readonly #onError = (e: Error) => {
     this.#error = e;
   };
-  constructor(readonly out: NodeJS.WritableStream) {
+  constructor(
+    readonly out: NodeJS.WritableStream,
+    readonly signal: AbortSignal,
+  ) {
     out.on('error', this.#onError);
   }
+  /** Waits for a slow reader, but not past Ctrl-C (then rejects with the signal's reason). */
   async write(text: string): Promise<void> {
     if (this.#error) throw this.#error;
-    if (!this.out.write(text)) await once(this.out, 'drain');
+    if (!this.out.write(text)) {
+      await once(this.out, 'drain', { signal: this.signal }).catch((e) => {
+        throw this.signal.aborted ? this.signal.reason : e;
+      });
+    }
   }
   async end(): Promise<void> {
     if (this.#error) throw this.#error;
@@ -110,13 +119,24 @@ Examples:
         const total = io.stderr.isTTY ? await store.countRequests(bucket, filter) : 0;
         const partial = opts.out ? `${opts.out}.partial-${randomBytes(4).toString('hex')}` : undefined;
         const file = partial ? createWriteStream(partial) : undefined;
-        const sink = new Sink(file ?? io.stdout);
+        // Ctrl-C or SIGTERM: the partial file goes at once, whatever the export is waiting on; the
+        // loop stops at its next request and the command exits 130 or 143 (interrupt.ts).
+        const interrupt = interruptOf(io);
+        const held = interrupt.hold();
+        const sink = new Sink(file ?? io.stdout, held.signal);
+        const unregister = partial
+          ? interrupt.onInterrupt(() => {
+              file?.destroy();
+              rmSync(partial, { force: true });
+              printErr(io, `interrupted: ${opts.out} not written (its partial file removed)`);
+            })
+          : () => undefined;
         let n = 0;
         let bytes = 0;
         try {
           if (opts.format === 'har') await sink.write(harHead());
           if (opts.format === 'curl') await sink.write(CURL_PREAMBLE);
-          for await (const r of store.iterateRequests(bucket, filter)) {
+          for await (const r of untilInterrupted(store.iterateRequests(bucket, filter), held.signal)) {
             const text =
               opts.format === 'ndjson'
                 ? ndjsonLine(r)
@@ -142,6 +162,8 @@ Examples:
           if (!partial && (e as { code?: string }).code === 'EPIPE') return;
           throw e;
         } finally {
+          unregister();
+          held.release();
           sink.release();
           progress.stop();
         }

@@ -16,7 +16,7 @@ import {
 } from '../../transfer/import-format.js';
 import { redactUrl } from '../../policy/redact.js';
 import { configFor, withStore } from '../context.js';
-import { print, printJson, type CliIo } from '../io.js';
+import { interruptOf, print, printErr, printJson, type CliIo } from '../io.js';
 import { bucketNameArg } from '../parsers.js';
 import { createProgress } from '../progress.js';
 
@@ -54,10 +54,11 @@ async function firstLine(copy: ImportCopy): Promise<string | undefined> {
 }
 
 /** The private copy of the source in the spool folder, or the error to show: storage trouble there, or the source unreadable. */
-async function copyOf(file: string, dir: string): Promise<ImportCopy> {
+async function copyOf(file: string, dir: string, signal: AbortSignal): Promise<ImportCopy> {
   try {
-    return await ImportCopy.from(file, dir);
+    return await ImportCopy.from(file, dir, signal);
   } catch (e) {
+    if (signal.aborted) throw signal.reason;
     const err = e as NodeJS.ErrnoException;
     if (err.code === 'ENOENT' && (err as { path?: string }).path === file) throw new AppError('not_found', `file ${file} not found`);
     if (err.code === 'EISDIR') throw new AppError('usage', `${file} is a directory`);
@@ -100,6 +101,13 @@ Examples:
         if ((e as { code?: string }).code === 'ENOENT') throw new AppError('not_found', `file ${file} not found`);
         throw e;
       }
+      // Ctrl-C or SIGTERM: reading and checking stop at once (nothing is stored yet); storing stops
+      // after the batch in flight commits, and a note says what was stored (interrupt.ts).
+      const held = interruptOf(io).hold();
+      const { signal } = held;
+      const stopIfInterrupted = () => {
+        if (signal.aborted) throw signal.reason;
+      };
       await withStore(c, io, async (store) => {
         const b = await store.getBucket(bucket);
         if (!b) throw bucketNotFound(bucket);
@@ -108,7 +116,7 @@ Examples:
           throw new AppError('usage', `--deliver: bucket ${bucket} has no destination (bucket update ${bucket} --destination <url> first)`);
         }
         // The source is read once, here; everything below reads the copy.
-        const copy = await copyOf(file, config.spoolDir);
+        const copy = await copyOf(file, config.spoolDir, signal);
         try {
           const first = await firstLine(copy);
           if (first === undefined) throw new AppError('usage', `${file} is empty`);
@@ -143,12 +151,14 @@ Examples:
             // Checked and stored from the same parsed entries.
             har = entries.map((entry, i) => {
               const r = parse(() => fromHarEntry(entry), `${file} entry ${i + 1}`);
+              stopIfInterrupted();
               tooBig(r, `${file} entry ${i + 1}`);
               return r;
             });
             total = har.length;
           } else {
             for await (const { line, request } of ndjsonRecords(copy, file)) {
+              stopIfInterrupted();
               tooBig(request, `${file} line ${line}`);
               total++;
             }
@@ -174,13 +184,27 @@ Examples:
           };
           const add = async (r: ImportedRequest) => {
             if (batch.length > 0 && (batch.length >= BATCH_ROWS || batchBytes + r.body.length > BATCH_BYTES)) await flush();
+            stopIfInterrupted();
             batch.push(r);
             batchBytes += r.body.length;
           };
           try {
             if (har) for (const r of har) await add(r);
             else for await (const { request } of ndjsonRecords(copy, file)) await add(request);
+            stopIfInterrupted();
             await flush();
+          } catch (e) {
+            if (signal.aborted) {
+              // Stored in batches, each its own transaction: say what stays, so the rest can be found.
+              progress.stop();
+              printErr(
+                io,
+                imported === 0
+                  ? `interrupted: nothing was imported into ${bucket}`
+                  : `interrupted: ${imported} of ${total} request(s) were imported into ${bucket} (ids ${firstId} to ${lastId}); the rest were not`,
+              );
+            }
+            throw e;
           } finally {
             progress.stop();
             await importer.close();
@@ -197,6 +221,6 @@ Examples:
         } finally {
           await copy.close();
         }
-      });
+      }).finally(held.release);
     });
 }

@@ -2,11 +2,12 @@ import { Command } from 'commander';
 import { formatSize } from '../../config/units.js';
 import { systemClock } from '../../shared/clock.js';
 import { bucketNotFound } from '../../shared/errors.js';
-import type { TailCursor, TailEvent } from '../../store/store.js';
+import type { Store, TailCursor, TailEvent } from '../../store/store.js';
 import { tailEventJson } from '../../json/request-json.js';
 import { withStore } from '../context.js';
 import { escapeTerminal } from '../../policy/terminal-text.js';
-import { iso, print, printErr, printJsonLine, type CliIo } from '../io.js';
+import { interruptOf, iso, print, printErr, printJsonLine, type CliIo } from '../io.js';
+import { sleepUnlessInterrupted } from '../interrupt.js';
 import { isRemoteStore, type RemoteStore } from '../../remote/remote-store.js';
 import { followEvents, tailEventFromJson } from '../../remote/event-stream.js';
 import { bucketNameArg, integerArg } from '../parsers.js';
@@ -37,12 +38,11 @@ async function remoteTail(
   store: RemoteStore,
   bucket: string,
   opts: { json?: boolean; count?: number; reveal?: boolean },
+  signal: AbortSignal,
 ): Promise<void> {
-  const stop = new AbortController();
-  void io.waitForSignal().then(() => stop.abort());
   let printed = 0;
   await followEvents(store.api, bucket, {
-    signal: stop.signal,
+    signal,
     // Said once the stream is open, as the local tail says it once its cursor is set.
     onOpen: () => io.stderr.write(`following ${bucket} (Ctrl-C to stop)\n`),
     onNote: (text) => printErr(io, text),
@@ -68,25 +68,39 @@ export function makeTailCommand(io: CliIo): Command {
     .action(async (bucket: string, opts: { json?: boolean; count?: number; reveal?: boolean }, cmd: Command) =>
       withStore(cmd, io, async (store) => {
         if (!(await store.getBucket(bucket))) throw bucketNotFound(bucket);
-        if (isRemoteStore(store)) return remoteTail(io, store, bucket, opts);
-        let stopped = false;
-        void io.waitForSignal().then(() => (stopped = true));
-        const now = systemClock.now();
-        // Start after the newest request stored so far: tail shows what happens from now on.
-        const newest = await store.listRequests(bucket, {}, { limit: 1 });
-        let cursor: TailCursor = { requestId: newest.requests[0]?.id ?? '', sinceMs: now, seen: [] };
-        let printed = 0;
-        io.stderr.write(`following ${bucket} (Ctrl-C to stop)\n`);
-        while (!stopped) {
-          const r = await store.tail(bucket, cursor);
-          cursor = r.cursor;
-          for (const e of r.events) {
-            if (opts.json) printJsonLine(io, tailEventJson(e));
-            else print(io, tailEventText(e, opts.reveal === true));
-            if (opts.count !== undefined && ++printed >= opts.count) return;
-          }
-          await new Promise((res) => setTimeout(res, POLL_MS));
+        // Ctrl-C (SIGINT) or SIGTERM stops the following; the command exits 130 or 143 (interrupt.ts).
+        const held = interruptOf(io).hold();
+        try {
+          if (isRemoteStore(store)) return await remoteTail(io, store, bucket, opts, held.signal);
+          return await localTail(io, store, bucket, opts, held.signal);
+        } finally {
+          held.release();
         }
       }),
     );
+}
+
+async function localTail(
+  io: CliIo,
+  store: Store,
+  bucket: string,
+  opts: { json?: boolean; count?: number; reveal?: boolean },
+  signal: AbortSignal,
+): Promise<void> {
+  const now = systemClock.now();
+  // Start after the newest request stored so far: tail shows what happens from now on.
+  const newest = await store.listRequests(bucket, {}, { limit: 1 });
+  let cursor: TailCursor = { requestId: newest.requests[0]?.id ?? '', sinceMs: now, seen: [] };
+  let printed = 0;
+  io.stderr.write(`following ${bucket} (Ctrl-C to stop)\n`);
+  while (!signal.aborted) {
+    const r = await store.tail(bucket, cursor);
+    cursor = r.cursor;
+    for (const e of r.events) {
+      if (opts.json) printJsonLine(io, tailEventJson(e));
+      else print(io, tailEventText(e, opts.reveal === true));
+      if (opts.count !== undefined && ++printed >= opts.count) return;
+    }
+    await sleepUnlessInterrupted(POLL_MS, signal).catch(() => undefined);
+  }
 }
