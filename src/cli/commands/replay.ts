@@ -1,4 +1,3 @@
-import { createInterface } from 'node:readline/promises';
 import { Command } from 'commander';
 import { formatRate } from '../../policy/token-bucket.js';
 import { confirmation, CONFIRM_ABOVE } from '../../replay/replay.js';
@@ -14,6 +13,7 @@ import { iso, print, printErr, printJson, table, terminalSafe, usage, type CliIo
 import { targetText } from '../render.js';
 import { bucketNameArg, urlArg } from '../parsers.js';
 import { replayJson, waitForReplay } from './replays.js';
+import { ask, interactive } from '../confirm.js';
 
 interface ReplayOpts extends FilterOptions {
   all?: boolean;
@@ -24,15 +24,6 @@ interface ReplayOpts extends FilterOptions {
   wait?: boolean;
   timeout?: number;
   json?: boolean;
-}
-
-async function ask(io: CliIo, question: string): Promise<boolean> {
-  const rl = createInterface({ input: io.stdin!, output: io.stderr });
-  try {
-    return /^y(es)?$/i.test((await rl.question(question)).trim());
-  } finally {
-    rl.close();
-  }
 }
 
 export function makeReplayCommand(io: CliIo): Command {
@@ -101,7 +92,7 @@ Examples:
           if (opts.json) return printJson(io, { replay: null, count: 0 });
           return print(io, `nothing to replay: no request of ${bucketName} matches`);
         }
-        const confirm = confirmation(ids.length, opts.yes === true, io.stdin?.isTTY === true && io.stderr.isTTY === true);
+        const confirm = confirmation(ids.length, opts.yes === true, interactive(io));
         if (confirm === 'refuse') {
           throw usage(`would replay ${ids.length} requests (more than ${CONFIRM_ABOVE}); add --yes to confirm, or --dry-run to look first`);
         }
