@@ -493,7 +493,7 @@ export function renderReport(
   lines.push('targets');
   for (const x of v)
     lines.push(`  ${x.pass ? 'PASS' : 'MISS'}  ${x.target.padEnd(60)} measured ${fixed(x.value, x.target.includes('ratio') ? 3 : 1)}`);
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }
 
 async function main(): Promise<number> {

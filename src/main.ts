@@ -15,7 +15,8 @@ import { DeliveryLog } from './drain/delivery-log.js';
 import { RetentionLoop } from './retention/retention-loop.js';
 import { AppError } from './shared/errors.js';
 import { openStore } from './store/open-store.js';
-import type { IngestSink, ProcessBeat, ProcessRegistry, StatsQuery, Store } from './store/store.js';
+import type { DrainStore, IngestSink, ProcessBeat, ProcessRegistry, StatsQuery, Store } from './store/store.js';
+import { stuckBuckets, stuckText } from './policy/lease-fit.js';
 import { PROCESS_TTL_MS } from './store/process-row.js';
 import { newId } from './shared/ids.js';
 import { hostname, networkInterfaces } from 'node:os';
@@ -43,9 +44,24 @@ export interface RunningServer {
   readonly retention: RetentionLoop;
   /** This process's Prometheus metrics: mount createMetricsRoute(metrics) at /metrics on the admin listener. */
   readonly metrics: Metrics;
-  /** Two-phase stop: stop accepting, let in-flight requests commit (within graceMs), flush, close. */
-  close(graceMs?: number): Promise<void>;
+  /**
+   * Two-phase stop: stop accepting, let in-flight requests commit (within the HTTP grace, default
+   * HTTP_DRAIN_GRACE_MS), flush; then stop the worker (in-flight deliveries get the worker grace,
+   * default --shutdown-grace), close. A number bounds both phases (tests and benches stop quickly).
+   */
+  close(grace?: number | StopGrace): Promise<void>;
 }
+
+/** How long each phase of serve's stop may take (docs: total stop time). */
+export interface StopGrace {
+  /** In-flight HTTP requests (ingest and admin) get this to be answered; then their connections are cut. Default 10 s. */
+  httpGraceMs?: number;
+  /** In-flight deliveries get this to finish before they are released. Default --shutdown-grace. */
+  workerGraceMs?: number;
+}
+
+/** serve's HTTP drain on stop: in-flight requests get this long to commit and be answered. */
+export const HTTP_DRAIN_GRACE_MS = 10_000; // 10s
 
 export interface RunningAdmin {
   readonly url: string;
@@ -88,7 +104,10 @@ function urlOf(host: string, port: number): string {
  * Composition root for `serve`: open store → migrate → start the writer → listen.
  * Signals and exit codes stay in the CLI entry; this only assembles and returns a handle.
  */
-export async function startServer(config: Config, deps: { clock: Clock; logger: Logger }): Promise<RunningServer> {
+export async function startServer(
+  config: Config,
+  deps: { clock: Clock; logger: Logger /** How often stuck buckets are logged again (default 1 min). */; stuckWarnMs?: number },
+): Promise<RunningServer> {
   const { clock, logger } = deps;
   // Before anything is opened: a refused admin setup is a usage error (exit 2).
   checkAdminListener(config);
@@ -114,7 +133,16 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
     // Inside serve, the ingest side's checkpoint thread keeps the WAL bounded for both. Prepared
     // (opened and checked) now, started once the ports are bound.
     if (config.worker)
-      prepared = await prepareWorker(config, { clock, logger }, { checkpoints: false, roles: ['receiver', 'worker'], observer: metrics });
+      prepared = await prepareWorker(
+        config,
+        { clock, logger },
+        {
+          checkpoints: false,
+          roles: ['receiver', 'worker'],
+          observer: metrics,
+          ...(deps.stuckWarnMs !== undefined ? { stuckWarnMs: deps.stuckWarnMs } : {}),
+        },
+      );
     // Each stored request counts in /metrics and in the worker's delivery log summary.
     const counted = {
       requestReceived: (bucket: string) => {
@@ -196,8 +224,11 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
   const beat = config.worker ? undefined : startReceiverBeat(store, { clock, logger, url });
 
   let closing: Promise<void> | undefined;
-  const close = (graceMs = 10_000) =>
+  const close = (grace: number | StopGrace = {}) =>
     (closing ??= (async () => {
+      const graceMs = typeof grace === 'number' ? grace : (grace.httpGraceMs ?? HTTP_DRAIN_GRACE_MS);
+      const workerGraceMs =
+        typeof grace === 'number' ? Math.min(grace, config.shutdownGraceMs) : (grace.workerGraceMs ?? config.shutdownGraceMs);
       stopping = true;
       for (const res of unanswered) if (!res.headersSent) res.shouldKeepAlive = false;
       const closed = new Promise<void>((r) => server.close(() => r()));
@@ -217,8 +248,9 @@ export async function startServer(config: Config, deps: { clock: Clock; logger: 
         await sink.close();
         await retention.stop();
         await beat?.stop();
-        // Stop claiming, let in-flight deliveries finish within the grace period, then close.
-        await worker?.close(Math.min(graceMs, config.shutdownGraceMs));
+        // Stop claiming, let in-flight deliveries finish within the whole --shutdown-grace (it used
+        // to be capped at the 10 s HTTP grace), then close.
+        await worker?.close(workerGraceMs);
       } finally {
         // Whatever failed above, the reader's thread (or pool) and the store still close, or they
         // would keep the process from exiting.
@@ -258,7 +290,11 @@ async function startAdmin(
     clock,
     logger,
     events,
-    config: { basePath: '/api', ingestBaseUrl: config.publicUrl !== '' ? () => config.publicUrl : deps.ingestUrl },
+    config: {
+      basePath: '/api',
+      ingestBaseUrl: config.publicUrl !== '' ? () => config.publicUrl : deps.ingestUrl,
+      defaultLeaseMs: config.leaseMs,
+    },
   });
   const ui = createUiApp({ store, reads, clock, logger, config: { auth: auth.enabled } });
   const app = createAdminApp({
@@ -355,9 +391,10 @@ export interface RunningWorker {
 
 /**
  * Composition root for the drain worker (inside `serve`, or alone as `hookbucket worker`): its own
- * connection, a pooled keep-alive dispatcher, and the single-worker lease. A lease not longer than
- * a bucket's attempt timeout is refused as configuration: a delivery's lease would expire while
- * its attempt is still legitimately running, and a second attempt would start beside it.
+ * connection, a pooled keep-alive dispatcher, and the single-worker lease. A bucket whose attempt
+ * timeout is not shorter than the lease is skipped (a delivery's lease would expire while its
+ * attempt still legitimately runs, and a second attempt would start beside it): only that bucket's
+ * deliveries stop, and it is logged at warn at start and every `stuckWarnMs` (policy/lease-fit.ts).
  */
 export async function startWorker(
   config: Config,
@@ -376,6 +413,8 @@ interface WorkerOptions {
   observer?: DrainObserver;
   /** HOOKBUCKET_ADMIN_TOKEN, for a --metrics-host beyond loopback. */
   adminToken?: string;
+  /** How often stuck buckets are logged again (default STUCK_WARN_MS; tests pass a short one). */
+  stuckWarnMs?: number;
 }
 
 /** A worker opened and checked but not started: it holds no lease, has registered nothing and claims nothing yet. */
@@ -387,8 +426,8 @@ export interface PreparedWorker {
 }
 
 /**
- * The first half of startWorker: opens its store, checks the lease against the buckets' timeouts,
- * builds the worker. `serve` prepares its worker before it binds its ports (a refused setting stops
+ * The first half of startWorker: opens its store, starts its metrics listener, and is ready to
+ * build the worker. `serve` prepares its worker before it binds its ports (a refused setting stops
  * it before anything is acknowledged) and starts it once they are bound: a port in use then stops
  * serve before its worker took the lease or made an attempt.
  */
@@ -420,13 +459,6 @@ export async function prepareWorker(
     await store.close();
   };
   try {
-    const tooLong = (await store.listBuckets()).filter((b) => b.drain.timeoutMs >= config.leaseMs);
-    if (tooLong.length > 0) {
-      throw new AppError(
-        'invalid_option',
-        `--lease ${config.leaseMs} ms must be longer than every bucket's attempt timeout; ${tooLong.map((b) => `${b.name} has ${b.drain.timeoutMs} ms`).join(', ')}`,
-      );
-    }
     if (metrics && config.metricsPort !== null && options.loop !== false) {
       metricsListener = await startMetricsListener(metrics, {
         host: config.metricsHost,
@@ -463,13 +495,24 @@ export async function prepareWorker(
         }),
         ...(crashAfterResponse ? { afterResponse: () => process.kill(process.pid, 'SIGKILL') } : {}),
       });
+      let watch: { stop(): void } | undefined;
       try {
+        // A bucket whose timeout this lease does not cover is skipped (its deliveries wait), never a
+        // reason to refuse: serve's ingest keeps running. It is said at start and once a minute.
+        // `worker --once` says it once; a running worker again every intervalMs.
+        watch = await watchStuckBuckets(store, {
+          leaseMs: config.leaseMs,
+          logger: deps.logger,
+          intervalMs: options.loop === false ? null : (options.stuckWarnMs ?? STUCK_WARN_MS),
+        });
         await worker.start(mode, { loop: options.loop ?? true });
       } catch (e) {
+        watch?.stop();
         await discard();
         throw e;
       }
       const close = async (graceMs = config.shutdownGraceMs) => {
+        watch?.stop();
         await metricsListener?.close();
         await worker.stop(graceMs);
         await dispatcher.close();
@@ -478,4 +521,28 @@ export async function prepareWorker(
       return { worker, metrics, metricsListener, close };
     },
   };
+}
+
+/** Stuck buckets are logged again this often while they stay stuck. */
+export const STUCK_WARN_MS = 60_000; // 1 min
+
+/**
+ * Logs each bucket whose timeout `leaseMs` does not cover (warn), now and every `intervalMs`
+ * until stopped. A failed read is logged and tried again at the next tick.
+ */
+async function watchStuckBuckets(
+  store: Pick<DrainStore, 'listBuckets'>,
+  deps: { leaseMs: number; logger: Logger; intervalMs: number | null },
+): Promise<{ stop(): void }> {
+  const check = async () => {
+    const stuck = stuckBuckets(await store.listBuckets(), { leaseMs: deps.leaseMs, source: 'worker' });
+    for (const s of stuck) deps.logger.warn({ bucket: s.bucket, timeout_ms: s.timeoutMs, lease_ms: s.leaseMs, stuck: true }, stuckText(s));
+  };
+  await check().catch((e: unknown) => deps.logger.warn({ err: e }, 'checking for stuck buckets failed'));
+  if (deps.intervalMs === null) return { stop: () => undefined };
+  const timer = setInterval(() => {
+    check().catch((e: unknown) => deps.logger.warn({ err: e }, 'checking for stuck buckets failed'));
+  }, deps.intervalMs);
+  timer.unref();
+  return { stop: () => clearInterval(timer) };
 }

@@ -77,6 +77,8 @@ import { BucketCreateBody, BucketPatchBody, settingsOpts } from './bucket-body.j
 import { takeStreamSlot } from '../admin/limits.js';
 import { EventHub, type HubEvent } from './event-hub.js';
 import type { StoreReads } from './store-reads.js';
+import { checkTimeoutFitsLease } from '../options/lease-check.js';
+import { DEFAULT_LEASE_MS } from '../policy/lease-fit.js';
 
 export interface ApiConfig {
   /** Where the app is mounted, for the OpenAPI document's `servers` (default `/api`). */
@@ -88,6 +90,8 @@ export interface ApiConfig {
   heartbeatMs?: number;
   /** The ingest URL shown in exports' HAR and curl targets (default http://localhost:8787); read per request, since serve binds ingest after the admin listener. */
   ingestBaseUrl?: () => string;
+  /** The configured --lease (HOOKBUCKET_LEASE): bucket timeouts must stay below it when no worker is alive (default 60 s). */
+  defaultLeaseMs?: number;
 }
 
 export interface ApiDeps {
@@ -171,6 +175,7 @@ const PLAIN_HEADER_VALUE = /^[\t\x20-\x7e]*$/;
 export function createApiApp(deps: ApiDeps): OpenAPIHono {
   const { store, reads, clock, logger } = deps;
   const config = deps.config ?? {};
+  const defaultLeaseMs = config.defaultLeaseMs ?? DEFAULT_LEASE_MS;
   const app = new OpenAPIHono({
     defaultHook: (result, c) => {
       if (!result.success) {
@@ -272,7 +277,9 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
       const { name, ...body } = c.req.valid('json');
       const opts = settingsOpts(body);
       if (opts.retainState !== undefined && opts.retain === undefined) throw new AppError('invalid_option', 'retain_states needs retain');
-      const b = await store.createBucket({ name, ...bucketPatchFrom(opts, DEFAULT_DRAIN) });
+      const patch = bucketPatchFrom(opts, DEFAULT_DRAIN);
+      await checkTimeoutFitsLease(store, patch, { creating: true, defaultLeaseMs, nowMs: clock.now() });
+      const b = await store.createBucket({ name, ...patch });
       return c.json(bucketJson(b), 201);
     },
   );
@@ -308,7 +315,9 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
       // Read, merge, write, as the CLI does: the schedule knobs merge onto the bucket's current ones.
       const current = await store.getBucket(name);
       if (!current) throw bucketNotFound(name);
-      const b = await store.updateBucket(name, bucketPatchFrom(opts, current.drain));
+      const patch = bucketPatchFrom(opts, current.drain);
+      await checkTimeoutFitsLease(store, patch, { creating: false, defaultLeaseMs, nowMs: clock.now() });
+      const b = await store.updateBucket(name, patch);
       return c.json(bucketJson(b), 200);
     },
   );
@@ -648,7 +657,7 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
     async (c) => {
       const { bucket, window } = c.req.valid('query');
       if (bucket !== undefined) await bucketOrThrow(bucket);
-      const report = await loadStats(reads, bucket, window ?? DEFAULT_WINDOW_MS, clock);
+      const report = await loadStats(reads, bucket, window ?? DEFAULT_WINDOW_MS, clock, defaultLeaseMs);
       return c.json(statsJson(report), 200);
     },
   );
@@ -663,7 +672,8 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
         query: z.object({
           ...statsQuery,
           fail_on: z.string().max(2000).optional().openapi({
-            description: 'unhealthy when this holds, e.g. "success_rate < 0.99 || exhausted > 0"; omitted: healthy while storage answers',
+            description:
+              'unhealthy when this holds or a bucket is stuck (stuck_buckets > 0), e.g. "success_rate < 0.99 || exhausted > 0"; omitted: healthy while storage answers (stuck buckets are listed in stuck)',
             example: 'exhausted > 0',
           }),
         }),
@@ -683,11 +693,12 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
       const expr = fail_on === undefined ? undefined : parseFailOn(fail_on, 'fail_on');
       try {
         if (bucket !== undefined) await bucketOrThrow(bucket);
-        const report = await loadStats(reads, bucket, window ?? DEFAULT_WINDOW_MS, clock);
+        const report = await loadStats(reads, bucket, window ?? DEFAULT_WINDOW_MS, clock, defaultLeaseMs);
         if (expr === undefined || fail_on === undefined) {
-          // No expression: healthy while storage answers (the stats read above succeeded).
-          const { bucket: b, window_ms, since, until } = statsJson(report);
-          return c.json({ healthy: true, expression: null, bucket: b, window_ms, since, until, tripped: [], values: {} }, 200);
+          // No expression: healthy while storage answers (the stats read above succeeded), a
+          // liveness check: a stuck bucket is listed (restarting would not unstick it), not a 503.
+          const { bucket: b, window_ms, since, until, stuck } = statsJson(report);
+          return c.json({ healthy: true, expression: null, bucket: b, window_ms, since, until, tripped: [], stuck, values: {} }, 200);
         }
         const result = checkHealth(report, expr);
         const body = healthJson(report, expr, fail_on, result);

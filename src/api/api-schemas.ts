@@ -305,6 +305,9 @@ export const HealthSchema = z
     since: isoOrNull,
     until: isoOrNull,
     tripped: z.array(z.object({ condition: z.string(), result: z.boolean(), values: z.record(z.string(), z.number().nullable()) })),
+    stuck: z
+      .array(z.object({ bucket: z.string(), timeout_ms: z.number(), lease_ms: z.number(), lease_source: z.enum(['worker', 'default']) }))
+      .openapi({ description: 'buckets whose attempt timeout is not shorter than the lease: never healthy while any is listed' }),
     values: z.record(z.string(), z.number().nullable()),
   })
   .openapi('Health');

@@ -43,7 +43,8 @@ import type { DrainObserver } from './drain-observer.js';
 import { DeliveryLog } from './delivery-log.js';
 import { afterLeaseExpiry } from '../policy/admission.js';
 
-export const DEFAULT_LEASE_MS = 60_000; // 60s: longer than any bucket's attempt timeout (default 10s)
+export { DEFAULT_LEASE_MS } from '../policy/lease-fit.js';
+import { DEFAULT_LEASE_MS } from '../policy/lease-fit.js';
 /** The single-worker lease: renewed every third of this; a dead worker's lease is taken after it. */
 export const WORKER_LEASE_TTL_MS = 15_000; // 15s
 /** The longest sleep between passes when nothing is due. */

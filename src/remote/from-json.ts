@@ -260,7 +260,18 @@ export function processFromJson(p: J): ProcessRecord {
   };
 }
 
-const NOT_FIELDS = new Set(['bucket', 'window_ms', 'since', 'until', 'buckets', 'workers_alive', 'delivering_dead_worker', 'processes']);
+const NOT_FIELDS = new Set([
+  'bucket',
+  'window_ms',
+  'since',
+  'until',
+  'buckets',
+  'workers_alive',
+  'delivering_dead_worker',
+  'processes',
+  'stuck',
+  'stuck_buckets',
+]);
 
 function fieldsOf(j: J): StatsFields {
   const f: Record<string, unknown> = {};
@@ -281,5 +292,11 @@ export function statsReportFromJson(j: J): StatsReport {
       return { bucket, fields: rest as StatsFields };
     }),
     processes: ((j.processes ?? []) as J[]).map(processFromJson),
+    stuck: ((j.stuck ?? []) as J[]).map((s) => ({
+      bucket: s.bucket,
+      timeoutMs: s.timeout_ms,
+      leaseMs: s.lease_ms,
+      source: s.lease_source,
+    })),
   };
 }

@@ -23,6 +23,8 @@ export type ErrorCode =
   | 'schema_mismatch'
   | 'raw_to_terminal'
   | 'port_in_use'
+  /** A bucket's attempt timeout is not shorter than the worker's lease: it would never be delivered (exit 2, HTTP 400). */
+  | 'timeout_exceeds_lease'
   /** An admin read ran past its time budget (the admin API answers 503). */
   | 'query_timeout'
   /** Too many admin reads already waiting; try again shortly (the admin API answers 503). */
@@ -61,6 +63,7 @@ const exitByCode: Partial<Record<ErrorCode, number>> = {
   raw_to_terminal: ExitCode.usage,
   backup_unsupported: ExitCode.usage,
   target_exists: ExitCode.usage,
+  timeout_exceeds_lease: ExitCode.usage,
   not_found: ExitCode.notFound,
   bucket_exists: ExitCode.failure,
   bucket_not_empty: ExitCode.failure,

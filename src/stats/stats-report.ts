@@ -5,6 +5,7 @@
  */
 import { iso } from '../json/iso.js';
 import { systemClock, type Clock } from '../shared/clock.js';
+import { DEFAULT_LEASE_MS, effectiveLease, stuckBuckets, type StuckBucket } from '../policy/lease-fit.js';
 import type { ProcessRecord, Store } from '../store/store.js';
 import { computeStats, type StatsFields } from './stats.js';
 
@@ -24,14 +25,21 @@ export interface StatsReport {
    * leased deliveries, and those seen within the window.
    */
   processes: ProcessRecord[];
+  /**
+   * Buckets in scope whose attempt timeout the lease does not cover (the shortest alive worker's
+   * --lease, else the configured default): the worker skips them, nothing of them is delivered.
+   */
+  stuck: StuckBucket[];
 }
 
 /** The stats of one bucket, or of every bucket together, over the window that ends now. */
 export async function loadStats(
-  store: Pick<Store, 'statsSamples' | 'processes'>,
+  store: Pick<Store, 'statsSamples' | 'processes' | 'listBuckets'>,
   bucket: string | undefined,
   windowMs: number,
   clock: Clock = systemClock,
+  /** The configured --lease (HOOKBUCKET_LEASE), for when no worker is alive. */
+  defaultLeaseMs: number = DEFAULT_LEASE_MS,
 ): Promise<StatsReport> {
   const untilMs = clock.now();
   const sinceMs = untilMs - windowMs;
@@ -46,7 +54,9 @@ export async function loadStats(
   const processes = (await store.processes(untilMs, { limit: PROCESSES_SHOWN })).filter(
     (p) => p.alive || p.inflight > 0 || p.heartbeatAt >= sinceMs,
   );
-  return { bucket: bucket ?? null, windowMs, sinceMs, untilMs, fields, perBucket, processes };
+  const inScope = (await store.listBuckets()).filter((b) => bucket === undefined || b.name === bucket);
+  const stuck = stuckBuckets(inScope, effectiveLease(processes, defaultLeaseMs));
+  return { bucket: bucket ?? null, windowMs, sinceMs, untilMs, fields, perBucket, processes, stuck };
 }
 
 /** Processes read for `stats` at most (newest first). */
@@ -73,6 +83,8 @@ export function statsJson(r: StatsReport) {
     ...r.fields,
     ...(r.bucket === null ? { buckets: r.perBucket.map((b) => ({ bucket: b.bucket, ...b.fields })) } : {}),
     ...workerFigures(r.processes),
+    stuck_buckets: r.stuck.length,
+    stuck: r.stuck.map(stuckJson),
     processes: r.processes.map((p) => ({
       id: p.id,
       roles: p.roles,
@@ -86,4 +98,9 @@ export function statsJson(r: StatsReport) {
       inflight: p.inflight,
     })),
   };
+}
+
+/** One stuck bucket in `stats --json` / GET /api/stats (`stuck`). */
+export function stuckJson(s: StuckBucket) {
+  return { bucket: s.bucket, timeout_ms: s.timeoutMs, lease_ms: s.leaseMs, lease_source: s.source };
 }

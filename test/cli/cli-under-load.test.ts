@@ -71,7 +71,7 @@ describe('mutating CLI commands under ingest and drain load', () => {
       await run('replay', 'load', '--state', 'held', '--yes');
       await run('bucket', 'resume', 'load');
       await run('prune', '--older-than', '1ms', '--bucket', 'load');
-      await run('bucket', 'delete', 'ops', '--force');
+      await run('bucket', 'delete', 'ops', '--force', '--yes');
     } finally {
       stop = true;
       await load;

@@ -3,16 +3,21 @@ import { formatDuration, formatSize } from '../../config/units.js';
 import { DEFAULT_RETRY_ON, formatRetryOn } from '../../policy/classify.js';
 import { BUDGET_WINDOW_SECONDS, describeRetryBudget } from '../../policy/retry-budget.js';
 import { formatRate } from '../../policy/token-bucket.js';
-import { AppError, bucketNotFound } from '../../shared/errors.js';
+import { AppError, bucketNotFound, ExitCode, ExitWith } from '../../shared/errors.js';
+import { ask, CONFIRM_ABOVE, confirmationFor } from '../confirm.js';
 import { DEFAULT_DRAIN } from '../../store/bucket-defaults.js';
 import { RETENTION_INTERVAL_MS } from '../../retention/retention-loop.js';
 import { formatAge } from '../../retention/rules.js';
 import type { Bucket, BucketCounts, DrainSettings, Store } from '../../store/store.js';
 import { bucketUrlText, ingestBaseUrl, parsePublicUrl, recordedUrl, type IngestBaseUrl } from '../../policy/public-url.js';
+import { configFor, withStore } from '../context.js';
+import { isRemoteStore } from '../../remote/remote-store.js';
+import { checkTimeoutFitsLease, currentLease } from '../../options/lease-check.js';
+import { stuckBuckets, stuckText } from '../../policy/lease-fit.js';
+import { stuckJson } from '../../stats/stats-report.js';
 import { systemClock } from '../../shared/clock.js';
-import { withStore } from '../context.js';
 import { addDeliveryOptions, describeSchedule, positiveDurationMsArg } from '../drain-options.js';
-import { iso, print, printJson, table, type CliIo } from '../io.js';
+import { iso, print, printJson, table, terminalSafe, type CliIo } from '../io.js';
 import { ackStatusArg, bucketNameArg, contentTypeArg, maxBodyArg, urlArg } from '../parsers.js';
 import { isSecretKey, REDACTED, redactUrl } from '../../policy/redact.js';
 import { escapeJsonText, escapeTerminal } from '../../policy/terminal-text.js';
@@ -57,6 +62,7 @@ interface BucketOpts extends BucketSettingsOpts {
   json?: boolean;
   reveal?: boolean;
   force?: boolean;
+  yes?: boolean;
 }
 
 /** The destination for people: its userinfo and secret query values redacted unless `reveal`, escaped. */
@@ -187,6 +193,8 @@ Examples:
         const patch = patchFrom(opts, DEFAULT_DRAIN);
         const publicUrl = publicUrlOf(io);
         return withStore(cmd, io, async (store) => {
+          // Through --api the server checks against its own lease (the API applies the same rule).
+          if (!isRemoteStore(store)) await checkTimeoutFitsLease(store, patch, { creating: true, ...leaseNow(cmd, io) });
           const b = await store.createBucket({ name, ...patch });
           if (opts.json) printJson(io, bucketJson(b));
           else {
@@ -258,8 +266,15 @@ Examples:
           const b = await store.getBucket(name);
           if (!b) throw notFound(name);
           const counts = await store.bucketCounts(name);
-          if (opts.json) printJson(io, bucketJson(b, counts));
-          else print(io, showText(b, counts, await ingestBaseFor(publicUrl, store), opts.reveal === true));
+          // Through --api, the server's view (its workers' leases, its configured default).
+          const stuck = isRemoteStore(store)
+            ? ((await store.statsReport(name, 60_000)).stuck[0] ?? null)
+            : (stuckBuckets([b], await currentLease(store, leaseNow(cmd, io).defaultLeaseMs, systemClock.now()))[0] ?? null);
+          if (opts.json) printJson(io, { ...bucketJson(b, counts), stuck: stuck === null ? null : stuckJson(stuck) });
+          else {
+            print(io, showText(b, counts, await ingestBaseFor(publicUrl, store), opts.reveal === true));
+            print(io, `stuck             ${stuck === null ? 'no' : `yes: ${stuckText(stuck)}`}`);
+          }
         });
       }),
   );
@@ -294,7 +309,9 @@ the headers given.`,
           // knob (last writer wins), which a person at a terminal does not do.
           const current = await store.getBucket(name);
           if (!current) throw notFound(name);
-          const b = await store.updateBucket(name, patchFrom(opts, current.drain));
+          const patch = patchFrom(opts, current.drain);
+          if (!isRemoteStore(store)) await checkTimeoutFitsLease(store, patch, { creating: false, ...leaseNow(cmd, io) });
+          const b = await store.updateBucket(name, patch);
           if (opts.json) printJson(io, bucketJson(b));
           else print(io, `updated bucket ${b.name}`);
         }),
@@ -359,6 +376,10 @@ Examples:
       .description('delete a bucket and its stored requests; refuses while requests are undelivered')
       .argument('<name>', 'bucket name', bucketNameArg)
       .option('--force', 'delete even when deliveries are pending, retrying or in flight')
+      .option(
+        '--yes',
+        `do not ask before deleting a bucket holding more than ${CONFIRM_ABOVE} requests (required when not at a terminal, and with --json)`,
+      )
       .option('--json', 'print JSON')
       .addHelpText(
         'after',
@@ -368,13 +389,39 @@ cannot be created again), then its requests go in short batches. If that stops (
 stayed locked, the process was killed), the bucket stays deleting: run the same command again
 (no --force needed) to finish, or let a running serve finish it in the background.
 
+A bucket holding more than ${CONFIRM_ABOVE} requests is deleted only after a yes at the terminal's
+prompt, or with --yes (required when stdin or stderr is not a terminal, and with --json), as
+replay asks. Finishing a bucket already deleting asks nothing.
+
+Exit codes: 0 deleted, 1 not confirmed at the prompt or other errors (bucket_not_empty: add
+--force), 2 more than ${CONFIRM_ABOVE} requests without --yes when not at a terminal, 4 unknown bucket.
+
 Examples:
   $ hookbucket bucket delete old-test
-  $ hookbucket bucket delete stripe --force`,
+  $ hookbucket bucket delete stripe --force
+  $ hookbucket bucket delete archive --yes --json     # from a script: no prompt`,
       )
       .action(async (name: string, opts: BucketOpts, cmd: Command) =>
         withStore(cmd, io, async (store) => {
           const before = await store.getBucket(name);
+          // A bucket already deleting was confirmed when it started: finishing it asks nothing.
+          if (before !== undefined && before.deletingAt === null) {
+            const { requests } = await store.bucketCounts(name);
+            const confirm = confirmationFor(io, requests, { yes: opts.yes === true, json: opts.json === true });
+            if (confirm === 'refuse') {
+              throw new AppError(
+                'confirmation_required',
+                `bucket ${name} holds ${requests} requests (more than ${CONFIRM_ABOVE}); add --yes to delete them with it`,
+              );
+            }
+            if (
+              confirm === 'ask' &&
+              !(await ask(io, `delete bucket ${terminalSafe(name)} and its ${requests} stored requests? [y/N] `, 'not deleted'))
+            ) {
+              io.stderr.write('not deleted\n');
+              throw new ExitWith(ExitCode.failure);
+            }
+          }
           const r = await store.deleteBucket(name, { force: opts.force === true });
           const finished = before !== undefined && before.deletingAt !== null;
           if (opts.json) printJson(io, { name, deleted: true, requests: r.requests });
@@ -383,6 +430,11 @@ Examples:
       ),
   );
   return bucket;
+}
+
+/** The configured default lease (HOOKBUCKET_LEASE, .env, 60s) and the time, for the lease check. */
+function leaseNow(cmd: Command, io: CliIo): { defaultLeaseMs: number; nowMs: number } {
+  return { defaultLeaseMs: configFor(cmd, io).leaseMs, nowMs: systemClock.now() };
 }
 
 export function notFound(name: string): AppError {

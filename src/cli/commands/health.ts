@@ -2,11 +2,11 @@ import { Command } from 'commander';
 import { ExitCode, ExitWith } from '../../shared/errors.js';
 import { fieldsOf, type Reason } from '../../stats/health-expression.js';
 import { checkHealth, healthJson, parseFailOn } from '../../stats/health-report.js';
-import { withStore } from '../context.js';
+import { configFor, withStore } from '../context.js';
 import { positiveDurationMsArg } from '../drain-options.js';
 import { print, printJson, type CliIo } from '../io.js';
 import { bucketNameArg } from '../parsers.js';
-import { DEFAULT_WINDOW_MS, formatNumber, reportOf, scopeText } from './stats.js';
+import { DEFAULT_WINDOW_MS, formatNumber, reportOf, scopeText, stuckLines } from './stats.js';
 
 export { parseFailOn };
 
@@ -32,7 +32,11 @@ joined by && and || and negated with !, grouped with parentheses. Comparisons wi
 (a rate with nothing settled, a latency with no attempts) are false; "success_rate == null" tests
 for it. It prints the comparisons that tripped, with their values.
 
-Exit codes: 0 healthy, 3 the expression holds, 2 a bad expression, 4 unknown bucket.
+A bucket whose attempt timeout is not shorter than the worker's lease is "stuck" (the worker
+skips it; nothing of it is delivered): health is then unhealthy whatever the expression says,
+with "stuck_buckets > 0" among the tripped conditions. stuck_buckets may be used in expressions.
+
+Exit codes: 0 healthy, 3 the expression holds or a bucket is stuck, 2 a bad expression, 4 unknown bucket.
 
 Examples:
   $ hookbucket health stripe --fail-on "success_rate < 0.99 || exhausted > 0"
@@ -43,7 +47,9 @@ Examples:
     )
     .action(async (bucket: string | undefined, opts: { failOn: string; window?: number; json?: boolean }, cmd: Command) => {
       const expr = parseFailOn(opts.failOn);
-      const report = await withStore(cmd, io, (store) => reportOf(store, bucket, opts.window ?? DEFAULT_WINDOW_MS));
+      const report = await withStore(cmd, io, (store) =>
+        reportOf(store, bucket, opts.window ?? DEFAULT_WINDOW_MS, configFor(cmd, io).leaseMs),
+      );
       const result = checkHealth(report, expr);
       const { tripped, lookup } = result;
       if (opts.json) {
@@ -51,7 +57,13 @@ Examples:
       } else if (result.holds) {
         print(
           io,
-          [`unhealthy: ${opts.failOn}`, `  ${scopeText(report)}`, 'tripped:', ...tripped.map((r) => `  ${reasonText(r)}`)].join('\n'),
+          [
+            `unhealthy: ${opts.failOn}${result.expressionHolds ? '' : ' does not hold, but a bucket is stuck'}`,
+            `  ${scopeText(report)}`,
+            'tripped:',
+            ...tripped.map((r) => `  ${reasonText(r)}`),
+            ...stuckLines(report.stuck).map((l) => `  ${l}`),
+          ].join('\n'),
         );
       } else {
         const values = fieldsOf(expr)

@@ -1,4 +1,3 @@
-import { createInterface } from 'node:readline/promises';
 import { Command } from 'commander';
 import { formatRate } from '../../policy/token-bucket.js';
 import { confirmation, CONFIRM_ABOVE } from '../../replay/replay.js';
@@ -10,11 +9,11 @@ import { withStore } from '../context.js';
 import { durationMsArg, rateArg } from '../drain-options.js';
 import { addFilterOptions, filterFromOptions, type FilterOptions } from '../filter-options.js';
 import { redactUrl } from '../../policy/redact.js';
-import { interruptOf, iso, print, printErr, printJson, table, terminalSafe, usage, type CliIo } from '../io.js';
-import { Interrupted } from '../interrupt.js';
+import { iso, print, printErr, printJson, table, terminalSafe, usage, type CliIo } from '../io.js';
 import { targetText } from '../render.js';
 import { bucketNameArg, urlArg } from '../parsers.js';
 import { followCommand, replayJson, waitForReplay } from './replays.js';
+import { ask, interactive } from '../confirm.js';
 
 interface ReplayOpts extends FilterOptions {
   all?: boolean;
@@ -25,29 +24,6 @@ interface ReplayOpts extends FilterOptions {
   wait?: boolean;
   timeout?: number;
   json?: boolean;
-}
-
-/**
- * A yes/no question on the terminal. Ctrl-C there (read as a key while readline has the terminal
- * in raw mode) or a SIGTERM answers nothing: the terminal mode is put back, "not replayed", and
- * the command exits 130 or 143.
- */
-async function ask(io: CliIo, question: string): Promise<boolean> {
-  const held = interruptOf(io).hold();
-  const key = new AbortController();
-  const signal = AbortSignal.any([held.signal, key.signal]);
-  const rl = createInterface({ input: io.stdin!, output: io.stderr });
-  rl.on('SIGINT', () => key.abort(new Interrupted('SIGINT')));
-  try {
-    return /^y(es)?$/i.test((await rl.question(question, { signal })).trim());
-  } catch (e) {
-    if (!signal.aborted) throw e;
-    io.stderr.write('\nnot replayed\n');
-    throw signal.reason;
-  } finally {
-    rl.close();
-    held.release();
-  }
 }
 
 export function makeReplayCommand(io: CliIo): Command {
@@ -116,11 +92,14 @@ Examples:
           if (opts.json) return printJson(io, { replay: null, count: 0 });
           return print(io, `nothing to replay: no request of ${bucketName} matches`);
         }
-        const confirm = confirmation(ids.length, opts.yes === true, io.stdin?.isTTY === true && io.stderr.isTTY === true);
+        const confirm = confirmation(ids.length, opts.yes === true, interactive(io));
         if (confirm === 'refuse') {
           throw usage(`would replay ${ids.length} requests (more than ${CONFIRM_ABOVE}); add --yes to confirm, or --dry-run to look first`);
         }
-        if (confirm === 'ask' && !(await ask(io, `replay ${ids.length} requests of ${bucketName} to ${terminalSafe(toText)}? [y/N] `))) {
+        if (
+          confirm === 'ask' &&
+          !(await ask(io, `replay ${ids.length} requests of ${bucketName} to ${terminalSafe(toText)}? [y/N] `, 'not replayed'))
+        ) {
           io.stderr.write('not replayed\n');
           throw new ExitWith(ExitCode.failure);
         }

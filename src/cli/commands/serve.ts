@@ -35,8 +35,16 @@ export function makeServeCommand(io: CliIo): Command {
       durationArg,
     )
     .option('--no-worker', 'do not run the drain worker here (store only; run hookbucket worker elsewhere)')
-    .option('--lease <duration>', 'lease on a claimed delivery, longer than every bucket timeout (default 60s)', durationArg)
-    .option('--shutdown-grace <duration>', 'on SIGTERM, time in-flight deliveries get before they are released (default 10s)', durationArg)
+    .option(
+      '--lease <duration>',
+      'lease on a claimed delivery, longer than every bucket timeout; a bucket it does not cover is skipped and warned about (default 60s)',
+      durationArg,
+    )
+    .option(
+      '--shutdown-grace <duration>',
+      'on SIGTERM, time in-flight deliveries get before they are released, after the HTTP drain of at most 10s (default 10s)',
+      durationArg,
+    )
     .option(
       '--admin-port <port>',
       'admin listener port: API and metrics (default 8788, env HOOKBUCKET_ADMIN_PORT; 0 picks a free one)',
@@ -72,6 +80,10 @@ Examples:
   $ hookbucket serve --admin-port 0       # admin API on a free loopback port (logged as "admin")
   $ HOOKBUCKET_ADMIN_TOKEN=$(openssl rand -hex 32) hookbucket serve --admin-host 0.0.0.0 --admin-host-name hooks.example.com
   $ hookbucket serve --no-admin
+
+Stopping (SIGINT/SIGTERM) takes at most 10s (in-flight HTTP requests answered) + --shutdown-grace
+(in-flight deliveries finish; the rest are released) + closing the store: give a supervisor's stop
+timeout more than that (systemd TimeoutStopSec=30s for the defaults).
 
 The admin listener (API, metrics) binds 127.0.0.1:8788 by default, without auth. Beyond loopback it
 needs HOOKBUCKET_ADMIN_TOKEN (32+ characters; clients send Authorization: Bearer <token>, browsers

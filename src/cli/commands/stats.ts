@@ -3,7 +3,9 @@ import { formatDuration } from '../../config/units.js';
 import type { ProcessRecord, Store } from '../../store/store.js';
 import { isRemoteStore } from '../../remote/remote-store.js';
 import { DEFAULT_WINDOW_MS, loadStats, statsJson, workerFigures, type StatsReport } from '../../stats/stats-report.js';
-import { withStore } from '../context.js';
+import { configFor, withStore } from '../context.js';
+import { stuckText, type StuckBucket } from '../../policy/lease-fit.js';
+import { systemClock } from '../../shared/clock.js';
 import { positiveDurationMsArg } from '../drain-options.js';
 import { iso, print, printJson, table, type CliIo } from '../io.js';
 import { bucketNameArg } from '../parsers.js';
@@ -11,8 +13,13 @@ import { bucketNameArg } from '../parsers.js';
 export { DEFAULT_WINDOW_MS, loadStats, statsJson, workerFigures, type StatsReport };
 
 /** The report `stats` and `health` render: computed here from the store, or, through --api, the server's own (GET /api/stats). */
-export function reportOf(store: Store, bucket: string | undefined, windowMs: number): Promise<StatsReport> {
-  return isRemoteStore(store) ? store.statsReport(bucket, windowMs) : loadStats(store, bucket, windowMs);
+export function reportOf(store: Store, bucket: string | undefined, windowMs: number, defaultLeaseMs: number): Promise<StatsReport> {
+  return isRemoteStore(store) ? store.statsReport(bucket, windowMs) : loadStats(store, bucket, windowMs, systemClock, defaultLeaseMs);
+}
+
+/** Each stuck bucket, why and what to do, for people (stats, health, bucket show). */
+export function stuckLines(stuck: readonly StuckBucket[]): string[] {
+  return stuck.map((s) => `stuck: ${stuckText(s)}`);
 }
 
 export function formatNumber(v: number | null): string {
@@ -106,6 +113,7 @@ function statsText(r: StatsReport): string {
     );
   }
   out.push('', ...processesText(r.processes, r.untilMs));
+  if (r.stuck.length > 0) out.push('', ...stuckLines(r.stuck));
   return out.join('\n');
 }
 
@@ -158,7 +166,7 @@ Examples:
     )
     .action(async (bucket: string | undefined, opts: { window?: number; json?: boolean }, cmd: Command) =>
       withStore(cmd, io, async (store) => {
-        const report = await reportOf(store, bucket, opts.window ?? DEFAULT_WINDOW_MS);
+        const report = await reportOf(store, bucket, opts.window ?? DEFAULT_WINDOW_MS, configFor(cmd, io).leaseMs);
         if (opts.json) printJson(io, statsJson(report));
         else print(io, statsText(report));
       }),

@@ -135,7 +135,7 @@ async function deleteUnderLoad(ctx: CaseContext): Promise<CaseResult> {
 
     // The first delete, killed once a quarter of the rows is gone.
     t0 = performance.now();
-    deleting = new HookbucketProcess(['--db', db, 'bucket', 'delete', 'big', '--force']);
+    deleting = new HookbucketProcess(['--db', db, 'bucket', 'delete', 'big', '--force', '--yes']);
     const killAt = Math.floor(OLD_ROWS * (1 - KILL_AT_SHARE));
     const reached = await until(() => (deleting!.exit ? 'exited' : rowsIn(db, 'big') <= killAt ? 'reached' : undefined), 120_000, 100);
     if (reached !== 'reached') {
