@@ -16,7 +16,7 @@ import { streamSSE } from 'hono/streaming';
 import { bucketJson } from '../json/bucket-json.js';
 import { historyJson, requestJson, requestPageJson } from '../json/request-json.js';
 import { bucketPatchFrom } from '../options/bucket-settings.js';
-import { bucketNameArg, limitArg, urlArg } from '../options/parsers.js';
+import { baseUrlArg, bucketNameArg, exportLimitArg, limitArg, urlArg } from '../options/parsers.js';
 import { rateArg, positiveDurationMsArg } from '../options/drain-settings.js';
 import {
   filterFromOptions,
@@ -42,13 +42,15 @@ import { DEFAULT_WINDOW_MS, loadStats, statsJson } from '../stats/stats-report.j
 import { DEFAULT_DRAIN } from '../store/bucket-defaults.js';
 import type { BucketCounts, Store } from '../store/store.js';
 import {
-  CURL_PREAMBLE,
   curlCommand,
+  curlNeedsBaseUrl,
+  curlPreamble,
   EXPORT_FORMATS,
   harEntry,
   harHead,
   harTail,
   ndjsonLine,
+  redactRequest,
   type ExportFormat,
 } from '../transfer/export-format.js';
 import { apiErrorHandler, errorBody, toApiError, validationMessage } from './api-errors.js';
@@ -441,6 +443,15 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
             .enum(EXPORT_FORMATS as unknown as [ExportFormat, ...ExportFormat[]])
             .optional()
             .openapi({ description: 'ndjson (default), har or curl' }),
+          base_url: cliValue(
+            baseUrlArg,
+            "where curl commands send the requests and har URLs point (the raw sub-path and query are appended); required with format=curl (har default: this server's ingest URL + /b/{name})",
+            'http://localhost:3000/webhooks',
+          ).optional(),
+          redact: booleanQuery
+            .optional()
+            .openapi({ description: 'replace credential headers and secret query values with [redacted] (bodies stay as stored)' }),
+          limit: cliValue(exportLimitArg, 'only the first n matching requests (oldest first)', '100').optional(),
         }),
       },
       responses: {
@@ -459,19 +470,21 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
     }),
     async (c) => {
       const { name } = c.req.valid('param');
-      const { format: f, ...q } = c.req.valid('query');
+      const { format: f, base_url, redact, limit, ...q } = c.req.valid('query');
       const format = f ?? 'ndjson';
       const filter = filterFromOptions(filterOptions(q), clock.now());
+      const bucketUrl = `${config.ingestBaseUrl?.() ?? 'http://localhost:8787'}/b/${name}`;
+      if (format === 'curl' && base_url === undefined) throw curlNeedsBaseUrl('base_url', bucketUrl);
       await bucketOrThrow(name);
-      const baseUrl = `${config.ingestBaseUrl?.() ?? 'http://localhost:8787'}/b/${name}`;
+      const baseUrl = base_url ?? bucketUrl;
       const encoder = new TextEncoder();
-      const iterator = store.iterateRequests(name, filter)[Symbol.asyncIterator]();
+      const iterator = store.iterateRequests(name, filter, limit !== undefined ? { limit } : {})[Symbol.asyncIterator]();
       let n = 0;
       let done = false;
       const stream = new ReadableStream<Uint8Array>({
         start(controller) {
           if (format === 'har') controller.enqueue(encoder.encode(harHead()));
-          if (format === 'curl') controller.enqueue(encoder.encode(CURL_PREAMBLE));
+          if (format === 'curl') controller.enqueue(encoder.encode(curlPreamble({ baseUrl, redacted: redact === true })));
         },
         async pull(controller) {
           if (done) return;
@@ -483,7 +496,7 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
               controller.close();
               return;
             }
-            const r = next.value;
+            const r = redact === true ? redactRequest(next.value) : next.value;
             const text =
               format === 'ndjson'
                 ? ndjsonLine(r)
@@ -634,14 +647,10 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
       request: {
         query: z.object({
           ...statsQuery,
-          fail_on: z
-            .string()
-            .max(2000)
-            .optional()
-            .openapi({
-              description: 'unhealthy when this holds, e.g. "success_rate < 0.99 || exhausted > 0"; omitted: healthy while storage answers',
-              example: 'exhausted > 0',
-            }),
+          fail_on: z.string().max(2000).optional().openapi({
+            description: 'unhealthy when this holds, e.g. "success_rate < 0.99 || exhausted > 0"; omitted: healthy while storage answers',
+            example: 'exhausted > 0',
+          }),
         }),
       },
       responses: {
