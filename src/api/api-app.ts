@@ -77,6 +77,8 @@ import {
 import { BucketCreateBody, BucketPatchBody, settingsOpts } from './bucket-body.js';
 import { takeStreamSlot } from '../admin/limits.js';
 import { EventHub, type HubEvent } from './event-hub.js';
+import { tailEventJson } from '../json/request-json.js';
+import { readSince, tailEventKey } from '../store/tail-since.js';
 import type { StoreReads } from './store-reads.js';
 
 export interface ApiConfig {
@@ -691,6 +693,21 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
     deps.events ?? new EventHub({ reads, clock, logger, ...(config.eventsPollMs !== undefined ? { pollMs: config.eventsPollMs } : {}) });
   const heartbeatMs = config.heartbeatMs ?? HEARTBEAT_MS;
 
+  /** The events since `sinceMs` of these buckets (null: every bucket), as the hub sends them, in time order. */
+  async function readBacklog(
+    buckets: ReadonlySet<string> | null,
+    sinceMs: number,
+  ): Promise<Array<ReturnType<typeof tailEventJson> & { bucket: string }>> {
+    const names = buckets ? [...buckets] : (await reads.listBuckets()).filter((b) => b.deletingAt === null).map((b) => b.name);
+    const all: Array<{ at: number; data: ReturnType<typeof tailEventJson> & { bucket: string } }> = [];
+    for (const name of names) {
+      const { events } = await readSince((b, cursor) => reads.tail(b, cursor), name, sinceMs);
+      for (const e of events) all.push({ at: e.at, data: { ...tailEventJson(e), bucket: name } });
+    }
+    all.sort((x, y) => x.at - y.at);
+    return all.map((x) => x.data);
+  }
+
   app.openapi(
     createRoute({
       method: 'get',
@@ -711,6 +728,11 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
             .max(100)
             .optional()
             .openapi({ description: 'as the Last-Event-ID header, for clients that cannot send headers' }),
+          since: cliValue(
+            parseTimeBound,
+            'first send what happened since then (requests received, attempts finished), oldest first and without ids, then follow; ignored when resuming with Last-Event-ID',
+            '10m',
+          ).optional(),
         }),
       },
       responses: {
@@ -721,7 +743,8 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
       },
     }),
     async (c) => {
-      const { bucket, last_event_id } = c.req.valid('query');
+      const { bucket, last_event_id, since } = c.req.valid('query');
+      const sinceMs = since === undefined ? undefined : since.kind === 'ago' ? clock.now() - since.ms : since.ms;
       const buckets = bucket === undefined ? null : new Set(bucket);
       if (buckets) for (const b of buckets) await bucketOrThrow(b);
       const lastEventId = c.req.header('last-event-id') ?? last_event_id;
@@ -767,9 +790,31 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
             });
           }
           await stream.write(': connected\n\n');
+          // Subscribed first, read after: every event is either in the store when the backlog is
+          // read or sent by the hub afterwards; those in both are sent once (backlog keys).
+          let backlogKeys: Set<string> | undefined;
+          if (sinceMs !== undefined && subscribed.resumed === 'none') {
+            try {
+              const backlog = await readBacklog(buckets, sinceMs);
+              backlogKeys = new Set(backlog.map((d) => tailEventKey(d)));
+              for (const d of backlog) {
+                if (closed) break;
+                await stream.writeSSE({ event: d.event, data: JSON.stringify(d) });
+              }
+            } catch (e) {
+              logger.warn({ err: e }, 'events: reading since failed');
+              await stream.writeSSE({
+                event: 'reset',
+                data: JSON.stringify({
+                  reason: `the events since ${new Date(sinceMs).toISOString()} could not be read: the stream goes on from now`,
+                }),
+              });
+            }
+          }
           while (!closed) {
             while (queue.length > 0 && !closed) {
               const e = queue.shift()!;
+              if (backlogKeys?.has(tailEventKey(e.data as Parameters<typeof tailEventKey>[0]))) continue;
               await stream.writeSSE({ id: e.id, event: e.event, data: JSON.stringify(e.data) });
             }
             if (closed) break;

@@ -675,6 +675,11 @@ export interface TailCursor {
   /** Attempts finished at or after this time are looked at; `seen` keeps them from repeating. */
   sinceMs: number;
   seen: string[];
+  /**
+   * Read attempts from `sinceMs` however long ago (`requests tail --since`), once: without it the
+   * look-back is at most TAIL_LOOKBACK_MS. The cursor a call returns never carries it.
+   */
+  catchUp?: boolean;
 }
 
 export type TailEvent =
