@@ -16,7 +16,7 @@ import { streamSSE } from 'hono/streaming';
 import { bucketJson } from '../json/bucket-json.js';
 import { historyJson, requestJson, requestPageJson } from '../json/request-json.js';
 import { bucketPatchFrom } from '../options/bucket-settings.js';
-import { bucketNameArg, limitArg, urlArg } from '../options/parsers.js';
+import { baseUrlArg, bucketNameArg, exportLimitArg, limitArg, urlArg } from '../options/parsers.js';
 import { rateArg, positiveDurationMsArg } from '../options/drain-settings.js';
 import {
   filterFromOptions,
@@ -42,13 +42,15 @@ import { DEFAULT_WINDOW_MS, loadStats, statsJson } from '../stats/stats-report.j
 import { DEFAULT_DRAIN } from '../store/bucket-defaults.js';
 import type { BucketCounts, Store } from '../store/store.js';
 import {
-  CURL_PREAMBLE,
   curlCommand,
+  curlNeedsBaseUrl,
+  curlPreamble,
   EXPORT_FORMATS,
   harEntry,
   harHead,
   harTail,
   ndjsonLine,
+  redactRequest,
   type ExportFormat,
 } from '../transfer/export-format.js';
 import { apiErrorHandler, errorBody, toApiError, validationMessage } from './api-errors.js';
@@ -76,6 +78,8 @@ import {
 import { BucketCreateBody, BucketPatchBody, settingsOpts } from './bucket-body.js';
 import { takeStreamSlot } from '../admin/limits.js';
 import { EventHub, type HubEvent } from './event-hub.js';
+import { tailEventJson } from '../json/request-json.js';
+import { readSince, tailEventKey } from '../store/tail-since.js';
 import type { StoreReads } from './store-reads.js';
 import { checkTimeoutFitsLease } from '../options/lease-check.js';
 import { DEFAULT_LEASE_MS } from '../policy/lease-fit.js';
@@ -478,6 +482,15 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
             .enum(EXPORT_FORMATS as unknown as [ExportFormat, ...ExportFormat[]])
             .optional()
             .openapi({ description: 'ndjson (default), har or curl' }),
+          base_url: cliValue(
+            baseUrlArg,
+            "where curl commands send the requests and har URLs point (the raw sub-path and query are appended); required with format=curl (har default: this server's ingest URL + /b/{name})",
+            'http://localhost:3000/webhooks',
+          ).optional(),
+          redact: booleanQuery
+            .optional()
+            .openapi({ description: 'replace credential headers and secret query values with [redacted] (bodies stay as stored)' }),
+          limit: cliValue(exportLimitArg, 'only the first n matching requests (oldest first)', '100').optional(),
         }),
       },
       responses: {
@@ -496,19 +509,21 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
     }),
     async (c) => {
       const { name } = c.req.valid('param');
-      const { format: f, ...q } = c.req.valid('query');
+      const { format: f, base_url, redact, limit, ...q } = c.req.valid('query');
       const format = f ?? 'ndjson';
       const filter = filterFromOptions(filterOptions(q), clock.now());
+      const bucketUrl = `${config.ingestBaseUrl?.() ?? 'http://localhost:8787'}/b/${name}`;
+      if (format === 'curl' && base_url === undefined) throw curlNeedsBaseUrl('base_url', bucketUrl);
       await bucketOrThrow(name);
-      const baseUrl = `${config.ingestBaseUrl?.() ?? 'http://localhost:8787'}/b/${name}`;
+      const baseUrl = base_url ?? bucketUrl;
       const encoder = new TextEncoder();
-      const iterator = store.iterateRequests(name, filter)[Symbol.asyncIterator]();
+      const iterator = store.iterateRequests(name, filter, limit !== undefined ? { limit } : {})[Symbol.asyncIterator]();
       let n = 0;
       let done = false;
       const stream = new ReadableStream<Uint8Array>({
         start(controller) {
           if (format === 'har') controller.enqueue(encoder.encode(harHead()));
-          if (format === 'curl') controller.enqueue(encoder.encode(CURL_PREAMBLE));
+          if (format === 'curl') controller.enqueue(encoder.encode(curlPreamble({ baseUrl, redacted: redact === true })));
         },
         async pull(controller) {
           if (done) return;
@@ -520,7 +535,7 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
               controller.close();
               return;
             }
-            const r = next.value;
+            const r = redact === true ? redactRequest(next.value) : next.value;
             const text =
               format === 'ndjson'
                 ? ndjsonLine(r)
@@ -717,6 +732,21 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
     deps.events ?? new EventHub({ reads, clock, logger, ...(config.eventsPollMs !== undefined ? { pollMs: config.eventsPollMs } : {}) });
   const heartbeatMs = config.heartbeatMs ?? HEARTBEAT_MS;
 
+  /** The events since `sinceMs` of these buckets (null: every bucket), as the hub sends them, in time order. */
+  async function readBacklog(
+    buckets: ReadonlySet<string> | null,
+    sinceMs: number,
+  ): Promise<Array<ReturnType<typeof tailEventJson> & { bucket: string }>> {
+    const names = buckets ? [...buckets] : (await reads.listBuckets()).filter((b) => b.deletingAt === null).map((b) => b.name);
+    const all: Array<{ at: number; data: ReturnType<typeof tailEventJson> & { bucket: string } }> = [];
+    for (const name of names) {
+      const { events } = await readSince((b, cursor) => reads.tail(b, cursor), name, sinceMs);
+      for (const e of events) all.push({ at: e.at, data: { ...tailEventJson(e), bucket: name } });
+    }
+    all.sort((x, y) => x.at - y.at);
+    return all.map((x) => x.data);
+  }
+
   app.openapi(
     createRoute({
       method: 'get',
@@ -737,6 +767,11 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
             .max(100)
             .optional()
             .openapi({ description: 'as the Last-Event-ID header, for clients that cannot send headers' }),
+          since: cliValue(
+            parseTimeBound,
+            'first send what happened since then (requests received, attempts finished), oldest first and without ids, then follow; ignored when resuming with Last-Event-ID',
+            '10m',
+          ).optional(),
         }),
       },
       responses: {
@@ -747,7 +782,8 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
       },
     }),
     async (c) => {
-      const { bucket, last_event_id } = c.req.valid('query');
+      const { bucket, last_event_id, since } = c.req.valid('query');
+      const sinceMs = since === undefined ? undefined : since.kind === 'ago' ? clock.now() - since.ms : since.ms;
       const buckets = bucket === undefined ? null : new Set(bucket);
       if (buckets) for (const b of buckets) await bucketOrThrow(b);
       const lastEventId = c.req.header('last-event-id') ?? last_event_id;
@@ -793,9 +829,31 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
             });
           }
           await stream.write(': connected\n\n');
+          // Subscribed first, read after: every event is either in the store when the backlog is
+          // read or sent by the hub afterwards; those in both are sent once (backlog keys).
+          let backlogKeys: Set<string> | undefined;
+          if (sinceMs !== undefined && subscribed.resumed === 'none') {
+            try {
+              const backlog = await readBacklog(buckets, sinceMs);
+              backlogKeys = new Set(backlog.map((d) => tailEventKey(d)));
+              for (const d of backlog) {
+                if (closed) break;
+                await stream.writeSSE({ event: d.event, data: JSON.stringify(d) });
+              }
+            } catch (e) {
+              logger.warn({ err: e }, 'events: reading since failed');
+              await stream.writeSSE({
+                event: 'reset',
+                data: JSON.stringify({
+                  reason: `the events since ${new Date(sinceMs).toISOString()} could not be read: the stream goes on from now`,
+                }),
+              });
+            }
+          }
           while (!closed) {
             while (queue.length > 0 && !closed) {
               const e = queue.shift()!;
+              if (backlogKeys?.has(tailEventKey(e.data as Parameters<typeof tailEventKey>[0]))) continue;
               await stream.writeSSE({ id: e.id, event: e.event, data: JSON.stringify(e.data) });
             }
             if (closed) break;

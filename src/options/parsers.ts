@@ -60,6 +60,27 @@ export function integerArg(min: number, max: number, what = `a whole number from
 export const ackStatusArg = integerArg(200, 299, 'a 2xx status code');
 export const limitArg = integerArg(1, 10_000);
 
+/** `requests export --limit` (and the export route's `limit`): how many requests at most. */
+export const exportLimitArg = integerArg(1, 1_000_000_000);
+
+/**
+ * An export's `--base-url` (the API's `base_url`): an http(s) URL without query or fragment, as
+ * given (the raw sub-path and query are appended to it as text, never through URL resolution,
+ * which would normalise /%2e%2e/), trailing slashes dropped.
+ */
+export function baseUrlArg(value: string): string {
+  let u: URL;
+  try {
+    u = new URL(value);
+  } catch {
+    throw new InvalidArgumentError(`not a URL: ${JSON.stringify(value)}`);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new InvalidArgumentError('an http:// or https:// URL');
+  if (u.search || u.hash)
+    throw new InvalidArgumentError('a URL without ?query or #fragment: the raw sub-path and query are appended to it');
+  return value.replace(/\/+$/, '');
+}
+
 export function portArg(value: string): string {
   if (parseInteger(value, 0, 65535) === undefined) throw new InvalidArgumentError('a port from 0 to 65535');
   return value;

@@ -97,6 +97,8 @@ export interface FollowHooks {
   /** The first connection is open: events from here on are followed. */
   onOpen?: () => void;
   signal: AbortSignal;
+  /** First the events since this ISO time (GET /events `since`), on the first connection only: a reconnect resumes by id. */
+  since?: string;
   /** Waits between reconnects (default 1 s, doubling to 10 s). */
   retryMs?: number;
 }
@@ -114,7 +116,7 @@ export async function followEvents(api: ApiClient, bucket: string, hooks: Follow
   while (!hooks.signal.aborted) {
     try {
       const res = await api.send('GET', '/events', {
-        query: { bucket },
+        query: { bucket, ...(hooks.since !== undefined && !connected ? { since: hooks.since } : {}) },
         headers: { accept: 'text/event-stream', ...(lastId !== undefined ? { 'last-event-id': lastId } : {}) },
         signal: hooks.signal,
       });

@@ -14,6 +14,7 @@ import type {
   BucketOverviewQuery,
   BucketPatch,
   DeliveryHistory,
+  IterateOptions,
   ListRequestsOptions,
   NewBucket,
   NewReplay,
@@ -146,9 +147,9 @@ export class RemoteStore implements Store {
   }
 
   /** The export route's NDJSON, line by line, as stored requests (oldest first; peer not included). */
-  async *iterateRequests(bucket: string, filter: RequestFilter): AsyncIterable<StoredRequest> {
+  async *iterateRequests(bucket: string, filter: RequestFilter, options: IterateOptions = {}): AsyncIterable<StoredRequest> {
     const res = await this.api.send('GET', `/buckets/${b(bucket)}/export`, {
-      query: { ...filterQuery(filter), format: 'ndjson' },
+      query: { ...filterQuery(filter), format: 'ndjson', ...(options.limit !== undefined ? { limit: String(options.limit) } : {}) },
       headers: { accept: 'application/x-ndjson' },
     });
     let rest: Buffer = Buffer.alloc(0);

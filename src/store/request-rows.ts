@@ -178,15 +178,20 @@ export function toStoredRequest(row: RequestsTable & { state: RequestState }): S
  * at or below `newest`, the newest id when the iteration starts), then their bodies in reads
  * (`bodies`) of at most ITERATE_BYTES (or one request, if larger), so memory stays bounded whatever
  * the bucket holds. A request deleted (pruned) between its page and its body read is left out.
+ * `limit` bounds how many summaries are read at all (`requests export --limit`).
  */
 export async function* iterateWithBodies(
   newest: string,
   page: (range: IdRange) => { requests: ListedRequest[]; more: boolean } | Promise<{ requests: ListedRequest[]; more: boolean }>,
   bodies: (ids: string[]) => RequestBodyRow[] | Promise<RequestBodyRow[]>,
+  limit = Number.POSITIVE_INFINITY,
 ): AsyncGenerator<StoredRequest> {
   let after: string | undefined;
+  let left = limit;
   for (;;) {
-    const p = await page({ order: 'asc', limit: ITERATE_PAGE, atMost: newest, ...(after ? { after } : {}) });
+    if (left <= 0) return;
+    const p = await page({ order: 'asc', limit: Math.min(ITERATE_PAGE, left), atMost: newest, ...(after ? { after } : {}) });
+    left -= p.requests.length;
     let i = 0;
     while (i < p.requests.length) {
       const group: ListedRequest[] = [];

@@ -145,6 +145,11 @@ export interface RequestFilter {
   ids?: string[];
 }
 
+export interface IterateOptions {
+  /** At most this many requests (the oldest that match). */
+  limit?: number;
+}
+
 export interface ListRequestsOptions {
   limit: number;
   /** Return requests older than this id (cursor pagination, newest first). */
@@ -200,9 +205,10 @@ export interface Store extends ProcessRegistry {
   listRequests(bucket: string, filter: RequestFilter, page: ListRequestsOptions): Promise<RequestPage>;
   /**
    * Every request matching the filter, oldest first, read in bounded batches (export, replay
-   * selection). Stored when the iteration starts: later arrivals are not included.
+   * selection). Stored when the iteration starts: later arrivals are not included. With `limit`,
+   * only the first (oldest) that many, and no more is read than they need.
    */
-  iterateRequests(bucket: string, filter: RequestFilter): AsyncIterable<StoredRequest>;
+  iterateRequests(bucket: string, filter: RequestFilter, options?: IterateOptions): AsyncIterable<StoredRequest>;
   countRequests(bucket: string, filter: RequestFilter): Promise<number>;
   getRequest(id: string): Promise<StoredRequest | undefined>;
   /** The database's size on disk (`/metrics`): cheap enough to read on every scrape. */
@@ -706,6 +712,11 @@ export interface TailCursor {
   /** Attempts finished at or after this time are looked at; `seen` keeps them from repeating. */
   sinceMs: number;
   seen: string[];
+  /**
+   * Read attempts from `sinceMs` however long ago (`requests tail --since`), once: without it the
+   * look-back is at most TAIL_LOOKBACK_MS. The cursor a call returns never carries it.
+   */
+  catchUp?: boolean;
 }
 
 export type TailEvent =

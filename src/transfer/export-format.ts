@@ -1,5 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import type { StoredRequest } from '../store/store.js';
+import { AppError } from '../shared/errors.js';
+import { REDACTED, redactHeaders, redactQuery, redactUrl } from '../policy/redact.js';
 import { bashQuote, printfBytes } from './shell-quote.js';
 import { VERSION } from '../shared/version.js';
 
@@ -136,8 +138,54 @@ export function harEntry(r: StoredRequest, baseUrl: string): string {
   });
 }
 
-export const CURL_PREAMBLE =
-  "#!/usr/bin/env bash\n# hookbucket requests export --format curl: one command per request (bash: $'…' quoting)\n";
+/**
+ * The refusal of a curl export without a base URL (CLI `--base-url`, API `base_url`). The commands
+ * used to go back to the bucket itself, so running the script stored and delivered every request
+ * again; now the target is always said out loud.
+ */
+export function curlNeedsBaseUrl(flag: '--base-url' | 'base_url', bucketUrl: string): AppError {
+  const eg = (url: string) => (flag === '--base-url' ? `--base-url ${url}` : `base_url=${encodeURIComponent(url)}`);
+  return new AppError(
+    'usage',
+    `${flag === '--base-url' ? '--format curl' : 'format=curl'} needs ${flag}: where the commands send the requests, e.g. a local consumer (${eg('http://localhost:3000/webhooks')}). ` +
+      `Sent back to the bucket, every request is stored and delivered again; to do that on purpose, say so: ${eg(bucketUrl)}`,
+  );
+}
+
+/**
+ * The script's head: what it is, where it sends, and a warning that it holds credentials (every
+ * header and body as stored), or with --redact which of them were replaced.
+ */
+export function curlPreamble(o: { baseUrl: string; redacted: boolean }): string {
+  const lines = [
+    '#!/usr/bin/env bash',
+    "# hookbucket requests export --format curl: one command per request (bash: $'…' quoting)",
+    `# sends every request to ${redactUrl(o.baseUrl).replace(/[\x00-\x1f\x7f]/g, '?')} + its sub-path and query`,
+    o.redacted
+      ? `# --redact: credential headers and secret query values are replaced by ${REDACTED}; bodies are as stored`
+      : '# WARNING: this script contains credentials (Authorization, cookies, signatures, API keys, secret query',
+    o.redacted
+      ? '# and may still hold secrets: keep it private, and put real values back where the target needs them'
+      : '# values) exactly as received: keep it private, or export again with --redact',
+  ];
+  return `${lines.join('\n')}\n`;
+}
+
+/**
+ * A stored request with its credentials replaced by placeholders (`--redact`): the values of
+ * headers and trailers whose names are secret, and secret query values, by the rule human output
+ * uses (src/policy/redact.ts). The method, path, body, size and sha256 stay as stored (the body is
+ * not changed, so its digest still holds); every format is written from the result.
+ */
+export function redactRequest(r: StoredRequest): StoredRequest {
+  const flat = (pairs: Array<[string, string]>) => pairs.flat();
+  return {
+    ...r,
+    rawHeaders: flat(redactHeaders(pairs(r.rawHeaders))),
+    ...(r.rawTrailers ? { rawTrailers: flat(redactHeaders(pairs(r.rawTrailers))) } : {}),
+    query: r.query === null ? null : redactQuery(r.query),
+  };
+}
 
 /**
  * A runnable curl command that sends the request again to `baseUrl` + raw path + raw query:
@@ -152,13 +200,15 @@ export const CURL_PREAMBLE =
  *   both is a request-smuggling shape that servers refuse (Node answers 400);
  * - the body through stdin (`--data-binary @-`) from bash's builtin printf, so no body size meets
  *   the argument-length limit: `printf '%s' '<text>'` for UTF-8 without NUL, octal escapes otherwise;
- * - `-g` (no URL globbing of [] {}) and `--path-as-is` (no /./ or /../ squashing).
+ * - `-g` (no URL globbing of [] {}) and `--path-as-is` (no /./ or /../ squashing);
+ * - `-w '\n'`: a newline after each response.
  */
 export function curlCommand(r: StoredRequest, baseUrl: string): string {
   const headers = pairs(r.rawHeaders);
   const has = (name: string) => headers.some(([n]) => n.toLowerCase() === name);
   const sendsBody = r.body.length > 0;
-  const args: string[] = ['curl', '-sS', '-g', '--path-as-is'];
+  // -w '\n': a newline after each response, so responses do not run together (or into the prompt).
+  const args: string[] = ['curl', '-sS', '-g', '--path-as-is', '-w', bashQuote('\\n')];
   if (r.method === 'HEAD' && !sendsBody) args.push('-I');
   // curl's own choice is GET without a body and POST with one; -X names any other.
   else if (r.method !== (sendsBody ? 'POST' : 'GET')) args.push('-X', bashQuote(r.method));

@@ -378,7 +378,8 @@ for (const dialect of DIALECTS) {
         const har = JSON.parse(await puts.res.text()) as Json;
         assert.equal(har.log.entries.length, 1);
         assert.equal(har.log.entries[0].request.method, 'PUT');
-        const curl = await call('GET', `/buckets/ex/export?format=curl&id=${ids[2]}`);
+        assertError(await call('GET', `/buckets/ex/export?format=curl&id=${ids[2]}`), 400, 'usage', /needs base_url/);
+        const curl = await call('GET', `/buckets/ex/export?format=curl&id=${ids[2]}&base_url=http%3A%2F%2F127.0.0.1%3A9%2Fin`);
         const script = await curl.res.text();
         assert.match(script, /^#!\/usr\/bin\/env bash/);
         assert.deepEqual(script.match(/^# [0-9a-f-]{36}/gm), [`# ${ids[2]}`], 'one command, for the id asked');

@@ -295,7 +295,7 @@ describe('the CLI through --api against a real serve', () => {
 
   it('replay, replays list and wait, requests export: same selections, same files', async () => {
     for (const format of ['ndjson', 'har', 'curl']) {
-      const [l, r] = await both(['requests', 'export', 'github', '--format', format]);
+      const [l, r] = await both(['requests', 'export', 'github', '--format', format, '--base-url', 'http://127.0.0.1:9/in']);
       assert.equal(r.code, 0, r.stderr);
       assert.ok(Buffer.compare(r.stdout, l.stdout) === 0, `${format} export differs`);
     }

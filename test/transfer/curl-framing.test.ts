@@ -52,7 +52,7 @@ describe('curl export never sends both Content-Length and Transfer-Encoding', ()
       const out = await new Promise<string>((resolve, reject) =>
         execFile('bash', ['-c', cmd], { encoding: 'utf8' }, (err, stdout, stderr) => (err ? reject(new Error(stderr)) : resolve(stdout))),
       );
-      assert.equal(out, 'ok', 'Node answers 400 to a request with both');
+      assert.equal(out, 'ok\n', 'Node answers 400 to a request with both (and -w adds the newline after the response)');
       assert.equal(received.length, before + 1);
       const got = received[received.length - 1]!;
       const names = got.rawHeaders.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase());

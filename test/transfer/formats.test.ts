@@ -118,13 +118,13 @@ describe('export formats read back by import', () => {
     assert.match(post, /^# 019ae0c4-0000-7000-8000-000000000001 2026-12-02T00:00:00.000Z POST \/a\/%2e%2e\/b\?x=1&x=2\n/);
     assert.match(
       post,
-      /\nprintf '\\377\\000A' \| curl -sS -g --path-as-is -H User-Agent: -H Accept: -H Content-Type: -H Expect: -H 'X-Dup: 1' -H 'x-dup: 2' -H \$'X-Latin: caf\\xe9' --data-binary @- 'http:\/\/t\/b\/c\/a\/%2e%2e\/b\?x=1&x=2'\n$/,
+      /\nprintf '\\377\\000A' \| curl -sS -g --path-as-is -w '\\n' -H User-Agent: -H Accept: -H Content-Type: -H Expect: -H 'X-Dup: 1' -H 'x-dup: 2' -H \$'X-Latin: caf\\xe9' --data-binary @- 'http:\/\/t\/b\/c\/a\/%2e%2e\/b\?x=1&x=2'\n$/,
     );
     const get = curlCommand(
       request({ method: 'GET', body: Buffer.alloc(0), rawHeaders: ['User-Agent', 'u', 'Accept', '*/*', 'X-Empty', ''] }),
       'http://t',
     );
-    assert.match(get, /\ncurl -sS -g --path-as-is -H 'User-Agent: u' -H 'Accept: \*\/\*' -H 'X-Empty;' /);
+    assert.match(get, /\ncurl -sS -g --path-as-is -w '\\n' -H 'User-Agent: u' -H 'Accept: \*\/\*' -H 'X-Empty;' /);
     assert.match(curlCommand(request({ method: 'HEAD', body: Buffer.alloc(0) }), 'http://t'), / -I /);
     assert.match(curlCommand(request({ method: 'PUT' }), 'http://t'), / -X PUT /);
     assert.match(curlCommand(request({ method: 'POST', body: Buffer.alloc(0) }), 'http://t'), / -X POST /);

@@ -2,14 +2,16 @@ import { randomBytes } from 'node:crypto';
 import { createWriteStream, rmSync } from 'node:fs';
 import { rename, rm } from 'node:fs/promises';
 import { once } from 'node:events';
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Command, Option } from 'commander';
 import { formatSize } from '../../config/units.js';
 import { systemClock } from '../../shared/clock.js';
 import { AppError, bucketNotFound } from '../../shared/errors.js';
 import {
-  CURL_PREAMBLE,
   EXPORT_FORMATS,
   curlCommand,
+  curlNeedsBaseUrl,
+  curlPreamble,
+  redactRequest,
   harEntry,
   harHead,
   harTail,
@@ -20,22 +22,8 @@ import { configFor, withStore } from '../context.js';
 import { addFilterOptions, filterFromOptions, filterJson, type FilterOptions } from '../filter-options.js';
 import { interruptOf, print, printErr, printJson, type CliIo } from '../io.js';
 import { untilInterrupted } from '../interrupt.js';
-import { bucketNameArg } from '../parsers.js';
+import { baseUrlArg, bucketNameArg, exportLimitArg } from '../parsers.js';
 import { createProgress } from '../progress.js';
-
-function baseUrlArg(value: string): string {
-  let u: URL;
-  try {
-    u = new URL(value);
-  } catch {
-    throw new InvalidArgumentError(`not a URL: ${JSON.stringify(value)}`);
-  }
-  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new InvalidArgumentError('an http:// or https:// URL');
-  if (u.search || u.hash)
-    throw new InvalidArgumentError('a URL without ?query or #fragment: the raw sub-path and query are appended to it');
-  // Appended to as text, never through URL resolution (which would normalise /%2e%2e/).
-  return value.replace(/\/+$/, '');
-}
 
 /**
  * Writes with backpressure (a slow pipe or disk holds the export, never memory), and turns a
@@ -75,6 +63,8 @@ interface ExportOptions extends FilterOptions {
   format: ExportFormat;
   out?: string;
   baseUrl?: string;
+  redact?: boolean;
+  limit?: number;
   json?: boolean;
 }
 
@@ -90,9 +80,11 @@ export function makeRequestsExportCommand(io: CliIo): Command {
     .option('--out <file>', 'write to this file (written aside, then renamed into place) instead of stdout')
     .option(
       '--base-url <url>',
-      'where har URLs and curl commands point; the raw sub-path and query are appended (default http://localhost:<port>/b/<bucket>)',
+      'where curl commands send the requests and har URLs point; the raw sub-path and query are appended. Required with --format curl (har default: http://localhost:<port>/b/<bucket>)',
       baseUrlArg,
-    );
+    )
+    .option('--redact', 'replace credential headers (Authorization, Cookie, signatures, API keys) and secret query values with [redacted]')
+    .option('--limit <n>', 'export only the first n matching requests (oldest first)', exportLimitArg);
   addFilterOptions(cmd)
     .option('--json', 'with --out: print a JSON summary { bucket, format, requests, bytes, out, filter }')
     .addHelpText(
@@ -100,23 +92,32 @@ export function makeRequestsExportCommand(io: CliIo): Command {
       `
 Every format keeps the method, the raw path and query, the raw header list (order, case, repeats)
 and the body bytes; bodies that are not UTF-8 go as base64 (NDJSON body_encoding, HAR
-postData._encoding). curl commands re-send each request to --base-url (the bucket on this machine
-by default, or e.g. a local consumer), with the target's own Host header; they need bash.
+postData._encoding). curl commands re-send each request to --base-url (required: e.g. a local
+consumer; the bucket's own URL only if you mean to store and deliver everything again), with the
+target's own Host header, and print a newline after each response; they need bash.
+
+An export holds the requests' credentials as received (Authorization, cookies, signature headers,
+secret query values): keep it private, or pass --redact to replace them with [redacted] (bodies
+stay as stored).
 
 Examples:
   $ hookbucket requests export stripe --state exhausted --since 1d --out failed.ndjson
-  $ hookbucket requests export stripe --format har --out stripe.har
+  $ hookbucket requests export stripe --format har --redact --out stripe.har
   $ hookbucket requests export stripe --id 019ae0c4-… --format curl --base-url http://localhost:3000/webhooks | bash
+  $ hookbucket requests export stripe --limit 10 --redact   # the 10 oldest, to show someone
   $ hookbucket requests import staging failed.ndjson`,
     )
     .action(async (bucket: string, opts: ExportOptions, c: Command) => {
       if (opts.json && !opts.out) throw new AppError('usage', '--json needs --out (without it the export itself is on stdout)');
       const filter = filterFromOptions(opts, systemClock.now());
-      const baseUrl = opts.baseUrl ?? `http://localhost:${configFor(c, io).port}/b/${bucket}`;
+      const bucketUrl = `http://localhost:${configFor(c, io).port}/b/${bucket}`;
+      if (opts.format === 'curl' && opts.baseUrl === undefined) throw curlNeedsBaseUrl('--base-url', bucketUrl);
+      const baseUrl = opts.baseUrl ?? bucketUrl;
+      const iterate = { ...(opts.limit !== undefined ? { limit: opts.limit } : {}) };
       await withStore(c, io, async (store) => {
         if (!(await store.getBucket(bucket))) throw bucketNotFound(bucket);
         const progress = createProgress(io);
-        const total = io.stderr.isTTY ? await store.countRequests(bucket, filter) : 0;
+        const total = io.stderr.isTTY ? Math.min(await store.countRequests(bucket, filter), opts.limit ?? Number.POSITIVE_INFINITY) : 0;
         const partial = opts.out ? `${opts.out}.partial-${randomBytes(4).toString('hex')}` : undefined;
         const file = partial ? createWriteStream(partial) : undefined;
         // Ctrl-C or SIGTERM: the partial file goes at once, whatever the export is waiting on; the
@@ -135,8 +136,9 @@ Examples:
         let bytes = 0;
         try {
           if (opts.format === 'har') await sink.write(harHead());
-          if (opts.format === 'curl') await sink.write(CURL_PREAMBLE);
-          for await (const r of untilInterrupted(store.iterateRequests(bucket, filter), held.signal)) {
+          if (opts.format === 'curl') await sink.write(curlPreamble({ baseUrl, redacted: opts.redact === true }));
+          for await (const stored of untilInterrupted(store.iterateRequests(bucket, filter, iterate), held.signal)) {
+            const r = opts.redact ? redactRequest(stored) : stored;
             const text =
               opts.format === 'ndjson'
                 ? ndjsonLine(r)
@@ -168,7 +170,17 @@ Examples:
           progress.stop();
         }
         if (!opts.out) return;
-        if (opts.json) return printJson(io, { bucket, format: opts.format, requests: n, bytes, out: opts.out, filter: filterJson(filter) });
+        if (opts.json)
+          return printJson(io, {
+            bucket,
+            format: opts.format,
+            requests: n,
+            bytes,
+            out: opts.out,
+            filter: filterJson(filter),
+            limit: opts.limit ?? null,
+            redacted: opts.redact === true,
+          });
         print(
           io,
           `exported ${n} request${n === 1 ? '' : 's'} (${formatSize(bytes)} of bodies) from ${bucket} to ${opts.out} as ${opts.format}`,

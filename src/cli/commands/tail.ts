@@ -11,6 +11,8 @@ import { sleepUnlessInterrupted } from '../interrupt.js';
 import { isRemoteStore, type RemoteStore } from '../../remote/remote-store.js';
 import { followEvents, tailEventFromJson } from '../../remote/event-stream.js';
 import { bucketNameArg, integerArg } from '../parsers.js';
+import { parseTimeBound, type TimeBound } from '../../options/request-filter.js';
+import { readSince } from '../../store/tail-since.js';
 import { targetText } from '../render.js';
 
 /** How often tail looks for new rows (one indexed query each for requests and attempts). */
@@ -37,14 +39,16 @@ async function remoteTail(
   io: CliIo,
   store: RemoteStore,
   bucket: string,
-  opts: { json?: boolean; count?: number; reveal?: boolean },
+  opts: TailOptions,
+  sinceMs: number | undefined,
   signal: AbortSignal,
 ): Promise<void> {
   let printed = 0;
   await followEvents(store.api, bucket, {
     signal,
+    ...(sinceMs !== undefined ? { since: new Date(sinceMs).toISOString() } : {}),
     // Said once the stream is open, as the local tail says it once its cursor is set.
-    onOpen: () => io.stderr.write(`following ${bucket} (Ctrl-C to stop)\n`),
+    onOpen: () => io.stderr.write(followingText(bucket, sinceMs)),
     onNote: (text) => printErr(io, text),
     onEvent: (json) => {
       if (opts.json) printJsonLine(io, json);
@@ -54,6 +58,17 @@ async function remoteTail(
   });
 }
 
+interface TailOptions {
+  json?: boolean;
+  count?: number;
+  reveal?: boolean;
+  since?: TimeBound;
+}
+
+function followingText(bucket: string, sinceMs: number | undefined): string {
+  return `following ${bucket}${sinceMs === undefined ? '' : ` since ${iso(sinceMs)}`} (Ctrl-C to stop)\n`;
+}
+
 export function makeTailCommand(io: CliIo): Command {
   return new Command('tail')
     .description('follow new requests and delivery outcomes of a bucket live, until Ctrl-C')
@@ -61,18 +76,34 @@ export function makeTailCommand(io: CliIo): Command {
     .option('--json', 'print NDJSON: one object per event ({event: "request"|"attempt", …})')
     .option('--count <n>', 'stop after this many events', integerArg(1, 1_000_000))
     .option('--reveal', 'show secret query values instead of [redacted]')
+    .option(
+      '--since <when>',
+      'first print what happened since then (a duration before now like 10m, or an ISO time), then follow',
+      parseTimeBound,
+    )
     .addHelpText(
       'after',
-      '\nExamples:\n  $ hookbucket requests tail stripe\n  $ hookbucket requests tail stripe --json | jq -c \'select(.event == "attempt" and .outcome != "delivered")\'\n  $ hookbucket requests tail stripe --count 1   # wait for the next event',
+      `
+With --since, the requests received and the attempts finished since then come first, oldest
+first, in the same lines (or NDJSON) as live events; then tail follows on from there, so nothing
+that happens while it starts is missed or printed twice. --count counts them too.
+
+Examples:
+  $ hookbucket requests tail stripe
+  $ hookbucket requests tail stripe --json | jq -c 'select(.event == "attempt" and .outcome != "delivered")'
+  $ hookbucket requests tail stripe --count 1   # wait for the next event
+  $ hookbucket requests tail stripe --since 10m # the last ten minutes, then follow`,
     )
-    .action(async (bucket: string, opts: { json?: boolean; count?: number; reveal?: boolean }, cmd: Command) =>
+    .action(async (bucket: string, opts: TailOptions, cmd: Command) =>
       withStore(cmd, io, async (store) => {
         if (!(await store.getBucket(bucket))) throw bucketNotFound(bucket);
+        const now = systemClock.now();
+        const sinceMs = opts.since === undefined ? undefined : opts.since.kind === 'ago' ? now - opts.since.ms : opts.since.ms;
         // Ctrl-C (SIGINT) or SIGTERM stops the following; the command exits 130 or 143 (interrupt.ts).
         const held = interruptOf(io).hold();
         try {
-          if (isRemoteStore(store)) return await remoteTail(io, store, bucket, opts, held.signal);
-          return await localTail(io, store, bucket, opts, held.signal);
+          if (isRemoteStore(store)) return await remoteTail(io, store, bucket, opts, sinceMs, held.signal);
+          return await localTail(io, store, bucket, opts, now, sinceMs, held.signal);
         } finally {
           held.release();
         }
@@ -84,23 +115,32 @@ async function localTail(
   io: CliIo,
   store: Store,
   bucket: string,
-  opts: { json?: boolean; count?: number; reveal?: boolean },
+  opts: TailOptions,
+  now: number,
+  sinceMs: number | undefined,
   signal: AbortSignal,
 ): Promise<void> {
-  const now = systemClock.now();
-  // Start after the newest request stored so far: tail shows what happens from now on.
-  const newest = await store.listRequests(bucket, {}, { limit: 1 });
-  let cursor: TailCursor = { requestId: newest.requests[0]?.id ?? '', sinceMs: now, seen: [] };
   let printed = 0;
-  io.stderr.write(`following ${bucket} (Ctrl-C to stop)\n`);
+  /** Prints one event; false once --count is reached. */
+  const show = (e: TailEvent): boolean => {
+    if (opts.json) printJsonLine(io, tailEventJson(e));
+    else print(io, tailEventText(e, opts.reveal === true));
+    return !(opts.count !== undefined && ++printed >= opts.count);
+  };
+  let cursor: TailCursor;
+  let backlog: TailEvent[] = [];
+  if (sinceMs !== undefined) ({ events: backlog, cursor } = await readSince((b, c) => store.tail(b, c), bucket, sinceMs));
+  else {
+    // Start after the newest request stored so far: tail shows what happens from now on.
+    const newest = await store.listRequests(bucket, {}, { limit: 1 });
+    cursor = { requestId: newest.requests[0]?.id ?? '', sinceMs: now, seen: [] };
+  }
+  io.stderr.write(followingText(bucket, sinceMs));
+  for (const e of backlog) if (!show(e)) return;
   while (!signal.aborted) {
     const r = await store.tail(bucket, cursor);
     cursor = r.cursor;
-    for (const e of r.events) {
-      if (opts.json) printJsonLine(io, tailEventJson(e));
-      else print(io, tailEventText(e, opts.reveal === true));
-      if (opts.count !== undefined && ++printed >= opts.count) return;
-    }
+    for (const e of r.events) if (!show(e)) return;
     await sleepUnlessInterrupted(POLL_MS, signal).catch(() => undefined);
   }
 }

@@ -7,6 +7,7 @@ import { sql, type Kysely } from 'kysely';
 import { idFloorAt, idTimeMs } from '../../shared/ids.js';
 import type { AttemptsTable, Database, DeliveriesTable } from '../schema.js';
 import type { DeliveryHistory, TailCursor, TailEvent } from '../store.js';
+import { TAIL_READ_REQUESTS } from '../tail-since.js';
 import { attemptEvent, TAIL_LOOKBACK_MS, toDeliveryHistory, toListed, type ListedRow } from '../request-rows.js';
 
 export async function pgRequestHistory(db: Kysely<Database>, requestId: string): Promise<DeliveryHistory[]> {
@@ -31,7 +32,7 @@ export async function pgRequestHistory(db: Kysely<Database>, requestId: string):
 export const TAIL_ID_LOOKBACK_MS = 15_000; // 15s
 
 /** Requests read per call (as on SQLite); the cursor moves past the last one returned. */
-const TAIL_REQUESTS = 1000;
+const TAIL_REQUESTS = TAIL_READ_REQUESTS;
 
 /**
  * The feed behind `requests tail`. `cursor.requestId` is the newest request id returned so far.
@@ -82,7 +83,7 @@ export async function pgTail(
     seenRequests.push(r.id);
     events.push({ kind: 'request', at: Number(r.received_at), request: toListed(r, paused) });
   }
-  const since = Math.max(cursor.sinceMs, nowMs - TAIL_LOOKBACK_MS);
+  const since = cursor.catchUp === true ? cursor.sinceMs : Math.max(cursor.sinceMs, nowMs - TAIL_LOOKBACK_MS);
   const attempts = (
     await sql<AttemptsTable & { generation: number }>`
       select a.*, d.generation from attempts a join deliveries d on d.id = a.delivery_id

@@ -189,6 +189,7 @@ export async function* pgIterateMatching(
   bucket: string,
   filter: RequestFilter,
   paused: boolean,
+  limit?: number,
 ): AsyncGenerator<StoredRequest> {
   const newest =
     (await sql<{ id: string | null }>`select max(id) as id from requests where bucket = ${bucket}`.execute(db)).rows[0]?.id ?? null;
@@ -199,5 +200,6 @@ export async function* pgIterateMatching(
     async (ids) =>
       (await sql<RequestBodyRow>`select id, headers, body, sha256, peer, trailers from requests where id in (${sql.join(ids)})`.execute(db))
         .rows,
+    limit,
   );
 }

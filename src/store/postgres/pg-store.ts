@@ -20,6 +20,7 @@ import {
   type PurgeResult,
   type Replay,
   type ReplayProgress,
+  type IterateOptions,
   type RequestFilter,
   type RequestImporter,
   type RequestPage,
@@ -261,9 +262,9 @@ export class PgStore implements Store {
     return { requests, nextCursor: more ? requests[requests.length - 1]!.id : null };
   }
 
-  async *iterateRequests(bucket: string, filter: RequestFilter): AsyncIterable<StoredRequest> {
+  async *iterateRequests(bucket: string, filter: RequestFilter, options: IterateOptions = {}): AsyncIterable<StoredRequest> {
     const b = await this.#existing(bucket);
-    yield* pgIterateMatching(this.#db, bucket, filter, b.paused);
+    yield* pgIterateMatching(this.#db, bucket, filter, b.paused, options.limit);
   }
 
   async countRequests(bucket: string, filter: RequestFilter): Promise<number> {

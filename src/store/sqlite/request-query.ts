@@ -281,6 +281,7 @@ export async function* iterateMatching(
   bucket: string,
   filter: RequestFilter,
   paused: boolean,
+  limit?: number,
 ): AsyncGenerator<StoredRequest> {
   const newest = db.prepare('select max(id) from requests where bucket = ?').pluck().get(bucket) as string | null;
   if (newest === null) return;
@@ -292,5 +293,6 @@ export async function* iterateMatching(
         db,
         `select id, headers, body, sha256, peer, trailers from requests where id in (${new Array(ids.length).fill('?').join(', ')})`,
       ).all(...ids) as RequestBodyRow[],
+    limit,
   );
 }

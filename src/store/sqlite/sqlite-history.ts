@@ -6,6 +6,7 @@ import { idTimeMs } from '../../shared/ids.js';
 import type { SqliteDb } from './open.js';
 import type { AttemptsTable, DeliveriesTable } from '../schema.js';
 import type { DeliveryHistory, TailCursor, TailEvent } from '../store.js';
+import { TAIL_READ_REQUESTS } from '../tail-since.js';
 import { attemptEvent, TAIL_LOOKBACK_MS, toDeliveryHistory, toListed, type ListedRow } from '../request-rows.js';
 
 export function requestHistory(db: SqliteDb, requestId: string): DeliveryHistory[] {
@@ -28,7 +29,7 @@ export function tail(
     .prepare(
       `select r.id, r.bucket, r.received_at, r.method, r.path, r.query, r.size, d.state, d.attempts, d.last_status, d.generation
        from requests r left join deliveries d on d.request_id = r.id and d.latest = 1 and d.destination is null
-       where r.bucket = ? and r.id > ? order by r.id limit 1000`,
+       where r.bucket = ? and r.id > ? order by r.id limit ${TAIL_READ_REQUESTS}`,
     )
     .all(bucket, cursor.requestId) as ListedRow[];
   let lastRequest = cursor.requestId;
@@ -36,7 +37,7 @@ export function tail(
     lastRequest = r.id;
     events.push({ kind: 'request', at: Number(r.received_at), request: toListed(r, paused) });
   }
-  const since = Math.max(cursor.sinceMs, nowMs - TAIL_LOOKBACK_MS);
+  const since = cursor.catchUp === true ? cursor.sinceMs : Math.max(cursor.sinceMs, nowMs - TAIL_LOOKBACK_MS);
   const seen = new Set(cursor.seen.filter((id) => idTimeMs(id) >= since));
   const attempts = db
     .prepare(

@@ -26,6 +26,7 @@ import type {
   BucketCounts,
   BucketPatch,
   ListRequestsOptions,
+  IterateOptions,
   RequestFilter,
   RequestPage,
   NewBucket,
@@ -338,10 +339,10 @@ export class SqliteStore implements Store {
     return { requests, nextCursor: more ? requests[requests.length - 1]!.id : null };
   }
 
-  async *iterateRequests(bucket: string, filter: RequestFilter): AsyncIterable<StoredRequest> {
+  async *iterateRequests(bucket: string, filter: RequestFilter, options: IterateOptions = {}): AsyncIterable<StoredRequest> {
     const b = await this.getBucket(bucket);
     if (!b) throw bucketNotFound(bucket);
-    yield* iterateMatching(this.#raw, bucket, filter, b.paused);
+    yield* iterateMatching(this.#raw, bucket, filter, b.paused, options.limit);
   }
 
   async countRequests(bucket: string, filter: RequestFilter): Promise<number> {

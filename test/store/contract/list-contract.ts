@@ -313,6 +313,25 @@ export function listContract(ctx: Ctx): void {
       );
     });
 
+    it('iteration with a limit gives the oldest n that match, across read batches', async () => {
+      const { store } = ctx.set;
+      await store.createBucket({ name: 'lim', destination: DEST });
+      const all = await submitAll(
+        ctx.set,
+        Array.from({ length: 1203 }, (_, i) => captured('lim', T0 + i, { method: i % 3 === 0 ? 'PUT' : 'POST' })),
+      );
+      const take = async (filter: RequestFilter, limit: number) => {
+        const out: string[] = [];
+        for await (const r of store.iterateRequests('lim', filter, { limit })) out.push(r.id);
+        return out;
+      };
+      assert.deepEqual(await take({}, 1), all.slice(0, 1));
+      assert.deepEqual(await take({}, 501), all.slice(0, 501));
+      assert.deepEqual(await take({}, 5000), all);
+      const puts = all.filter((_, i) => i % 3 === 0);
+      assert.deepEqual(await take({ methods: ['PUT'] }, 300), puts.slice(0, 300));
+    });
+
     it('an unknown bucket is not_found for all three', async () => {
       const { store } = ctx.set;
       await assert.rejects(store.listRequests('nope', {}, { limit: 1 }), { code: 'not_found' });
