@@ -249,7 +249,8 @@ export function processFromJson(p: J): ProcessRecord {
     roles: p.roles,
     host: p.host,
     pid: p.pid,
-    info: '',
+    // Only the recorded ingest address travels (stats' `url`), in the row's own info format.
+    info: typeof p.url === 'string' ? JSON.stringify({ url: p.url }) : '',
     leaseMs: p.lease_ms,
     startedAt: msOr0(p.started_at),
     heartbeatAt: msOr0(p.heartbeat_at),

@@ -3,6 +3,7 @@
  * now, with the processes registered on the database; and its JSON (`stats --json`, the admin
  * API's GET /stats). Reads only `statsSamples` and `processes`.
  */
+import { recordedUrl } from '../policy/public-url.js';
 import { iso } from '../json/iso.js';
 import { systemClock, type Clock } from '../shared/clock.js';
 import { DEFAULT_LEASE_MS, effectiveLease, stuckBuckets, type StuckBucket } from '../policy/lease-fit.js';
@@ -96,6 +97,8 @@ export function statsJson(r: StatsReport) {
       stopped_at: p.stoppedAt === null ? null : iso(p.stoppedAt),
       lease_ms: p.leaseMs,
       inflight: p.inflight,
+      // The ingest address a receiver recorded (null for a worker alone): `bucket show --api` prints it.
+      url: recordedUrl(p.info) ?? null,
     })),
   };
 }
