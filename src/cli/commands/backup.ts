@@ -1,12 +1,12 @@
 import { Command } from 'commander';
 import { formatSize } from '../../config/units.js';
 import { systemClock } from '../../shared/clock.js';
-import { ExitWith } from '../../shared/errors.js';
 import { formatDuration } from '../../shared/format-duration.js';
 import type { BackupResult } from '../../store/backup.js';
 import { backupDatabase } from '../../store/open-store.js';
 import { CLI_LOCK_WAIT_MS, configFor } from '../context.js';
-import { print, printErr, printJson, type CliIo } from '../io.js';
+import { interruptOf, print, printErr, printJson, type CliIo } from '../io.js';
+import { Interrupted } from '../interrupt.js';
 import { createProgress } from '../progress.js';
 
 interface BackupOpts {
@@ -28,9 +28,6 @@ export function backupJson(r: BackupResult, database: string) {
     migration: r.migration,
   };
 }
-
-/** Exit codes after a signal, as a shell reports them: 128 + the signal's number. */
-const SIGNAL_EXIT: Record<string, number> = { SIGINT: 130, SIGTERM: 143 };
 
 export function makeBackupCommand(io: CliIo): Command {
   return new Command('backup')
@@ -57,12 +54,9 @@ Examples:
     .action(async (file: string, opts: BackupOpts, cmd: Command) => {
       const config = configFor(cmd, io);
       const progress = createProgress(io);
-      const aborter = new AbortController();
-      let signal: string | undefined;
-      void io.waitForSignal().then((s) => {
-        signal = s;
-        aborter.abort(new Error(s));
-      });
+      // Ctrl-C or SIGTERM: the child is killed and the partial copy removed (the store's abort
+      // path), then the command exits 130 or 143 (interrupt.ts).
+      const held = interruptOf(io).hold();
       const startedAt = systemClock.now();
       let result: BackupResult;
       try {
@@ -70,7 +64,7 @@ Examples:
           force: opts.force === true,
           busyTimeoutMs: CLI_LOCK_WAIT_MS,
           nowMs: () => systemClock.now(),
-          signal: aborter.signal,
+          signal: held.signal,
           onProgress: (p) => {
             if (systemClock.now() - startedAt < PROGRESS_AFTER_MS) return;
             if (p.phase === 'copy')
@@ -84,11 +78,14 @@ Examples:
         });
       } catch (e) {
         progress.stop();
-        if (signal !== undefined && aborter.signal.aborted) {
-          printErr(io, `backup stopped by ${signal}; the partial copy was removed and ${file} was not written`);
-          throw new ExitWith(SIGNAL_EXIT[signal] ?? 1);
+        if (held.signal.aborted) {
+          const by = held.signal.reason instanceof Interrupted ? ` by ${held.signal.reason.signal}` : '';
+          printErr(io, `backup stopped${by}; the partial copy was removed and ${file} was not written`);
+          throw held.signal.reason;
         }
         throw e;
+      } finally {
+        held.release();
       }
       progress.stop();
       if (opts.json) return printJson(io, backupJson(result, config.db));

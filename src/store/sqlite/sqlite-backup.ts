@@ -84,6 +84,10 @@ export async function backupSqlite(db: string, file: string, options: BackupOpti
   const estimateBytes = sizeOf(source);
   let renamed = false;
   try {
+    // Made empty and private first (VACUUM INTO accepts an empty file): the copy holds every stored
+    // credential, and created by VACUUM INTO itself it would be readable under the umask (often
+    // 0644) for as long as the copy and its check take.
+    closeSync(openSync(temp, 'wx', 0o600));
     const outcome = await runChild({ source, temp, busyTimeoutMs: options.busyTimeoutMs }, estimateBytes, options);
     if (outcome.integrity.length !== 1 || outcome.integrity[0] !== 'ok') {
       const shown = outcome.integrity.slice(0, INTEGRITY_LINES_SHOWN).join('; ');
