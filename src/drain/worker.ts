@@ -190,7 +190,6 @@ export class DrainWorker {
   readonly #observed = new Map<string, Observed>();
   #flushing: Promise<void> | undefined;
   #lastRecoverAt = -Infinity;
-  #warnedTimeout = new Map<string, number>();
   #stopping = false;
   #loop: Promise<void> | undefined;
   #wakeUp: (() => void) | undefined;
@@ -656,16 +655,12 @@ export class DrainWorker {
     return this.#leading.has(bucket) ? (2 * horizon) / 3 : horizon / 3;
   }
 
+  /**
+   * A bucket whose attempt timeout this lease does not cover is skipped: its deliveries wait. It is
+   * logged by the composition root's stuck-bucket watcher (main.ts), at start and once a minute.
+   */
   #timeoutFits(b: Bucket): boolean {
-    if (b.drain.timeoutMs < this.#d.leaseMs) return true;
-    if (this.#warnedTimeout.get(b.name) !== b.updatedAt) {
-      this.#warnedTimeout.set(b.name, b.updatedAt);
-      this.#d.logger.error(
-        { bucket: b.name, timeout_ms: b.drain.timeoutMs, lease_ms: this.#d.leaseMs },
-        `bucket ${b.name}: attempt timeout ${b.drain.timeoutMs} ms is not shorter than the worker's lease ${this.#d.leaseMs} ms; its deliveries wait until the timeout is lowered or the worker runs with a longer --lease`,
-      );
-    }
-    return false;
+    return b.drain.timeoutMs < this.#d.leaseMs;
   }
 
   async #recover(now: number): Promise<number> {
