@@ -58,6 +58,8 @@ export function tailEventFromJson(j: any): TailEvent {
         query: j.query,
         size: j.size,
         state: j.state,
+        disposition: j.disposition ?? 'accepted',
+        verdict: j.verification ?? null,
         generation: null,
       },
     };

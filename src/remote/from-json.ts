@@ -1,3 +1,4 @@
+import { NO_PROVIDER } from '../store/provider-row.js';
 /**
  * The API's JSON (the CLI's `--json` shapes, src/json/, src/replay/replay-json.ts,
  * src/stats/stats-report.ts) turned back into the Store's types, so that the CLI's commands render
@@ -56,6 +57,8 @@ export function bucketFromJson(j: J): Bucket {
     paused: j.paused,
     createdAt: msOr0(j.created_at),
     updatedAt: msOr0(j.updated_at),
+    // TODO(provider settings in bucket JSON): read back what bucket-json.ts writes.
+    provider: NO_PROVIDER,
     drain: {
       rate: j.rate === null ? null : (parseRate(j.rate) ?? null),
       burst: j.burst,
@@ -143,6 +146,8 @@ export function requestPageFromJson(j: J, bucket: string): RequestPage {
         attempts: r.attempts,
         lastStatus: r.last_status,
         generation: r.generation,
+        disposition: r.disposition ?? 'accepted',
+        verdict: r.verification ?? null,
       }),
     ),
     nextCursor: j.next_cursor,
@@ -166,6 +171,10 @@ export function requestFromJson(j: J, body?: Buffer): StoredRequest {
     peer: j.peer ?? null,
     state: j.state,
     ...(trailers.length > 0 ? { rawTrailers: trailers } : {}),
+    disposition: j.disposition ?? 'accepted',
+    verdict: j.verification ?? null,
+    dedupKey: j.dedup_key ?? null,
+    duplicateOf: j.duplicate_of ?? null,
   };
 }
 

@@ -9,6 +9,7 @@ import { DEFAULT_SCHEDULE, type Jitter, type Schedule } from '../policy/schedule
 import type { BucketsTable } from './schema.js';
 import { DEFAULT_PRUNE_STATES, parsePruneStates } from '../retention/rules.js';
 import { DEFAULT_DRAIN, DEFAULT_MAX_BODY } from './bucket-defaults.js';
+import { NO_PROVIDER, providerColumns, toProvider } from './provider-row.js';
 import type { Bucket, BucketPatch, DrainSettings, NewBucket, PrunableState } from './store.js';
 
 /** A bucket row as the app sees it. */
@@ -41,6 +42,7 @@ export function toBucket(r: Selectable<BucketsTable>): Bucket {
     retainMs: r.retain_ms === null ? null : Number(r.retain_ms),
     retainStates: retainStatesFrom(r.retain_states),
     deletingAt: r.deleting_at === null || r.deleting_at === undefined ? null : Number(r.deleting_at),
+    provider: toProvider(r),
     drain: {
       rate: r.rate_count === null || r.rate_per_ms === null ? null : { count: Number(r.rate_count), perMs: Number(r.rate_per_ms) },
       burst: Number(r.burst),
@@ -118,7 +120,22 @@ type DrainColumns = Omit<
   | 'updated_at'
   | 'paused_at'
   | 'paused_total_ms'
+  | ProviderColumnName
 >;
+
+type ProviderColumnName =
+  | 'verify_scheme'
+  | 'verify_secrets'
+  | 'verify_tolerance_ms'
+  | 'on_invalid'
+  | 'handshakes'
+  | 'verify_token'
+  | 'graph_client_state'
+  | 'methods'
+  | 'dedup_key'
+  | 'dedup_window_ms'
+  | 'sign_scheme'
+  | 'sign_secrets';
 
 /** A new bucket's row, unpaused, created at `nowMs`. */
 export function newBucketColumns(b: NewBucket, nowMs: number): Insertable<BucketsTable> {
@@ -137,6 +154,8 @@ export function newBucketColumns(b: NewBucket, nowMs: number): Insertable<Bucket
     ...retentionColumns({ retainMs: b.retainMs ?? null, ...(b.retainStates ? { retainStates: b.retainStates } : {}) }),
     // Every drain setting is given here, defaults filled in, so every column is set.
     ...(drainColumns({ ...DEFAULT_DRAIN, ...b.drain }) as DrainColumns),
+    on_invalid: 'quarantine',
+    ...providerColumns({ ...NO_PROVIDER, ...b.provider }),
   };
 }
 
@@ -149,6 +168,7 @@ export function bucketPatchColumns(patch: BucketPatch, nowMs: number): Partial<B
   if (patch.ackBody !== undefined) values.ack_body = patch.ackBody;
   if (patch.ackContentType !== undefined) values.ack_content_type = patch.ackContentType;
   if (patch.drain !== undefined) Object.assign(values, drainColumns(patch.drain));
+  if (patch.provider !== undefined) Object.assign(values, providerColumns(patch.provider));
   Object.assign(values, retentionColumns(patch));
   return values;
 }

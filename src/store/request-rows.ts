@@ -3,6 +3,8 @@
  * states, and how rows (the same columns in both dialects) become the contract's objects. Each
  * dialect's query files (sqlite/request-query.ts, postgres/pg-request-query.ts) build on these.
  */
+import type { Selectable } from 'kysely';
+import { toDisposition, toVerdict } from './provider-row.js';
 import type { AttemptsTable, DeliveriesTable, DeliveryState, RequestsTable } from './schema.js';
 import type { AttemptRecord, DeliveryHistory, ListedRequest, RequestState, RequestSummary, StoredRequest, TailEvent } from './store.js';
 
@@ -36,13 +38,15 @@ export type ListedRow = {
   attempts: number | null;
   last_status: number | null;
   generation: number | null;
-};
+  disposition?: string | null;
+} & Partial<Pick<RequestsTable, 'verify_scheme' | 'verify_result' | 'verify_reason'>>;
 
 /** How far back a tail looks for attempts that finished late (an attempt's row is keyed by its start). */
 export const TAIL_LOOKBACK_MS = 15 * 60_000; // 15m: longer than any attempt timeout (at most 10m)
 
 /** The columns of a request that a listing leaves out: read per request by `requests show` and export. */
-export type RequestBodyRow = Pick<RequestsTable, 'id' | 'headers' | 'body' | 'sha256' | 'peer' | 'trailers'>;
+export type RequestBodyRow = Pick<RequestsTable, 'id' | 'headers' | 'body' | 'sha256' | 'peer' | 'trailers'> &
+  Partial<Pick<RequestsTable, 'dedup_key' | 'duplicate_of'>>;
 
 /** Summary rows per page while iterating, and body bytes per full-row read (both dialects). */
 const ITERATE_PAGE = 500;
@@ -54,6 +58,8 @@ export function deliveryStatesFor(states: readonly RequestState[], paused: boole
   let none = false;
   for (const s of states) {
     if (s === 'none') none = true;
+    // Quarantined, duplicate and handshake requests have no delivery: they are read by disposition.
+    else if (s === 'quarantined' || s === 'duplicate' || s === 'handshake') continue;
     else if (s === 'held') {
       if (paused) out.add('pending').add('retrying');
     } else if (s === 'pending' || s === 'retrying') {
@@ -77,6 +83,8 @@ export function toListed(r: ListedRow, paused: boolean): ListedRequest {
     size: Number(r.size),
     state,
     generation: r.generation === null ? null : Number(r.generation),
+    disposition: toDisposition(r.disposition),
+    verdict: toVerdict(r),
     attempts: r.attempts === null ? 0 : Number(r.attempts),
     lastStatus: r.last_status === null ? null : Number(r.last_status),
   };
@@ -153,11 +161,15 @@ export function withBody(s: Omit<RequestSummary, 'generation'>, r: RequestBodyRo
     peer: r.peer,
     state: s.state,
     rawTrailers: r.trailers === null ? [] : (JSON.parse(r.trailers) as string[]),
+    disposition: s.disposition,
+    verdict: s.verdict,
+    dedupKey: r.dedup_key ?? null,
+    duplicateOf: r.duplicate_of ?? null,
   };
 }
 
 /** A whole requests row with its state (`requests show`). */
-export function toStoredRequest(row: RequestsTable & { state: RequestState }): StoredRequest {
+export function toStoredRequest(row: Selectable<RequestsTable> & { state: RequestState }): StoredRequest {
   return withBody(
     {
       id: row.id,
@@ -168,6 +180,8 @@ export function toStoredRequest(row: RequestsTable & { state: RequestState }): S
       query: row.query,
       size: Number(row.size),
       state: row.state,
+      disposition: toDisposition(row.disposition),
+      verdict: toVerdict(row),
     },
     row,
   );

@@ -40,6 +40,27 @@ export interface BucketsTable {
   retain_states: string | null;
   /** Set when `bucket delete` began: a tombstone whose rows are being purged (see sqlite-delete.ts). */
   deleting_at: number | null;
+  /** Sender verification (store/provider-row.ts maps these): the scheme's text; null: off. */
+  verify_scheme: string | null;
+  /** JSON list of the verify secrets as given (any one matching passes). */
+  verify_secrets: string | null;
+  /** null: the default tolerance. */
+  verify_tolerance_ms: number | null;
+  /** `quarantine` or `reject`. */
+  on_invalid: string;
+  /** Comma list of URL handshakes answered besides the scheme's own; null: none. */
+  handshakes: string | null;
+  verify_token: string | null;
+  graph_client_state: string | null;
+  /** Comma list of accepted methods; null: any. */
+  methods: string | null;
+  /** `provider`, `header:<name>` or `json:<dotted.path>`; null: no dedup. */
+  dedup_key: string | null;
+  dedup_window_ms: number | null;
+  /** `standard`; null: deliveries are not re-signed. */
+  sign_scheme: string | null;
+  /** JSON list of signing secrets (`whsec_…`). */
+  sign_secrets: string | null;
 }
 
 export interface RequestsTable {
@@ -59,6 +80,25 @@ export interface RequestsTable {
   peer: string | null;
   /** JSON of the flat raw chunked-trailer list [name, value, …]; null when there were none. */
   trailers: string | null;
+  /** What ingest made of it: accepted (delivered), quarantined, duplicate or handshake. */
+  disposition: Generated<string>;
+  /** The sender verdict; null when the bucket did not verify. */
+  verify_scheme: string | null;
+  /** verified, invalid, missing, expired, or unverified (imported). */
+  verify_result: string | null;
+  verify_reason: string | null;
+  /** The dedup key the request carried (when the bucket dedups and the key was there). */
+  dedup_key: string | null;
+  /** For a duplicate: the id of the request it repeats. */
+  duplicate_of: string | null;
+}
+
+/** Dedup keys seen per bucket, each kept until expires_at (the window), apart from request retention. */
+export interface DedupKeysTable {
+  bucket: string;
+  key: string;
+  request_id: string;
+  expires_at: number;
 }
 
 export type DeliveryState = 'pending' | 'retrying' | 'delivering' | 'delivered' | 'failed' | 'exhausted' | 'superseded';
@@ -212,4 +252,5 @@ export interface Database {
   workers: WorkersTable;
   rejections: RejectionsTable;
   meta: MetaTable;
+  dedup_keys: DedupKeysTable;
 }

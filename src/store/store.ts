@@ -4,6 +4,9 @@ import type { ClaimCandidate, ClaimDecision, ClaimVerdict, LeaseExpiry } from '.
 import type { Schedule } from '../policy/schedule.js';
 import type { Rate } from '../policy/token-bucket.js';
 import type { AttemptOutcome, DeliveryState } from './schema.js';
+import type { DedupKey } from '../policy/dedup.js';
+import type { HandshakeName } from '../policy/handshake.js';
+import type { VerifyResult, VerifyScheme } from '../policy/verify.js';
 import { AppError } from '../shared/errors.js';
 
 export type { ClaimCandidate, ClaimDecision, LeaseExpiry };
@@ -37,6 +40,47 @@ export interface DrainSettings {
   forwardHeaders: Array<[string, string]>;
 }
 
+/** How a bucket checks its senders at ingest (`--verify`). */
+export interface VerifySettings {
+  scheme: VerifyScheme;
+  /** Secrets as given, in their provider's own format; any one matching passes (rotation). */
+  secrets: string[];
+  /** Timestamp tolerance for the schemes that sign one. */
+  toleranceMs: number;
+  /** What an unverified request becomes: stored as quarantined (never delivered), or refused with 401. */
+  onInvalid: OnInvalid;
+}
+
+export type OnInvalid = 'quarantine' | 'reject';
+
+/** Duplicate events (`--dedup`): a key already seen within the window is stored as a duplicate, never delivered. */
+export interface DedupSettings {
+  key: DedupKey;
+  windowMs: number;
+}
+
+/** Re-signed deliveries (`--sign standard`): every attempt carries fresh Standard Webhooks headers. */
+export interface SignSettings {
+  scheme: 'standard';
+  /** `whsec_…` secrets; several give a space-separated signature list. */
+  secrets: string[];
+}
+
+/** What a bucket does for providers: verification, URL handshakes, methods, dedup and re-signing. Null/empty: off. */
+export interface ProviderSettings {
+  verify: VerifySettings | null;
+  /** Handshakes answered besides the verify scheme's own (`--handshake`; Graph has no HMAC, so it is only ever named). */
+  handshakes: HandshakeName[];
+  /** Meta's `hub.verify_token` (`--verify-token`): the Meta handshake answers 403 without a match. */
+  verifyToken: string | null;
+  /** Microsoft Graph's `clientState` checked in notifications (`--graph-client-state`); null: not checked. */
+  graphClientState: string | null;
+  /** Accepted methods, upper case (`--methods`); null: any method. */
+  methods: string[] | null;
+  dedup: DedupSettings | null;
+  sign: SignSettings | null;
+}
+
 export interface Bucket {
   name: string;
   destination: string | null;
@@ -61,10 +105,14 @@ export interface Bucket {
    * refuses it, the worker sends nothing of it, and its rows are purged in short batches.
    */
   deletingAt: number | null;
+  provider: ProviderSettings;
 }
 
-type CoreSettings = Omit<Bucket, 'name' | 'createdAt' | 'updatedAt' | 'paused' | 'drain' | 'pausedAt' | 'pausedTotalMs' | 'deletingAt'>;
-export type BucketPatch = Partial<CoreSettings> & { drain?: Partial<DrainSettings> };
+type CoreSettings = Omit<
+  Bucket,
+  'name' | 'createdAt' | 'updatedAt' | 'paused' | 'drain' | 'pausedAt' | 'pausedTotalMs' | 'deletingAt' | 'provider'
+>;
+export type BucketPatch = Partial<CoreSettings> & { drain?: Partial<DrainSettings>; provider?: Partial<ProviderSettings> };
 export type NewBucket = Pick<Bucket, 'name'> & BucketPatch;
 
 /** Paused time up to `nowMs`, the current pause included. */
@@ -86,10 +134,35 @@ export interface CapturedRequest {
   peer: string | null;
   /** Flat raw chunked-trailer list [name, value, …] as received; absent or empty: none. Stored, never forwarded. */
   rawTrailers?: string[];
+  /** What ingest made of it; absent: accepted. Only accepted requests get a delivery. */
+  disposition?: Disposition;
+  /** The sender verdict, when the bucket verifies. */
+  verdict?: StoredVerdict;
+  /**
+   * Its dedup key, when the bucket de-duplicates and the request carries one (verified, in a
+   * verifying bucket). The store checks it inside the ingest commit: a key seen within the window
+   * makes this request a `duplicate` of the first (no delivery); otherwise the key is recorded until
+   * `receivedAt + windowMs`.
+   */
+  dedup?: { key: string; windowMs: number };
 }
 
-/** A request's state: its latest generation's delivery to the bucket destination, or 'none'. */
-export type RequestState = Exclude<DeliveryState, 'superseded'> | 'held' | 'none';
+/** What ingest made of a request. Only `accepted` requests are delivered. */
+export type Disposition = 'accepted' | 'quarantined' | 'duplicate' | 'handshake';
+export const DISPOSITIONS: readonly Disposition[] = ['accepted', 'quarantined', 'duplicate', 'handshake'];
+
+/** A sender verdict as stored beside the request: `unverified` marks imported requests (a verdict from a file is never trusted). */
+export interface StoredVerdict {
+  scheme: string;
+  result: VerifyResult | 'unverified';
+  reason: string | null;
+}
+
+/**
+ * A request's state: for an accepted request, its latest generation's delivery to the bucket
+ * destination, or 'none'; otherwise its disposition (quarantined, duplicate, handshake).
+ */
+export type RequestState = Exclude<DeliveryState, 'superseded'> | 'held' | 'none' | Exclude<Disposition, 'accepted'>;
 
 /** The request states retention may remove (src/retention/rules.ts). */
 export type PrunableState = Extract<RequestState, 'delivered' | 'failed' | 'exhausted' | 'none'>;
@@ -109,9 +182,17 @@ export interface StoredRequest {
   state: RequestState;
   /** Chunked trailers as received (flat [name, value, …]); absent or empty: none. */
   rawTrailers?: string[];
+  disposition: Disposition;
+  /** null: stored by a bucket that did not verify. */
+  verdict: StoredVerdict | null;
+  dedupKey: string | null;
+  /** For a duplicate: the request it repeats. */
+  duplicateOf: string | null;
 }
 
-export type RequestSummary = Omit<StoredRequest, 'body' | 'rawHeaders' | 'sha256' | 'peer' | 'rawTrailers'> & { generation: number | null };
+export type RequestSummary = Omit<StoredRequest, 'body' | 'rawHeaders' | 'sha256' | 'peer' | 'rawTrailers' | 'dedupKey' | 'duplicateOf'> & {
+  generation: number | null;
+};
 
 export interface BucketCounts {
   requests: number;
@@ -143,6 +224,8 @@ export interface RequestFilter {
   /** The last response status of the latest generation: an exact code or a class (4 for 4xx). */
   status?: { code: number } | { class: 1 | 2 | 3 | 4 | 5 };
   ids?: string[];
+  /** Sender verdicts (`--verified`); `unverified` matches imported requests. */
+  verified?: Array<StoredVerdict['result']>;
 }
 
 export interface IterateOptions {

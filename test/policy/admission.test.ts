@@ -4,11 +4,13 @@ import { afterLeaseExpiry, createClaimDecider, pacerConfigOf, type ClaimPolicy }
 import { block, newPacer } from '../../src/policy/pacer.js';
 import { DEFAULT_SCHEDULE } from '../../src/policy/schedule.js';
 import { DEFAULT_DRAIN } from '../../src/store/bucket-defaults.js';
+import { NO_PROVIDER } from '../../src/store/provider-row.js';
 import type { Bucket, ClaimCandidate } from '../../src/store/store.js';
 
 const T0 = Date.UTC(2026, 0, 1);
 const bucket = (drain: Partial<Bucket['drain']> = {}): Bucket => ({
   name: 'b',
+  provider: NO_PROVIDER,
   destination: 'http://127.0.0.1:1/x',
   maxBody: 1024,
   ackStatus: 200,

@@ -9,6 +9,10 @@ import { curlCommand } from '../../src/transfer/export-format.js';
 const stored = (rawHeaders: string[], body = Buffer.from('hello')): StoredRequest => ({
   id: '019ae0c4-0000-7000-8000-000000000002',
   bucket: 'b',
+  disposition: 'accepted',
+  verdict: null,
+  dedupKey: null,
+  duplicateOf: null,
   receivedAt: Date.UTC(2026, 11, 2),
   method: 'POST',
   path: '/evt',

@@ -40,6 +40,10 @@ describe('shell quoting gives the exact bytes back through bash', () => {
 const request = (over: Partial<StoredRequest> = {}): StoredRequest => ({
   id: '019ae0c4-0000-7000-8000-000000000001',
   bucket: 'b',
+  disposition: 'accepted',
+  verdict: null,
+  dedupKey: null,
+  duplicateOf: null,
   receivedAt: Date.UTC(2026, 11, 2),
   method: 'POST',
   path: '/a/%2e%2e/b',

@@ -1,3 +1,4 @@
+import { NO_PROVIDER } from '../../../src/store/provider-row.js';
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { newId } from '../../../src/shared/ids.js';
@@ -60,6 +61,7 @@ export function bucketsContract(ctx: Ctx): void {
           retainMs: null,
           retainStates: ['delivered'],
           deletingAt: null,
+          provider: NO_PROVIDER,
         },
       );
       assert.deepEqual(b.drain, {
@@ -92,8 +94,9 @@ export function bucketsContract(ctx: Ctx): void {
       const { store } = ctx.set;
       const b = await store.createBucket(EVERYTHING);
       const expected: Bucket = {
-        ...(EVERYTHING as Required<Omit<NewBucket, 'drain'>>),
+        ...(EVERYTHING as Required<Omit<NewBucket, 'drain' | 'provider'>>),
         drain: EVERYTHING.drain as Bucket['drain'],
+        provider: NO_PROVIDER,
         paused: false,
         createdAt: T0,
         updatedAt: T0,

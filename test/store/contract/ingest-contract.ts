@@ -46,6 +46,10 @@ export function ingestContract(ctx: Ctx): void {
           sha256: createHash('sha256').update(sent.body).digest('hex'),
           peer: sent.peer,
           state: 'pending',
+          disposition: 'accepted',
+          verdict: null,
+          dedupKey: null,
+          duplicateOf: null,
         });
         assert.deepEqual(rawTrailers ?? [], sent.rawTrailers ?? [], `trailers of ${sent.id}`);
       }

@@ -221,6 +221,8 @@ export function listContract(ctx: Ctx): void {
             generation: it.state === 'none' ? null : 1,
             attempts: it.state === 'none' || it.state === 'pending' ? 0 : 1,
             lastStatus: it.status,
+            disposition: 'accepted',
+            verdict: null,
           },
           `request ${it.i}`,
         );

@@ -1,3 +1,4 @@
+import type { Insertable } from 'kysely';
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Kysely, SqliteDialect, sql } from 'kysely';
@@ -44,7 +45,7 @@ function rng(seed: number) {
 
 interface Fixture {
   buckets: Array<{ name: string; paused: number; deleting_at: number | null }>;
-  requests: RequestsTable[];
+  requests: Insertable<RequestsTable>[];
   deliveries: DeliveriesTable[];
   attempts: AttemptsTable[];
   rejections: Array<{ bucket: string; reason: string; count: number; last_at: number }>;
