@@ -562,6 +562,10 @@ export interface ClaimedAttempt {
   query: string | null;
   rawHeaders: string[];
   body: Buffer;
+  /** The request's stored verdict (re-signing signs only verified requests; `x-hookbucket-verified`). */
+  verdict: StoredVerdict | null;
+  /** The request's stored dedup key (`h:<value>`/`j:<value>`), the re-signed `webhook-id` when set. */
+  dedupKey: string | null;
 }
 
 export interface AttemptResult {
