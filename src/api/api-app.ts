@@ -118,6 +118,11 @@ export const HEARTBEAT_MS = 15_000; // 15 s: below the usual 30-60 s idle timeou
 /** Events queued for one slow client before its stream is closed (it resumes with Last-Event-ID). */
 const CLIENT_QUEUE_MAX = 10_000;
 
+/** `"sign_secrets": ["generate"]`: the new secret in the answer, the one time it is given out. */
+function withGenerated<T extends object>(j: T, secret: string | undefined): T | (T & { generated_sign_secret: string }) {
+  return secret === undefined ? j : { ...j, generated_sign_secret: secret };
+}
+
 const EMPTY_COUNTS: BucketCounts = { requests: 0, bytes: 0, states: {}, rejections: {} };
 
 const json = <T extends z.ZodType>(schema: T, description: string) => ({ content: { 'application/json': { schema } }, description });
@@ -284,7 +289,7 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
       const patch = bucketPatchFrom(opts, DEFAULT_DRAIN);
       await checkTimeoutFitsLease(store, patch, { creating: true, defaultLeaseMs, nowMs: clock.now() });
       const b = await store.createBucket({ name, ...patch });
-      return c.json(bucketJson(b), 201);
+      return c.json(withGenerated(bucketJson(b), opts.generated), 201);
     },
   );
 
@@ -319,10 +324,10 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
       // Read, merge, write, as the CLI does: the schedule knobs merge onto the bucket's current ones.
       const current = await store.getBucket(name);
       if (!current) throw bucketNotFound(name);
-      const patch = bucketPatchFrom(opts, current.drain);
+      const patch = bucketPatchFrom(opts, current.drain, current.provider);
       await checkTimeoutFitsLease(store, patch, { creating: false, defaultLeaseMs, nowMs: clock.now() });
       const b = await store.updateBucket(name, patch);
-      return c.json(bucketJson(b), 200);
+      return c.json(withGenerated(bucketJson(b), opts.generated), 200);
     },
   );
 

@@ -15,6 +15,8 @@ const STATUS_BY_CODE: Readonly<Partial<Record<ErrorCode | 'body_too_large' | 'un
   usage: 400,
   invalid_name: 400,
   invalid_option: 400,
+  invalid_secret: 400,
+  secret_required: 400,
   raw_to_terminal: 400,
   timeout_exceeds_lease: 400,
   not_found: 404,

@@ -127,6 +127,27 @@ export const BucketSchema = z
     paused_at: isoOrNull,
     retain_ms: z.number().nullable(),
     retain_states: z.array(z.string()),
+    verify: z
+      .object({
+        scheme: z.string().openapi({ example: 'stripe' }),
+        secrets: z.array(z.object({ fingerprint: z.string().openapi({ example: 'sha256:3f7a0c9e12ab' }) })),
+        tolerance: z.string().openapi({ example: '5m' }),
+        on_invalid: z.enum(['quarantine', 'reject']),
+      })
+      .nullable()
+      .openapi({ description: 'sender verification; the secrets as fingerprints only, never the secrets' }),
+    handshakes: z.array(z.string()).openapi({ description: "handshakes answered besides the verify scheme's own" }),
+    verify_token_set: z.boolean(),
+    graph_client_state_set: z.boolean(),
+    methods: z.array(z.string()).nullable().openapi({ description: 'null: any method' }),
+    dedup: z.object({ key: z.string().openapi({ example: 'provider' }), window: z.string().openapi({ example: '72h' }) }).nullable(),
+    sign: z.object({ scheme: z.literal('standard'), secrets: z.array(z.object({ fingerprint: z.string() })) }).nullable(),
+    generated_sign_secret: z
+      .string()
+      .optional()
+      .openapi({
+        description: 'only in the answer to a create or change with sign_secrets ["generate"]: the new secret, given out this once',
+      }),
     deleting: z.boolean(),
     deleting_at: isoOrNull,
     created_at: isoOrNull,

@@ -25,6 +25,24 @@ import { JITTERS } from '../policy/schedule.js';
 import { AppError } from '../shared/errors.js';
 import { BUCKET_NAME } from '../ingest/bucket-name.js';
 import { cliList, cliValue, inBytes, inMs } from './api-schemas.js';
+import {
+  dedupKeyArg,
+  handshakeArg,
+  MAX_SECRETS,
+  methodsArg,
+  onInvalidArg,
+  signSchemeArg,
+  verifySchemeArg,
+  wholeSecondsArg,
+} from '../options/provider-settings.js';
+import { generateSigningSecret } from '../verify/sign.js';
+
+/** Secrets travel in the body (over the token-authenticated admin API) and are never answered: the answer has fingerprints. */
+const secretList = (description: string) =>
+  z
+    .array(z.string())
+    .max(MAX_SECRETS)
+    .openapi({ description, example: ['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'] });
 
 const settings = {
   destination: cliValue(urlArg, 'consumer URL the drain worker forwards to (--destination); null removes it', 'http://localhost:3000/hooks')
@@ -90,6 +108,54 @@ const settings = {
     .openapi({
       description: 'the whole list of headers added to every forwarded request ("Name: value" each); null or [] removes them all',
     }),
+  verify: cliValue(
+    verifySchemeArg,
+    "check each sender's signature (--verify): stripe, github, shopify, slack, standard, zoom, meta, dropbox, twitter or hmac:<header>:<sha256|sha1>:<hex|base64>[:<prefix>]; null turns it off",
+    'stripe',
+  )
+    .nullable()
+    .optional(),
+  verify_secrets: secretList(
+    "the whole list of verify secrets, in the provider's own format (--verify-secret); any one matching passes; omitted with verify: the bucket's secrets stay",
+  ).optional(),
+  verify_tolerance: cliValue(
+    inMs(wholeSecondsArg),
+    'how far a signed timestamp may be from the arrival (--verify-tolerance); whole seconds; a number is ms',
+    '5m',
+    true,
+  ).optional(),
+  on_invalid: cliValue(onInvalidArg, 'quarantine or reject (--on-invalid)', 'quarantine').optional(),
+  handshakes: z
+    .array(cliValue(handshakeArg, 'graph, meta or dropbox', 'graph'))
+    .nullable()
+    .optional()
+    .openapi({
+      description: "the whole list of handshakes answered besides the verify scheme's own (--handshake); null or [] removes them",
+    }),
+  verify_token: z
+    .string()
+    .nullable()
+    .optional()
+    .openapi({ description: "Meta's hub.verify_token (--verify-token); never answered back (verify_token_set); null removes it" }),
+  graph_client_state: z
+    .string()
+    .nullable()
+    .optional()
+    .openapi({ description: "Microsoft Graph's clientState (--graph-client-state); never answered back; null removes it" }),
+  methods: cliList(methodsArg, 'the methods accepted, others get 405 (--methods); null: any method', 'POST,PUT').nullable().optional(),
+  dedup: cliValue(dedupKeyArg, 'provider, header:<name> or json:<dotted.path> (--dedup); null turns dedup off', 'provider')
+    .nullable()
+    .optional(),
+  dedup_window: cliValue(
+    inMs(wholeSecondsArg),
+    'how long a dedup key is remembered (--dedup-window); a number is ms',
+    '72h',
+    true,
+  ).optional(),
+  sign: cliValue(signSchemeArg, 're-sign every delivery attempt (--sign): standard; null turns it off', 'standard').nullable().optional(),
+  sign_secrets: secretList(
+    'the whole list of signing secrets, whsec_… (--sign-secret); "generate" makes a new one, answered once as generated_sign_secret',
+  ).optional(),
 };
 
 export const BucketPatchBody = z.strictObject(settings).openapi('BucketSettings');
@@ -103,8 +169,11 @@ export const BucketCreateBody = z
 
 type SettingsBody = z.output<typeof BucketPatchBody>;
 
-/** The body as the CLI's parsed options (null → the --no-* form), for bucketPatchFrom. */
-export function settingsOpts(b: SettingsBody): BucketSettingsOpts {
+/**
+ * The body as the CLI's parsed options (null → the --no-* form), for bucketPatchFrom; with
+ * `"sign_secrets": ["generate"]`, the secret made (for the answer's generated_sign_secret).
+ */
+export function settingsOpts(b: SettingsBody): BucketSettingsOpts & { generated?: string } {
   if (b.max_attempts !== undefined && b.give_up !== undefined) {
     throw new AppError('usage', 'max_attempts and give_up cannot be combined: a schedule gives up after one or the other');
   }
@@ -134,5 +203,23 @@ export function settingsOpts(b: SettingsBody): BucketSettingsOpts {
   if (b.forward_raw_path !== undefined) o.forwardRawPath = b.forward_raw_path;
   // The whole list: as --no-forward-header with a --forward-header per entry.
   if (b.forward_headers !== undefined) o.forwardHeader = { clear: true, set: b.forward_headers ?? [] };
+  if (b.verify !== undefined) o.verify = nullable(b.verify)!;
+  if (b.verify_secrets !== undefined) o.verifySecrets = b.verify_secrets;
+  if (b.verify_tolerance !== undefined) o.verifyTolerance = b.verify_tolerance;
+  if (b.on_invalid !== undefined) o.onInvalid = b.on_invalid;
+  if (b.handshakes !== undefined) o.handshake = b.handshakes ?? [];
+  if (b.verify_token !== undefined) o.verifyToken = nullable(b.verify_token)!;
+  if (b.graph_client_state !== undefined) o.graphClientState = nullable(b.graph_client_state)!;
+  if (b.methods !== undefined) o.methods = nullable(b.methods)!;
+  if (b.dedup !== undefined) o.dedup = nullable(b.dedup)!;
+  if (b.dedup_window !== undefined) o.dedupWindow = b.dedup_window;
+  if (b.sign !== undefined) o.sign = nullable(b.sign)!;
+  if (b.sign_secrets !== undefined) {
+    if (b.sign_secrets.filter((s) => s === 'generate').length > 1)
+      throw new AppError('invalid_option', 'sign_secrets: "generate" once per request');
+    const generated = b.sign_secrets.includes('generate') ? generateSigningSecret() : undefined;
+    o.signSecrets = b.sign_secrets.map((s) => (s === 'generate' ? generated! : s));
+    if (generated !== undefined) return { ...o, generated };
+  }
   return o;
 }

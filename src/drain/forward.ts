@@ -38,21 +38,40 @@ export interface ForwardMeta {
   attempt: number;
 }
 
+/** What a provider-ready bucket adds to an attempt (src/policy/resign.ts decides it). */
+export interface ProviderHeaders {
+  /** hookbucket's Standard Webhooks headers (src/verify/sign.ts), as a flat list; absent: not re-signed. */
+  signature?: readonly string[];
+  /** `x-hookbucket-verified`: the scheme the request was verified with; absent or null: no header. */
+  verified?: string | null;
+}
+
+/** The headers a re-signed attempt carries; a `--forward-header` of one of these names would break the signature. */
+const SIGNATURE_HEADERS: ReadonlySet<string> = new Set(['webhook-id', 'webhook-timestamp', 'webhook-signature']);
+
 /**
  * The flat header list to send: the stored list filtered as above (plus the headers `Connection`
  * names, every stored `x-hookbucket-*` header, and any stored header a bucket `--forward-header`
  * replaces), then our three headers, then the bucket's forward headers. The whole `x-hookbucket-`
  * namespace is ours: a sender cannot pass a header in it through to the consumer, so none it
  * forges (an `x-hookbucket-verified`, say) reaches the consumer as if hookbucket had set it.
+ *
+ * A re-signed attempt (`provider.signature`) forwards the stored `webhook-*` headers (a Standard
+ * Webhooks sender's own) as `x-hookbucket-original-<name>`, in place, so that no `webhook-*`
+ * header is sent twice and the consumer sees only hookbucket's; the signature headers follow ours,
+ * and a bucket forward header named like one of them is left out. `provider.verified` adds
+ * `x-hookbucket-verified` after our three.
  */
 export function forwardHeaders(
   rawHeaders: readonly string[],
   meta: ForwardMeta,
   extra: ReadonlyArray<readonly [string, string]> = [],
+  provider: ProviderHeaders = {},
 ): string[] {
+  const signed = provider.signature !== undefined;
   // The fixed set covers most requests; names from `extra` and `Connection` go in a set of their own.
   let named: Set<string> | undefined;
-  for (const [name] of extra) (named ??= new Set()).add(name.toLowerCase());
+  for (const [name] of extra) if (!signed || !SIGNATURE_HEADERS.has(name.toLowerCase())) (named ??= new Set()).add(name.toLowerCase());
   for (let i = 0; i < rawHeaders.length; i += 2) {
     if (rawHeaders[i]!.toLowerCase() === 'connection') {
       for (const token of rawHeaders[i + 1]!.split(',')) if (token.trim() !== '') (named ??= new Set()).add(token.trim().toLowerCase());
@@ -62,7 +81,8 @@ export function forwardHeaders(
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const lower = rawHeaders[i]!.toLowerCase();
     if (ALWAYS_DROPPED.has(lower) || named?.has(lower) || lower.startsWith('proxy-') || lower.startsWith('x-hookbucket-')) continue;
-    out.push(rawHeaders[i]!, rawHeaders[i + 1]!);
+    if (signed && lower.startsWith('webhook-')) out.push(`x-hookbucket-original-${rawHeaders[i]!}`, rawHeaders[i + 1]!);
+    else out.push(rawHeaders[i]!, rawHeaders[i + 1]!);
   }
   out.push(
     'x-hookbucket-request-id',
@@ -72,7 +92,9 @@ export function forwardHeaders(
     'x-hookbucket-attempt',
     String(meta.attempt),
   );
-  for (const [name, value] of extra) out.push(name, value);
+  if (provider.verified !== undefined && provider.verified !== null) out.push('x-hookbucket-verified', provider.verified);
+  if (signed) out.push(...provider.signature!);
+  for (const [name, value] of extra) if (!signed || !SIGNATURE_HEADERS.has(name.toLowerCase())) out.push(name, value);
   return out;
 }
 

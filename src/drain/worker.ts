@@ -42,6 +42,8 @@ import { MAX_BUCKETS_PER_PASS, passOrder } from '../policy/pass-order.js';
 import type { DrainObserver } from './drain-observer.js';
 import { DeliveryLog } from './delivery-log.js';
 import { afterLeaseExpiry } from '../policy/admission.js';
+import { signPlan, verifiedHeader } from '../policy/resign.js';
+import { signatureHeaders } from '../verify/sign.js';
 
 export { DEFAULT_LEASE_MS } from '../policy/lease-fit.js';
 import { DEFAULT_LEASE_MS } from '../policy/lease-fit.js';
@@ -819,21 +821,43 @@ export class DrainWorker {
       this.#releaseUnsent([a], 'released_on_retry_after');
       return;
     }
-    const res = await forward(this.#d.dispatcher, {
-      target: a.target,
-      method: a.method,
-      headers: forwardHeaders(
-        a.rawHeaders,
-        { requestId: a.requestId, generation: a.generation, attempt: a.number },
-        b.drain.forwardHeaders,
-      ),
-      body: a.body,
-      timeoutMs: b.drain.timeoutMs,
-      aborter: this.#abort,
-    });
-    this.#d.afterResponse?.(a);
-    // Recorded by the next pass, in its claim transaction (or by settle()).
-    const result = this.#record(a, res);
+    // Re-signing and x-hookbucket-verified on the bucket's settings as this worker last read them
+    // (src/policy/resign.ts); the signature's timestamp is this attempt's send time.
+    const latest = this.#buckets.get(a.bucket);
+    const provider = (latest !== undefined && latest.createdAt === b.createdAt ? latest : b).provider;
+    const plan = signPlan(provider, { id: a.requestId, verdict: a.verdict, dedupKey: a.dedupKey });
+    let signature: string[] | undefined;
+    let refusal: { reason: string; message: string } | undefined;
+    if (plan.kind === 'refuse') refusal = plan;
+    else if (plan.kind === 'sign') {
+      try {
+        signature = await signatureHeaders(plan.id, this.#d.clock.now(), a.body, plan.secrets);
+      } catch (e) {
+        // A signing secret the bucket settings should have refused: a configuration fix, then a replay.
+        refusal = { reason: 'sign_failed', message: `not sent: signing failed: ${(e as Error).message}` };
+      }
+    }
+    let result: AttemptResult;
+    if (refusal !== undefined) {
+      result = this.#refused(a, refusal.reason, refusal.message);
+    } else {
+      const res = await forward(this.#d.dispatcher, {
+        target: a.target,
+        method: a.method,
+        headers: forwardHeaders(
+          a.rawHeaders,
+          { requestId: a.requestId, generation: a.generation, attempt: a.number },
+          b.drain.forwardHeaders,
+          { verified: verifiedHeader(provider, a.verdict), ...(signature !== undefined ? { signature } : {}) },
+        ),
+        body: a.body,
+        timeoutMs: b.drain.timeoutMs,
+        aborter: this.#abort,
+      });
+      this.#d.afterResponse?.(a);
+      // Recorded by the next pass, in its claim transaction (or by settle()).
+      result = this.#record(a, res);
+    }
     this.#observed.set(result.attemptId, { bucket: a.bucket, durationMs: result.durationMs, requestId: a.requestId, number: a.number });
     this.#results.push(result);
   }
@@ -855,6 +879,31 @@ export class DrainWorker {
       const remove = this.#abort.add(onStop);
       stopped.addEventListener('abort', onStop, { once: true });
     });
+  }
+
+  /**
+   * An attempt not sent because the request may not go out as the bucket would send it (a request
+   * a re-signing bucket does not vouch for): `failed` at once, with the reason as evidence, like an
+   * `unsendable` one; sending it again would be refused again, until its verdict changes and a
+   * replay sends it.
+   */
+  #refused(a: ClaimedAttempt, reason: string, message: string): AttemptResult {
+    return {
+      attemptId: a.attemptId,
+      deliveryId: a.deliveryId,
+      finishedAt: this.#d.clock.now(),
+      durationMs: 0,
+      status: null,
+      errorClass: reason,
+      errorMessage: message,
+      responseHeaders: null,
+      responseBody: null,
+      responseTruncated: false,
+      outcome: 'failed',
+      reason,
+      nextAttemptAt: null,
+      nextWhy: null,
+    };
   }
 
   /** The attempt row and the delivery's next state, from the result and the bucket's current settings. */

@@ -30,12 +30,17 @@ const COALESCE_BLOCK_BYTES = 64 * 1024; // 64 KiB
  * With `spool`, a body without a Content-Length that passes the threshold goes to a spool file
  * (see Spool) rather than memory, so one refused at limit + 1 never held the limit in memory. A
  * body with a Content-Length was already checked against the limit, and is read into memory.
+ *
+ * `onChunk` sees every chunk as it arrives, in order, once it is within the limit and the budget,
+ * whether the body then goes to memory or to the spool: sender verification feeds its HMACs there,
+ * so a large body is hashed as it streams in rather than in one piece at the end.
  */
 export function readBody(
   incoming: IncomingMessage,
   limit: number,
   budget: InflightBudget,
   spoolOptions?: SpoolOptions,
+  onChunk?: (chunk: Buffer) => void,
 ): { done: Promise<BodyResult>; reserved: () => number } {
   let reserved = 0;
   const spoolAfter =
@@ -88,6 +93,7 @@ export function readBody(
         reserved = size;
       }
       if (spool?.failed) return finish({ kind: 'storage', code: spoolErrorCode(spool.failed) });
+      onChunk?.(chunk);
       if (!spool && size > spoolAfter) {
         spool = new Spool(spoolOptions!.dir);
         for (const c of chunks.splice(0)) spool.write(c);

@@ -2,12 +2,24 @@ import type { IncomingMessage } from 'node:http';
 import type { HttpBindings } from '@hono/node-server';
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { extractDedupKey } from '../policy/dedup.js';
+import { detectHandshake, HANDSHAKE_MAX_BODY, type Handshake } from '../policy/handshake.js';
+import {
+  allowHeader,
+  enabledHandshakes,
+  type FailedVerdict,
+  methodGate,
+  rejectAnswer,
+  retryAfterSeconds,
+} from '../policy/provider-gate.js';
+import { schemeText, type VerifyVerdict } from '../policy/verify.js';
 import type { Clock } from '../shared/clock.js';
 import { AppError } from '../shared/errors.js';
 import { newId } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
 import { storageErrorCode } from '../store/storage-error.js';
-import type { Bucket, IngestSink, Store } from '../store/store.js';
+import type { Bucket, CapturedRequest, Disposition, IngestSink, Store } from '../store/store.js';
+import { startVerify, type VerifyStream } from '../verify/verify-stream.js';
 import { parseIngestTarget } from './bucket-name.js';
 import { answeredByServer, discardBody, readBody } from './capture.js';
 import {
@@ -20,6 +32,7 @@ import {
   repeatedHost,
   unsupportedTransferEncoding,
 } from './limits.js';
+import { ProviderGate, sameSecret } from './provider-gate.js';
 
 export type Env = { Bindings: HttpBindings };
 
@@ -54,6 +67,77 @@ export function isIngestTarget(rawTarget: string | undefined): boolean {
  */
 export function createIngestHandler(deps: IngestDeps): (c: Context<Env>) => Promise<Response> {
   const budget = new InflightBudget(deps.config.maxInflightBytes);
+  const gate = new ProviderGate(deps.logger);
+
+  /**
+   * Stores an answered handshake in the background: the answer never waits for the write lock or
+   * the commit (Graph allows 10 s, Slack 3 s). A failed write is logged and counted by its code,
+   * as a refused request is; it never becomes an unhandled rejection.
+   */
+  const storeHandshake = (captured: CapturedRequest) => {
+    let writing: Promise<void>;
+    try {
+      writing = deps.sink.submit(captured, { createDelivery: false });
+    } catch (e) {
+      writing = Promise.reject(e);
+    }
+    writing.catch((e: unknown) => {
+      const code = e instanceof AppError ? e.code : (storageErrorCode(e) ?? 'storage_error');
+      deps.logger.warn({ bucket: captured.bucket, id: captured.id, code, err: e }, 'an answered handshake could not be stored');
+      deps.sink.countRejection(captured.bucket, code);
+    });
+  };
+
+  /**
+   * The answer to a recognised handshake, or null when it is not answered because the signature it
+   * needs did not verify: then it is judged like any unverified request (quarantined or rejected).
+   */
+  const answerHandshake = (h: Handshake, bucket: Bucket, captured: CapturedRequest, verdict: VerifyVerdict | null): Response | null => {
+    const name = bucket.name;
+    const plain = (status: number, code: string, message: string, headers?: Record<string, string>) => {
+      deps.sink.countRejection(name, code);
+      return Response.json({ error: message, code }, { status, headers });
+    };
+    const rate = gate.takeHandshake(name, captured.receivedAt);
+    if (!rate.ok) {
+      return plain(429, 'handshake_rate_limited', 'too many handshakes for this bucket', {
+        'retry-after': String(retryAfterSeconds(captured.receivedAt, rate.availableAtMs)),
+      });
+    }
+    if (h.kind === 'bad_token') return plain(400, h.reason, `the ${h.name} handshake token is not acceptable`);
+    const verify = bucket.provider.verify;
+    if (h.needs === 'signature') {
+      if (verify === null) return plain(403, 'handshake_unverifiable', `the ${h.name} handshake needs a verify secret on the bucket`);
+      if (verdict === null || verdict.result !== 'verified') return null;
+    }
+    let answer: { contentType: string; body: string; nosniff: boolean };
+    if (h.kind === 'hmac') {
+      const signed =
+        verify === null
+          ? null
+          : gate.hmacHandshake(h, name, verify, {
+              rawHeaders: captured.rawHeaders,
+              body: captured.body,
+              atMs: captured.receivedAt,
+            });
+      if (signed === null) return plain(403, 'handshake_unverifiable', `the ${h.name} handshake needs a verify secret on the bucket`);
+      answer = { ...signed, nosniff: true };
+    } else {
+      if (h.needs === 'verify_token') {
+        const expected = bucket.provider.verifyToken;
+        if (expected === null || !sameSecret(h.verifyToken, expected)) {
+          return plain(403, 'verify_token_mismatch', 'the verify token does not match');
+        }
+      }
+      answer = { contentType: 'text/plain; charset=utf-8', body: h.token, nosniff: h.nosniff };
+    }
+    captured.disposition = 'handshake';
+    if (verdict !== null) captured.verdict = verdict;
+    storeHandshake(captured);
+    const headers = new Headers({ 'content-type': answer.contentType, 'cache-control': 'no-store' });
+    if (answer.nosniff) headers.set('x-content-type-options', 'nosniff');
+    return new Response(answer.body, { status: 200, headers });
+  };
 
   return async (c) => {
     const incoming = c.env.incoming;
@@ -84,6 +168,16 @@ export function createIngestHandler(deps: IngestDeps): (c: Context<Env>) => Prom
     if (REFUSED_METHODS.has(method)) {
       return refuse(bucket.name, 405, 'method_not_allowed', `${method} is not accepted`);
     }
+    const provider = bucket.provider;
+    const verify = provider.verify;
+    const scheme = verify === null ? null : schemeText(verify.scheme);
+    const handshakes = enabledHandshakes(scheme, provider.handshakes);
+    const methods = methodGate(method, provider.methods, handshakes);
+    const notAllowed = () =>
+      refuse(bucket.name, 405, 'method_not_allowed', `${method} is not accepted by this bucket`, {
+        allow: allowHeader(provider.methods ?? [], handshakes),
+      });
+    if (methods === 'refused') return notAllowed();
     const raw = incoming.rawHeaders;
     if (raw.length / 2 > MAX_HEADER_COUNT) {
       return refuse(bucket.name, 431, 'too_many_headers', `more than ${MAX_HEADER_COUNT} headers`);
@@ -121,7 +215,16 @@ export function createIngestHandler(deps: IngestDeps): (c: Context<Env>) => Prom
       // expectation in an HTTP/1.0 request is ignored).
       if (expectsContinue(incoming)) outgoing.writeContinue();
       const spoolDir = deps.config.spoolDir;
-      reading = readBody(incoming, bucket.maxBody, budget, spoolDir === undefined ? undefined : { dir: spoolDir });
+      // Verification starts from the headers; the body's chunks go into its HMACs as they arrive.
+      const verifying = verify === null ? null : startVerify(verify.scheme, gate.keys(bucket.name, verify), raw);
+      const stream: VerifyStream | null = verifying !== null && 'stream' in verifying ? verifying.stream : null;
+      reading = readBody(
+        incoming,
+        bucket.maxBody,
+        budget,
+        spoolDir === undefined ? undefined : { dir: spoolDir },
+        stream === null ? undefined : (chunk) => stream.update(chunk),
+      );
       const result = await reading.done;
       if (result.kind === 'too_large') {
         return refuse(bucket.name, 413, 'body_too_large', `body over the bucket limit of ${bucket.maxBody} bytes`);
@@ -147,22 +250,59 @@ export function createIngestHandler(deps: IngestDeps): (c: Context<Env>) => Prom
       if (headerBytes(trailers) > MAX_HEADER_BYTES) {
         return refuse(bucket.name, 431, 'headers_too_large', `trailers over ${MAX_HEADER_BYTES} bytes`);
       }
-      const id = newId();
-      await deps.sink.submit(
-        {
-          id,
-          bucket: bucket.name,
-          receivedAt: deps.clock.now(),
-          method,
-          path: target.path,
-          query: target.query,
-          rawHeaders: raw,
-          body: result.body,
-          peer: peerOf(incoming, deps.config.trustProxy),
-          rawTrailers: trailers,
-        },
-        { createDelivery: bucket.destination !== null },
-      );
+      const body = result.body;
+      const receivedAt = deps.clock.now();
+      let verdict: VerifyVerdict | null = null;
+      if (verify !== null && verifying !== null) {
+        verdict = stream !== null ? stream.finish(receivedAt, verify.toleranceMs) : (verifying as { verdict: VerifyVerdict }).verdict;
+      }
+      const captured: CapturedRequest = {
+        id: newId(),
+        bucket: bucket.name,
+        receivedAt,
+        method,
+        path: target.path,
+        query: target.query,
+        rawHeaders: raw,
+        body,
+        peer: peerOf(incoming, deps.config.trustProxy),
+        rawTrailers: trailers,
+      };
+
+      const handshake =
+        handshakes.length === 0
+          ? null
+          : detectHandshake(handshakes, { method, query: target.query ?? '', body: body.length <= HANDSHAKE_MAX_BODY ? body : null });
+      if (handshake === null && methods === 'handshake_only') return notAllowed();
+      if (handshake !== null) {
+        const answered = answerHandshake(handshake, bucket, captured, verdict);
+        if (answered !== null) return answered;
+        // Not answered: a handshake that must be signed and is not; it is judged like any request below.
+      }
+
+      // Graph has no HMAC: its notifications carry the clientState set at subscription.
+      if (provider.graphClientState !== null && (verdict === null || verdict.result === 'verified')) {
+        const graph = gate.graphVerdict(body, provider.graphClientState);
+        if (verdict === null || graph.result !== 'verified') verdict = graph;
+      }
+      let disposition: Disposition = 'accepted';
+      if (verdict !== null && verdict.result !== 'verified') {
+        if ((verify?.onInvalid ?? 'quarantine') === 'reject') {
+          const answer = rejectAnswer(verdict as FailedVerdict);
+          return refuse(bucket.name, 401, answer.code, answer.message);
+        }
+        disposition = 'quarantined';
+      }
+      if (verdict !== null) captured.verdict = verdict;
+      if (disposition !== 'accepted') captured.disposition = disposition;
+      // Only what verified registers a key, so a forged copy can never block the real event; the
+      // store decides, inside the ingest commit, whether the key was seen within the window.
+      if (provider.dedup !== null && disposition === 'accepted') {
+        const key = extractDedupKey(provider.dedup.key, scheme, raw, body);
+        if (key !== null) captured.dedup = { key, windowMs: provider.dedup.windowMs };
+      }
+      const id = captured.id;
+      await deps.sink.submit(captured, { createDelivery: bucket.destination !== null && disposition === 'accepted' });
       return ack(id, bucket);
     } catch (e) {
       if (e instanceof AppError && e.code === 'unknown_bucket') return refuse('', 404, 'unknown_bucket', 'no such bucket');

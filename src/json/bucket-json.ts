@@ -5,7 +5,11 @@
 import { DEFAULT_RETRY_ON, formatRetryOn } from '../policy/classify.js';
 import type { Schedule } from '../policy/schedule.js';
 import { formatRate } from '../policy/token-bucket.js';
-import type { Bucket, BucketCounts } from '../store/store.js';
+import { dedupKeyText } from '../policy/dedup.js';
+import { schemeText } from '../policy/verify.js';
+import { formatDuration } from '../shared/format-duration.js';
+import type { Bucket, BucketCounts, ProviderSettings } from '../store/store.js';
+import { secretFingerprint } from '../verify/verify-stream.js';
 import { iso } from './iso.js';
 
 /** Stable JSON shape of a bucket (README "JSON fields"). Durations in ms; forwarded header values unredacted. */
@@ -34,6 +38,7 @@ export function bucketJson(b: Bucket, counts?: BucketCounts) {
     paused_at: iso(b.pausedAt),
     retain_ms: b.retainMs,
     retain_states: b.retainStates,
+    ...providerJson(b.provider),
     deleting: b.deletingAt !== null,
     deleting_at: iso(b.deletingAt),
     created_at: iso(b.createdAt),
@@ -51,5 +56,37 @@ export function scheduleSettingsJson(s: Schedule) {
     max_attempts: s.maxAttempts ?? null,
     give_up_ms: s.giveUpMs ?? null,
     jitter: s.jitter,
+  };
+}
+
+/**
+ * The fingerprints of a secret list. A list read back from the admin API holds no secrets, only
+ * the fingerprints the server sent (`fingerprints`, src/options/provider-settings.ts).
+ */
+export function fingerprintsOf(s: { secrets: readonly string[]; fingerprints?: string[] }): string[] {
+  return s.fingerprints ?? s.secrets.map(secretFingerprint);
+}
+
+/**
+ * A bucket's provider settings (README "JSON fields"): secrets as fingerprints only, tokens as
+ * whether they are set; durations in the CLI's text form (`5m`, `72h`), as the flags take them.
+ */
+export function providerJson(p: ProviderSettings) {
+  return {
+    verify:
+      p.verify === null
+        ? null
+        : {
+            scheme: schemeText(p.verify.scheme),
+            secrets: fingerprintsOf(p.verify).map((fingerprint) => ({ fingerprint })),
+            tolerance: formatDuration(p.verify.toleranceMs),
+            on_invalid: p.verify.onInvalid,
+          },
+    handshakes: [...p.handshakes],
+    verify_token_set: p.verifyToken !== null,
+    graph_client_state_set: p.graphClientState !== null,
+    methods: p.methods === null ? null : [...p.methods],
+    dedup: p.dedup === null ? null : { key: dedupKeyText(p.dedup.key), window: formatDuration(p.dedup.windowMs) },
+    sign: p.sign === null ? null : { scheme: p.sign.scheme, secrets: fingerprintsOf(p.sign).map((fingerprint) => ({ fingerprint })) },
   };
 }

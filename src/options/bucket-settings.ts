@@ -5,8 +5,10 @@
 import { InvalidArgumentError } from 'commander';
 import { DEFAULT_PRUNE_STATES, parsePruneStates } from '../retention/rules.js';
 import { AppError } from '../shared/errors.js';
-import type { BucketPatch, DrainSettings, PrunableState } from '../store/store.js';
+import { NO_PROVIDER } from '../store/provider-row.js';
+import type { BucketPatch, DrainSettings, PrunableState, ProviderSettings } from '../store/store.js';
 import { drainPatchFrom, type DeliveryOpts } from './drain-settings.js';
+import { providerPatchFrom, type ProviderOpts } from './provider-settings.js';
 
 /** `--state delivered,failed`: only terminal states; pending, retrying, delivering and held are refused. */
 export function pruneStatesArg(value: string): PrunableState[] {
@@ -16,7 +18,7 @@ export function pruneStatesArg(value: string): PrunableState[] {
 }
 
 /** What `bucket create|update` flags (or the admin API's bucket body) give, parsed; `false`: the --no-* form. */
-export interface BucketSettingsOpts extends DeliveryOpts {
+export interface BucketSettingsOpts extends DeliveryOpts, ProviderOpts {
   destination?: string | false;
   maxBody?: number;
   ackStatus?: number;
@@ -26,8 +28,17 @@ export interface BucketSettingsOpts extends DeliveryOpts {
   retainState?: PrunableState[];
 }
 
-/** The patch the options describe; drain settings merge onto `current` (DEFAULT_DRAIN for a new bucket). */
-export function bucketPatchFrom(o: BucketSettingsOpts, current: DrainSettings): BucketPatch {
+/**
+ * The patch the options describe; drain settings merge onto `current` (DEFAULT_DRAIN for a new
+ * bucket), provider settings onto `provider` (NO_PROVIDER for a new bucket); `warn` receives what
+ * is allowed but likely not meant.
+ */
+export function bucketPatchFrom(
+  o: BucketSettingsOpts,
+  current: DrainSettings,
+  provider: ProviderSettings = NO_PROVIDER,
+  warn?: (message: string) => void,
+): BucketPatch {
   if ((o.ackStatus === 204 || o.ackStatus === 205) && typeof o.ackBody === 'string') {
     throw new AppError('invalid_option', `--ack-status ${o.ackStatus} answers without a body; drop --ack-body`);
   }
@@ -44,5 +55,7 @@ export function bucketPatchFrom(o: BucketSettingsOpts, current: DrainSettings): 
   if (o.retain !== undefined) p.retainMs = o.retain === false ? null : o.retain;
   if (o.retain === false) p.retainStates = [...DEFAULT_PRUNE_STATES];
   if (o.retainState !== undefined) p.retainStates = o.retainState;
+  const prov = providerPatchFrom(o, provider, warn);
+  if (Object.keys(prov).length > 0) p.provider = prov;
   return p;
 }

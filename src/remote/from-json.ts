@@ -1,4 +1,3 @@
-import { NO_PROVIDER } from '../store/provider-row.js';
 /**
  * The API's JSON (the CLI's `--json` shapes, src/json/, src/replay/replay-json.ts,
  * src/stats/stats-report.ts) turned back into the Store's types, so that the CLI's commands render
@@ -26,6 +25,12 @@ import type {
 import type { RequestFilter } from '../store/store.js';
 import { filterJson } from '../options/request-filter.js';
 import type { Query } from './api-client.js';
+import { parseDuration } from '../config/units.js';
+import { dedupKeyText, parseDedupKey } from '../policy/dedup.js';
+import { parseVerifyScheme, schemeText } from '../policy/verify.js';
+import { formatDuration } from '../shared/format-duration.js';
+import { type FingerprintsOnly, SET_ON_SERVER } from '../options/provider-settings.js';
+import type { ProviderSettings } from '../store/store.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 // biome-ignore lint/suspicious/noExplicitAny: server JSON, read field by field
@@ -57,8 +62,7 @@ export function bucketFromJson(j: J): Bucket {
     paused: j.paused,
     createdAt: msOr0(j.created_at),
     updatedAt: msOr0(j.updated_at),
-    // TODO(provider settings in bucket JSON): read back what bucket-json.ts writes.
-    provider: NO_PROVIDER,
+    provider: providerFromJson(j),
     drain: {
       rate: j.rate === null ? null : (parseRate(j.rate) ?? null),
       burst: j.burst,
@@ -78,6 +82,65 @@ export function bucketFromJson(j: J): Bucket {
     retainStates: j.retain_states,
     deletingAt: ms(j.deleting_at),
   };
+}
+
+/**
+ * The provider settings of a bucket's JSON. The server never sends a secret: the secret lists
+ * come back empty with the server's `fingerprints` (printed as they are, and a change that gives no
+ * new secret leaves the server's in place), a set token as SET_ON_SERVER.
+ */
+export function providerFromJson(j: J): ProviderSettings {
+  const fps = (list: J): string[] => ((list ?? []) as J[]).map((s) => String(s.fingerprint));
+  const v = j.verify;
+  return {
+    verify:
+      v === null || v === undefined
+        ? null
+        : ({
+            scheme: parseVerifyScheme(v.scheme),
+            secrets: [],
+            fingerprints: fps(v.secrets),
+            toleranceMs: parseDuration(v.tolerance) ?? 0,
+            onInvalid: v.on_invalid === 'reject' ? 'reject' : 'quarantine',
+          } as NonNullable<ProviderSettings['verify']> & FingerprintsOnly),
+    handshakes: j.handshakes ?? [],
+    verifyToken: j.verify_token_set === true ? SET_ON_SERVER : null,
+    graphClientState: j.graph_client_state_set === true ? SET_ON_SERVER : null,
+    methods: j.methods ?? null,
+    dedup:
+      j.dedup === null || j.dedup === undefined ? null : { key: parseDedupKey(j.dedup.key), windowMs: parseDuration(j.dedup.window) ?? 0 },
+    sign:
+      j.sign === null || j.sign === undefined
+        ? null
+        : ({ scheme: 'standard', secrets: [], fingerprints: fps(j.sign.secrets) } as NonNullable<ProviderSettings['sign']> &
+            FingerprintsOnly),
+  };
+}
+
+/** The provider part of a BucketPatch as the bucket body; secret lists only when they hold secrets (not fingerprints read back). */
+function providerBody(p: Partial<ProviderSettings>, b: Record<string, unknown>): void {
+  if (p.verify !== undefined) {
+    const v = p.verify as (NonNullable<ProviderSettings['verify']> & FingerprintsOnly) | null;
+    b.verify = v === null ? null : schemeText(v.scheme);
+    if (v !== null) {
+      if (v.fingerprints === undefined) b.verify_secrets = v.secrets;
+      b.verify_tolerance = formatDuration(v.toleranceMs);
+      b.on_invalid = v.onInvalid;
+    }
+  }
+  if (p.handshakes !== undefined) b.handshakes = p.handshakes;
+  if (p.verifyToken !== undefined) b.verify_token = p.verifyToken;
+  if (p.graphClientState !== undefined) b.graph_client_state = p.graphClientState;
+  if (p.methods !== undefined) b.methods = p.methods === null ? null : p.methods.join(',');
+  if (p.dedup !== undefined) {
+    b.dedup = p.dedup === null ? null : dedupKeyText(p.dedup.key);
+    if (p.dedup !== null) b.dedup_window = formatDuration(p.dedup.windowMs);
+  }
+  if (p.sign !== undefined) {
+    const s = p.sign as (NonNullable<ProviderSettings['sign']> & FingerprintsOnly) | null;
+    b.sign = s === null ? null : s.scheme;
+    if (s !== null && s.fingerprints === undefined) b.sign_secrets = s.secrets;
+  }
 }
 
 export function countsFromJson(j: J): BucketCounts {
@@ -118,6 +181,7 @@ export function bucketBody(p: BucketPatch): Record<string, unknown> {
   if (d.forwardPath !== undefined) b.forward_path = d.forwardPath;
   if (d.forwardRawPath !== undefined) b.forward_raw_path = d.forwardRawPath;
   if (d.forwardHeaders !== undefined) b.forward_headers = d.forwardHeaders.map(([n, v]) => `${n}: ${v}`);
+  if (p.provider !== undefined) providerBody(p.provider, b);
   return b;
 }
 

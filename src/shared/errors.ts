@@ -8,6 +8,10 @@ export type ErrorCode =
   | 'confirmation_required'
   | 'invalid_name'
   | 'invalid_option'
+  /** A verify or sign secret its scheme refuses (format, length, a control character); the message never holds it (exit 2, HTTP 400). */
+  | 'invalid_secret'
+  /** `--verify` or `--sign` with no secret from any source (exit 2, HTTP 400). */
+  | 'secret_required'
   | 'not_found'
   | 'bucket_exists'
   | 'bucket_not_empty'
@@ -60,6 +64,8 @@ const exitByCode: Partial<Record<ErrorCode, number>> = {
   confirmation_required: ExitCode.usage,
   invalid_name: ExitCode.usage,
   invalid_option: ExitCode.usage,
+  invalid_secret: ExitCode.usage,
+  secret_required: ExitCode.usage,
   raw_to_terminal: ExitCode.usage,
   backup_unsupported: ExitCode.usage,
   target_exists: ExitCode.usage,

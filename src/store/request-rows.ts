@@ -71,8 +71,15 @@ export function deliveryStatesFor(states: readonly RequestState[], paused: boole
 
 export function toListed(r: ListedRow, paused: boolean): ListedRequest {
   const d = r.state as DeliveryState | null;
+  const disposition = toDisposition(r.disposition);
   const state: RequestState =
-    d === null ? 'none' : paused && (d === 'pending' || d === 'retrying') ? 'held' : (d as Exclude<DeliveryState, 'superseded'>);
+    disposition !== 'accepted'
+      ? disposition
+      : d === null
+        ? 'none'
+        : paused && (d === 'pending' || d === 'retrying')
+          ? 'held'
+          : (d as Exclude<DeliveryState, 'superseded'>);
   return {
     id: r.id,
     bucket: r.bucket,
@@ -83,7 +90,7 @@ export function toListed(r: ListedRow, paused: boolean): ListedRequest {
     size: Number(r.size),
     state,
     generation: r.generation === null ? null : Number(r.generation),
-    disposition: toDisposition(r.disposition),
+    disposition,
     verdict: toVerdict(r),
     attempts: r.attempts === null ? 0 : Number(r.attempts),
     lastStatus: r.last_status === null ? null : Number(r.last_status),

@@ -342,6 +342,16 @@ export interface ImportItem {
 export interface ImportTarget {
   name: string;
   createdAt: number;
+  /**
+   * The bucket's verify scheme (schemeText) when it verifies: imported rows then store the verdict
+   * `{scheme, unverified, imported}` (a verdict from a file is never trusted); absent or null: none.
+   */
+  verifyScheme?: string | null;
+}
+
+/** The verdict of an imported request in a verifying bucket. */
+export function importedVerdict(verifyScheme: string | null | undefined): StoredVerdict | undefined {
+  return verifyScheme ? { scheme: verifyScheme, result: 'unverified', reason: 'imported' } : undefined;
 }
 
 export interface RequestImporter {
@@ -562,6 +572,10 @@ export interface ClaimedAttempt {
   query: string | null;
   rawHeaders: string[];
   body: Buffer;
+  /** The request's stored verdict (re-signing signs only verified requests; `x-hookbucket-verified`). */
+  verdict: StoredVerdict | null;
+  /** The request's stored dedup key (`h:<value>`/`j:<value>`), the re-signed `webhook-id` when set. */
+  dedupKey: string | null;
 }
 
 export interface AttemptResult {

@@ -107,6 +107,65 @@ describe('forwardHeaders: the stored list minus the dropped set, then ours, then
     it(name, () => assert.deepEqual(forwardHeaders(stored, meta, extra), want));
   }
 
+  describe('a provider-ready bucket', () => {
+    const sig = ['webhook-id', 'evt_1', 'webhook-timestamp', '1765108800', 'webhook-signature', 'v1,abc= v1,def='];
+    it('re-signed: stored webhook-* go as x-hookbucket-original-<name> in place, ours after the attempt headers', () => {
+      const stored = ['Webhook-Id', 'msg_orig', 'X-A', '1', 'webhook-timestamp', '1', 'webhook-signature', 'v1,orig', 'Webhook-Other', 'o'];
+      assert.deepEqual(forwardHeaders(stored, meta, [], { signature: sig }), [
+        'x-hookbucket-original-Webhook-Id',
+        'msg_orig',
+        'X-A',
+        '1',
+        'x-hookbucket-original-webhook-timestamp',
+        '1',
+        'x-hookbucket-original-webhook-signature',
+        'v1,orig',
+        'x-hookbucket-original-Webhook-Other',
+        'o',
+        ...ours,
+        ...sig,
+      ]);
+    });
+    it("not re-signed: stored webhook-* go as they are (the sender's own signature passes through)", () => {
+      assert.deepEqual(forwardHeaders(['webhook-id', 'msg_orig'], meta, [], {}), ['webhook-id', 'msg_orig', ...ours]);
+    });
+    it('a stored x-hookbucket-verified or x-hookbucket-original-* is dropped; ours is set once', () => {
+      const stored = ['X-Hookbucket-Verified', 'forged', 'x-hookbucket-original-webhook-id', 'forged', 'webhook-id', 'msg_orig'];
+      assert.deepEqual(forwardHeaders(stored, meta, [], { signature: sig, verified: 'stripe' }), [
+        'x-hookbucket-original-webhook-id',
+        'msg_orig',
+        ...ours,
+        'x-hookbucket-verified',
+        'stripe',
+        ...sig,
+      ]);
+    });
+    it('x-hookbucket-verified without re-signing; none when null', () => {
+      assert.deepEqual(forwardHeaders(['X-A', '1'], meta, [], { verified: 'github' }), [
+        'X-A',
+        '1',
+        ...ours,
+        'x-hookbucket-verified',
+        'github',
+      ]);
+      assert.deepEqual(forwardHeaders(['X-A', '1'], meta, [], { verified: null }), ['X-A', '1', ...ours]);
+    });
+    it('re-signed: a bucket forward header named like a signature header is left out, others kept', () => {
+      const extra: Array<[string, string]> = [
+        ['Webhook-Id', 'from-settings'],
+        ['X-Env', 'prod'],
+      ];
+      assert.deepEqual(forwardHeaders(['webhook-id', 'msg_orig'], meta, extra, { signature: sig }), [
+        'x-hookbucket-original-webhook-id',
+        'msg_orig',
+        ...ours,
+        ...sig,
+        'X-Env',
+        'prod',
+      ]);
+    });
+  });
+
   it('does not change the stored list it is given', () => {
     const stored = ['Host', 'h', 'X-A', '1'];
     forwardHeaders(stored, meta, [['X-A', '2']]);

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Webhook } from 'standardwebhooks';
-import { generateSigningSecret, standardSignatureHeaders } from '../../src/verify/sign.js';
+import { generateSigningSecret, OFF_THREAD_SIGN_BYTES, signatureHeaders, standardSignatureHeaders } from '../../src/verify/sign.js';
 
 const headersOf = (flat: string[]): Record<string, string> => {
   const h: Record<string, string> = {};
@@ -37,5 +37,21 @@ describe('standardSignatureHeaders', () => {
     const s = generateSigningSecret();
     assert.match(s, /^whsec_[A-Za-z0-9+/]{43}=$/);
     assert.notEqual(generateSigningSecret(), s);
+  });
+});
+
+describe('signatureHeaders (a delivery attempt)', () => {
+  const secrets = [generateSigningSecret(), generateSigningSecret()];
+  const at = Date.UTC(2026, 11, 7, 12, 0, 0, 999);
+  for (const size of [0, 100, OFF_THREAD_SIGN_BYTES - 1, OFF_THREAD_SIGN_BYTES, 3 * OFF_THREAD_SIGN_BYTES + 5]) {
+    it(`signs a ${size}-byte body as standardSignatureHeaders does (off the event loop from ${OFF_THREAD_SIGN_BYTES} bytes)`, async () => {
+      const body = Buffer.alloc(size);
+      for (let i = 0; i < size; i++) body[i] = (i * 131 + 7) & 0xff;
+      assert.deepEqual(await signatureHeaders('evt_1', at, body, secrets), standardSignatureHeaders('evt_1', at, body, secrets));
+    });
+  }
+  it('fails on a secret that is not whsec_ base64, large body or small', async () => {
+    await assert.rejects(signatureHeaders('x', at, Buffer.alloc(10), ['whsec_not base64']), /whsec_ followed by base64/);
+    await assert.rejects(signatureHeaders('x', at, Buffer.alloc(OFF_THREAD_SIGN_BYTES), ['whsec_not base64']), /whsec_ followed by base64/);
   });
 });

@@ -22,7 +22,12 @@ import { ackStatusArg, bucketNameArg, contentTypeArg, maxBodyArg, urlArg } from 
 import { isSecretKey, REDACTED, redactUrl } from '../../policy/redact.js';
 import { escapeJsonText, escapeTerminal } from '../../policy/terminal-text.js';
 import { bucketPatchFrom as patchFrom, pruneStatesArg, type BucketSettingsOpts } from '../../options/bucket-settings.js';
-import { bucketJson } from '../../json/bucket-json.js';
+import { bucketJson, fingerprintsOf } from '../../json/bucket-json.js';
+import { addProviderOptions, type ProviderFlags, resolveProviderSecrets } from '../provider-options.js';
+import { answeredHandshakes } from '../../options/provider-settings.js';
+import { dedupKeyText, providerDedupKey } from '../../policy/dedup.js';
+import { schemeText } from '../../policy/verify.js';
+import { printErr } from '../io.js';
 
 export { bucketJson };
 
@@ -58,7 +63,7 @@ async function ingestBaseFor(publicUrl: string | undefined, store: Store): Promi
   return ingestBaseUrl(undefined, recorded);
 }
 
-interface BucketOpts extends BucketSettingsOpts {
+interface BucketOpts extends BucketSettingsOpts, ProviderFlags {
   json?: boolean;
   reveal?: boolean;
   force?: boolean;
@@ -84,6 +89,7 @@ function showText(b: Bucket, counts: BucketCounts, base: IngestBaseUrl, reveal: 
     `max body          ${formatSize(b.maxBody)} (${b.maxBody} bytes)`,
     `ack               ${b.ackStatus} ${b.ackBody === null ? '{"id":"<id>"}' : escapeJsonText(JSON.stringify(b.ackBody))}${b.ackContentType ? ` (${escapeTerminal(b.ackContentType)})` : ''}`,
     ...drainText(b, reveal),
+    ...providerText(b),
     `created           ${iso(b.createdAt)}`,
     `updated           ${iso(b.updatedAt)}`,
     `requests          ${counts.requests} (${formatSize(counts.bytes)})`,
@@ -125,6 +131,61 @@ function drainText(b: Bucket, reveal: boolean): string[] {
   return lines;
 }
 
+/** The provider settings for people: secrets as fingerprints, tokens as set or not (never shown, --reveal included). */
+export function providerText(b: Bucket): string[] {
+  const p = b.provider;
+  const lines: string[] = [];
+  if (p.verify === null) lines.push('verify            off: every sender is taken at its word');
+  else {
+    const fps = fingerprintsOf(p.verify);
+    lines.push(
+      `verify            ${escapeTerminal(schemeText(p.verify.scheme))} (${fps.length} secret${fps.length === 1 ? '' : 's'}: ${fps.join(', ')}), ` +
+        `tolerance ${formatDuration(p.verify.toleranceMs)}, invalid → ${p.verify.onInvalid}`,
+    );
+  }
+  const answered = answeredHandshakes(p);
+  lines.push(
+    `handshakes        ${
+      answered.length === 0
+        ? 'none'
+        : answered
+            .map((h) => {
+              if (!p.handshakes.includes(h)) return `${h} (from --verify)`;
+              if (h === 'graph') return `graph${p.graphClientState !== null ? ' (clientState checked)' : ''}`;
+              return h;
+            })
+            .join(', ')
+    }`,
+  );
+  if (p.verifyToken !== null || answered.includes('meta'))
+    lines.push(`verify token      ${p.verifyToken !== null ? 'set (never shown)' : 'not set: the meta handshake answers 403'}`);
+  if (p.graphClientState !== null) lines.push('graph state       set (never shown): notifications without it are refused');
+  lines.push(`methods           ${p.methods === null ? 'any' : `${p.methods.join(', ')} (others get 405)`}`);
+  if (p.dedup === null) lines.push('dedup             off');
+  else {
+    const k = p.dedup.key;
+    const via = k.kind === 'provider' ? providerDedupKey(p.verify === null ? null : p.verify.scheme.kind) : null;
+    lines.push(
+      `dedup             ${escapeTerminal(dedupKeyText(k))}${via !== null ? ` (${escapeTerminal(dedupKeyText(via))})` : ''}, window ${formatDuration(p.dedup.windowMs)}`,
+    );
+  }
+  if (p.sign === null) lines.push('sign              off');
+  else {
+    const fps = fingerprintsOf(p.sign);
+    lines.push(`sign              ${p.sign.scheme} (${fps.length} secret${fps.length === 1 ? '' : 's'}: ${fps.join(', ')})`);
+  }
+  return lines;
+}
+
+/** `--sign-secret generate`: the new secret, once. With --json it is in the JSON instead (`generated_sign_secret`). */
+function printGenerated(io: CliIo, secret: string | null): void {
+  if (secret === null) return;
+  printErr(
+    io,
+    `generated signing secret (shown this once; hookbucket keeps it but never prints it again, give it to the consumer now):\n${secret}`,
+  );
+}
+
 function forwardPathText(d: DrainSettings): string {
   if (!d.forwardPath)
     return `off: every request goes to the destination as it is${d.forwardRawPath ? ' (raw path kept for when it is on)' : ''}`;
@@ -155,6 +216,7 @@ function addBucketSettings(cmd: Command, forUpdate: boolean): Command {
     .option('--retain-state <list>', 'the states --retain prunes: delivered, failed, exhausted, none (default delivered)', pruneStatesArg);
   if (forUpdate) cmd.option('--no-retain', 'keep requests until pruned by hand (retention off)');
   addDeliveryOptions(cmd, forUpdate);
+  addProviderOptions(cmd, forUpdate);
   return cmd.option('--json', 'print JSON');
 }
 
@@ -190,14 +252,18 @@ Examples:
         // Options are checked before the database is opened (or created).
         if (opts.retainState !== undefined && opts.retain === undefined)
           throw new AppError('invalid_option', '--retain-state needs --retain <duration>');
-        const patch = patchFrom(opts, DEFAULT_DRAIN);
+        const { opts: provider, generated } = resolveProviderSecrets(opts, name, io);
+        const warnings: string[] = [];
+        const patch = patchFrom({ ...opts, ...provider }, DEFAULT_DRAIN, undefined, (w) => warnings.push(w));
         const publicUrl = publicUrlOf(io);
         return withStore(cmd, io, async (store) => {
           // Through --api the server checks against its own lease (the API applies the same rule).
           if (!isRemoteStore(store)) await checkTimeoutFitsLease(store, patch, { creating: true, ...leaseNow(cmd, io) });
           const b = await store.createBucket({ name, ...patch });
-          if (opts.json) printJson(io, bucketJson(b));
+          for (const w of warnings) printErr(io, `warning: ${w}`);
+          if (opts.json) printJson(io, withGenerated(bucketJson(b), generated));
           else {
+            printGenerated(io, generated);
             print(io, `created bucket ${b.name}: send webhooks to ${bucketUrlText(await ingestBaseFor(publicUrl, store), b.name)}`);
             if (b.retainMs !== null && b.destination === null && !b.retainStates.includes('none')) {
               print(io, `note: without a destination its requests stay in state none, which --retain prunes only with --retain-state none`);
@@ -303,19 +369,26 @@ Schedule flags change only the knobs given (--max-attempts and --give-up replace
 the resulting schedule must still work. --no-forward-header with --forward-header sets exactly
 the headers given.`,
       )
-      .action(async (name: string, opts: BucketOpts, cmd: Command) =>
-        withStore(cmd, io, async (store) => {
+      .action(async (name: string, opts: BucketOpts, cmd: Command) => {
+        // Secret files are read (and refused) before the database is opened.
+        const { opts: provider, generated } = resolveProviderSecrets(opts, name, io);
+        return withStore(cmd, io, async (store) => {
           // Read, merge, write: two updates of one bucket's schedule at the same moment can lose a
           // knob (last writer wins), which a person at a terminal does not do.
           const current = await store.getBucket(name);
           if (!current) throw notFound(name);
-          const patch = patchFrom(opts, current.drain);
+          const warnings: string[] = [];
+          const patch = patchFrom({ ...opts, ...provider }, current.drain, current.provider, (w) => warnings.push(w));
           if (!isRemoteStore(store)) await checkTimeoutFitsLease(store, patch, { creating: false, ...leaseNow(cmd, io) });
           const b = await store.updateBucket(name, patch);
-          if (opts.json) printJson(io, bucketJson(b));
-          else print(io, `updated bucket ${b.name}`);
-        }),
-      ),
+          for (const w of warnings) printErr(io, `warning: ${w}`);
+          if (opts.json) printJson(io, withGenerated(bucketJson(b), generated));
+          else {
+            printGenerated(io, generated);
+            print(io, `updated bucket ${b.name}`);
+          }
+        });
+      }),
   );
 
   bucket.addCommand(
@@ -435,6 +508,11 @@ Examples:
 /** The configured default lease (HOOKBUCKET_LEASE, .env, 60s) and the time, for the lease check. */
 function leaseNow(cmd: Command, io: CliIo): { defaultLeaseMs: number; nowMs: number } {
   return { defaultLeaseMs: configFor(cmd, io).leaseMs, nowMs: systemClock.now() };
+}
+
+/** `--sign-secret generate` with --json: the new secret in the JSON, the one time it is printed. */
+function withGenerated<T extends object>(j: T, secret: string | null): T | (T & { generated_sign_secret: string }) {
+  return secret === null ? j : { ...j, generated_sign_secret: secret };
 }
 
 export function notFound(name: string): AppError {

@@ -1,4 +1,5 @@
 import { isUtf8 } from 'node:buffer';
+import { schemeText } from '../../policy/verify.js';
 import { stat } from 'node:fs/promises';
 import { Command } from 'commander';
 import { formatSize } from '../../config/units.js';
@@ -174,7 +175,11 @@ Examples:
           let batchBytes = 0;
           const flush = async () => {
             if (batch.length === 0) return;
-            const ids = await importer.write({ name: bucket, createdAt: b.createdAt }, batch, { createDelivery: opts.deliver === true });
+            const ids = await importer.write(
+              { name: bucket, createdAt: b.createdAt, verifyScheme: b.provider.verify ? schemeText(b.provider.verify.scheme) : null },
+              batch,
+              { createDelivery: opts.deliver === true },
+            );
             firstId ??= ids[0]!;
             lastId = ids[ids.length - 1]!;
             imported += ids.length;

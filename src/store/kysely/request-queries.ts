@@ -10,12 +10,13 @@ import type { RequestState, StoredRequest } from '../store.js';
 /**
  * The request state: the latest generation's delivery to the bucket destination, 'held' when the
  * bucket is paused (`paused` is an SQL expression: a literal or the joined `b.paused` column).
- * Reads the requests row as `r`.
+ * A request that is not accepted has its disposition as state. Reads the requests row as `r`.
  */
 export function latestStateSql(paused: RawBuilder<unknown>): RawBuilder<unknown> {
   // `latest = 1` marks that delivery (maintained by ingest and replay); deliveries_request finds it.
   const latest = sql`(select d.state from deliveries d where d.request_id = r.id and d.latest = 1)`;
-  return sql`coalesce(case when ${paused} = 1 and ${latest} in ('pending', 'retrying') then 'held' else ${latest} end, 'none')`;
+  // A request that is not accepted (quarantined, duplicate, handshake) has its disposition as state.
+  return sql`case when r.disposition <> 'accepted' then r.disposition else coalesce(case when ${paused} = 1 and ${latest} in ('pending', 'retrying') then 'held' else ${latest} end, 'none') end`;
 }
 
 /** One request with its headers, body and state (`requests show`). */

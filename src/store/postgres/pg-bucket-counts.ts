@@ -1,7 +1,8 @@
 /**
  * Every bucket's request counts at once on PostgreSQL (`bucket list`): the twin of
  * ../sqlite/sqlite-bucket-counts.ts, three statements whatever the number of buckets, read in one
- * REPEATABLE READ snapshot so the totals and the states agree with each other.
+ * REPEATABLE READ snapshot (requests that are not accepted count under their disposition, from the
+ * partial index requests_by_disposition) so the totals and the states agree with each other.
  */
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../schema.js';
@@ -25,7 +26,11 @@ export async function pgAllBucketCounts(db: Kysely<Database>, only?: string): Pr
         from buckets b ${only === undefined ? sql`` : sql`where b.name = ${only}`} order by b.name`.execute(trx);
       const byState = await sql<BucketStateRow>`
         select bucket, state, count(*) as n from deliveries where latest = 1 ${only === undefined ? sql`` : sql`and bucket = ${only}`}
-        group by bucket, state`.execute(trx);
+        group by bucket, state
+        union all
+        select bucket, disposition as state, count(*) as n from requests
+        where disposition <> 'accepted' ${only === undefined ? sql`` : sql`and bucket = ${only}`}
+        group by bucket, disposition`.execute(trx);
       const rejections = await sql<RejectionRow>`
         select bucket, reason, count from rejections ${only === undefined ? sql`` : sql`where bucket = ${only}`}`.execute(trx);
       return toBucketCounts(totals.rows, byState.rows, rejections.rows);

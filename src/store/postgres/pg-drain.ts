@@ -64,6 +64,7 @@ import {
   type WorkerLeaseResult,
 } from '../store.js';
 import { toBucket } from '../bucket-row.js';
+import { toVerdict } from '../provider-row.js';
 import { DB_NOW } from './pg-clock.js';
 import { PgChangeFeed } from './pg-change-feed.js';
 import { pgStorageErrorCode } from './pg-error.js';
@@ -92,6 +93,10 @@ interface RequestRow {
   query: string | null;
   headers: string;
   body: Buffer;
+  verify_scheme: string | null;
+  verify_result: string | null;
+  verify_reason: string | null;
+  dedup_key: string | null;
 }
 
 const WORKER_LEASE = 'drain';
@@ -493,7 +498,7 @@ export class PgDrainStore implements DrainStore {
     if (rows.length === 0) return [];
     const offset = dbNow - workerNow;
     const reqs =
-      await sql<RequestRow>`select id, method, path, query, headers, body from requests where id = any(${rows.map((r) => r.row.request_id)}::text[])`.execute(
+      await sql<RequestRow>`select id, method, path, query, headers, body, verify_scheme, verify_result, verify_reason, dedup_key from requests where id = any(${rows.map((r) => r.row.request_id)}::text[])`.execute(
         trx,
       );
     const byId = new Map(reqs.rows.map((r) => [r.id, r]));
@@ -552,6 +557,8 @@ export class PgDrainStore implements DrainStore {
       query: req.query,
       rawHeaders: JSON.parse(req.headers) as string[],
       body: req.body,
+      verdict: toVerdict(req),
+      dedupKey: req.dedup_key,
     }));
   }
 

@@ -4,7 +4,8 @@ import type { Clock } from '../../shared/clock.js';
 import { AppError } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { Database } from '../schema.js';
-import { deletingError, type RequestImporter } from '../store.js';
+import { deletingError, importedVerdict, type RequestImporter } from '../store.js';
+import { verdictColumns } from '../provider-row.js';
 import { notify, REQUESTS_CHANNEL } from './pg-notify.js';
 import { pgStorageErrorCode } from './pg-pool.js';
 
@@ -30,6 +31,7 @@ export function createPgRequestImporter(db: Kysely<Database>, clock: Clock): Req
     async write(target, items, { createDelivery }) {
       const bucket = target.name;
       const now = clock.now();
+      const verdict = verdictColumns('accepted', importedVerdict(target.verifyScheme));
       // Hash and encode before the transaction, so a large body never holds the row lock long.
       const rows = items.map((it) => ({
         // Made now, in file order: ids stay time-ordered, so the import lists and exports in that order.
@@ -45,6 +47,7 @@ export function createPgRequestImporter(db: Kysely<Database>, clock: Clock): Req
         sha256: createHash('sha256').update(it.body).digest('hex'),
         peer: null,
         trailers: it.rawTrailers && it.rawTrailers.length > 0 ? JSON.stringify(it.rawTrailers) : null,
+        ...verdict,
       }));
       try {
         await db.transaction().execute(async (trx) => {

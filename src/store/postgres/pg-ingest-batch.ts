@@ -1,5 +1,7 @@
 import type pg from 'pg';
 import { newId } from '../../shared/ids.js';
+import { verdictColumns } from '../provider-row.js';
+import type { Disposition, StoredVerdict } from '../store.js';
 import { DB_NOW_TEXT } from './pg-clock.js';
 import { noticePayload, REQUESTS_CHANNEL } from './pg-notify.js';
 
@@ -26,6 +28,11 @@ export interface PgIngestRow {
   peer: string | null;
   trailers: string | null;
   createDelivery: boolean;
+  /** What ingest made of it; absent: accepted (only accepted requests get a delivery). */
+  disposition?: Disposition;
+  verdict?: StoredVerdict;
+  /** Checked and recorded inside the batch's transaction (CapturedRequest.dedup). */
+  dedup?: { key: string; windowMs: number };
 }
 
 /** Refusals counted per (bucket, reason): [bucket, reason, count, lastAt]. */
@@ -53,6 +60,12 @@ const REQUEST_COLUMNS = [
   'sha256',
   'peer',
   'trailers',
+  'disposition',
+  'verify_scheme',
+  'verify_result',
+  'verify_reason',
+  'dedup_key',
+  'duplicate_of',
 ] as const;
 
 /**
@@ -131,6 +144,8 @@ export async function writeIngestBatch(
     else missing.push(r.seq);
   }
 
+  const decided = await decideDedup(client, keep);
+
   const runs = planStatements(
     keep.map((r) => r.body.byteLength + r.headers.length),
     REQUEST_COLUMNS.length,
@@ -142,6 +157,8 @@ export async function writeIngestBatch(
     const tuples: string[] = [];
     for (let i = start; i < end; i++) {
       const r = keep[i]!;
+      const d = decided.get(r);
+      const v = verdictColumns(r.disposition, r.verdict);
       const n = values.length;
       tuples.push(`(${REQUEST_COLUMNS.map((_, k) => `$${n + k + 1}`).join(', ')})`);
       values.push(
@@ -157,13 +174,20 @@ export async function writeIngestBatch(
         r.sha256,
         r.peer,
         r.trailers,
+        d === undefined ? v.disposition : 'duplicate',
+        v.verify_scheme,
+        v.verify_result,
+        v.verify_reason,
+        r.dedup?.key ?? null,
+        d ?? null,
       );
     }
     await client.query({ text: `insert into requests (${REQUEST_COLUMNS.join(', ')}) values ${tuples.join(', ')}`, values });
   }
 
   // First deliveries: four array parameters whatever the row count, so no cap is needed.
-  const delivered = keep.filter((r) => r.createDelivery);
+  // Only accepted requests are delivered: quarantined, duplicate and handshake ones never are.
+  const delivered = keep.filter((r) => r.createDelivery && (r.disposition ?? 'accepted') === 'accepted' && !decided.has(r));
   if (delivered.length > 0) {
     // Due from the database's clock (read once: an uncorrelated subquery is evaluated once per
     // statement), which the worker compares against: a receiver whose clock runs behind or ahead
@@ -227,4 +251,73 @@ export async function writeIngestBatch(
   // One notice per commit, delivered by the server only if the COMMIT succeeds (pg-notify.ts).
   if (stored.length > 0) await client.query({ text: 'select pg_notify($1, $2)', values: [REQUESTS_CHANNEL, noticePayload(stored)] });
   return { missing, stored };
+}
+
+/**
+ * Dedup inside the ingest transaction (CapturedRequest.dedup): returns the accepted rows that are
+ * duplicates, each with the request it repeats. Within the batch the first row of a key (in batch
+ * order) is the candidate and later ones repeat it; each candidate then takes its key with one
+ * upsert that replaces only an expired holder. The upsert locks the key's row whether or not it
+ * replaces it, and waits for a concurrent transaction that inserted or took the same key, so of
+ * several receivers (or batches) with one key exactly one gets it: the others see its committed
+ * row (READ COMMITTED re-checks the newest version) and store their request as a duplicate. Keys
+ * are taken in (bucket, key) order, the same in every transaction, so two batches cannot deadlock.
+ */
+async function decideDedup(client: pg.PoolClient, rows: readonly PgIngestRow[]): Promise<Map<PgIngestRow, string>> {
+  const dup = new Map<PgIngestRow, string>();
+  const first = new Map<string, PgIngestRow>();
+  const later: Array<[PgIngestRow, PgIngestRow]> = [];
+  for (const r of rows) {
+    if ((r.disposition ?? 'accepted') !== 'accepted' || r.dedup === undefined) continue;
+    const k = `${r.bucket}\u0000${r.dedup.key}`;
+    const f = first.get(k);
+    if (f === undefined) first.set(k, r);
+    else later.push([r, f]);
+  }
+  if (first.size === 0) return dup;
+  // One statement per window length (a bucket's window is one value), so that the upsert's WHERE
+  // can tell the candidate's receipt time from its new expiry: received_at = expires_at - window.
+  const byWindow = new Map<number, PgIngestRow[]>();
+  for (const r of first.values()) {
+    const w = r.dedup!.windowMs;
+    const list = byWindow.get(w);
+    if (list) list.push(r);
+    else byWindow.set(w, [r]);
+  }
+  const taken = new Set<string>();
+  for (const [windowMs, list] of [...byWindow].sort(([a], [b]) => a - b)) {
+    const res = await client.query<{ bucket: string; key: string }>({
+      text: `insert into dedup_keys (bucket, key, request_id, expires_at)
+             select * from unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) as t(bucket, key, request_id, expires_at)
+             order by bucket, key
+             on conflict (bucket, key) do update set request_id = excluded.request_id, expires_at = excluded.expires_at
+             where dedup_keys.expires_at <= excluded.expires_at - $5::bigint
+             returning bucket, key`,
+      values: [
+        list.map((r) => r.bucket),
+        list.map((r) => r.dedup!.key),
+        list.map((r) => r.id),
+        list.map((r) => r.receivedAt + windowMs),
+        windowMs,
+      ],
+    });
+    for (const t of res.rows) taken.add(`${t.bucket}\u0000${t.key}`);
+  }
+  const lost = [...first].filter(([k]) => !taken.has(k)).map(([, r]) => r);
+  if (lost.length > 0) {
+    // Still locked by our upsert: the live holder cannot change or go before our COMMIT.
+    const res = await client.query<{ bucket: string; key: string; request_id: string }>({
+      text: `select d.bucket, d.key, d.request_id from dedup_keys d
+             join unnest($1::text[], $2::text[]) as t(bucket, key) on d.bucket = t.bucket and d.key = t.key`,
+      values: [lost.map((r) => r.bucket), lost.map((r) => r.dedup!.key)],
+    });
+    const holder = new Map(res.rows.map((h) => [`${h.bucket}\u0000${h.key}`, h.request_id]));
+    for (const r of lost) {
+      const h = holder.get(`${r.bucket}\u0000${r.dedup!.key}`);
+      if (h === undefined) throw new Error(`dedup key of bucket ${r.bucket} vanished inside the ingest transaction`);
+      dup.set(r, h);
+    }
+  }
+  for (const [r, f] of later) dup.set(r, dup.get(f) ?? f.id);
+  return dup;
 }

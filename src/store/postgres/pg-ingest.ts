@@ -574,6 +574,9 @@ async function toRow(it: Item): Promise<PgIngestRow> {
     peer: req.peer,
     trailers: req.rawTrailers && req.rawTrailers.length > 0 ? JSON.stringify(req.rawTrailers) : null,
     createDelivery: it.createDelivery,
+    ...(req.disposition !== undefined ? { disposition: req.disposition } : {}),
+    ...(req.verdict !== undefined ? { verdict: req.verdict } : {}),
+    ...(req.dedup !== undefined ? { dedup: req.dedup } : {}),
   };
 }
 

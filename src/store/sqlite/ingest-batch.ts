@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { newId } from '../../shared/ids.js';
+import { verdictColumns } from '../provider-row.js';
 import { lowerDueStatement } from './bucket-due.js';
 import type { SqliteDb } from './open.js';
 import type { IngestItem, RejectionCount } from './writer-protocol.js';
@@ -12,8 +13,17 @@ import type { IngestItem, RejectionCount } from './writer-protocol.js';
  */
 export function createBatchWriter(db: SqliteDb) {
   const insertRequest = db.prepare(
-    `insert into requests (id, bucket, received_at, method, path, query, headers, body, size, sha256, peer, trailers)
-     values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    `insert into requests (id, bucket, received_at, method, path, query, headers, body, size, sha256, peer, trailers,
+       disposition, verify_scheme, verify_result, verify_reason, dedup_key, duplicate_of)
+     values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  );
+  // Dedup (CapturedRequest.dedup): the key's live holder, else this request takes the key. Both run
+  // under the batch's write lock, so two requests with one key can never both be accepted; within a
+  // batch the first in order wins, since the second sees the first's key.
+  const liveKey = db.prepare('select request_id from dedup_keys where bucket = ? and key = ? and expires_at > ?').pluck();
+  const takeKey = db.prepare(
+    `insert into dedup_keys (bucket, key, request_id, expires_at) values (?, ?, ?, ?)
+     on conflict (bucket, key) do update set request_id = excluded.request_id, expires_at = excluded.expires_at`,
   );
   const insertDelivery = db.prepare(
     `insert into deliveries (id, request_id, bucket, destination, generation, state, attempts, next_attempt_at,
@@ -57,6 +67,15 @@ export function createBatchWriter(db: SqliteDb) {
         missing.push(it.seq);
         continue;
       }
+      const v = verdictColumns(it.disposition, it.verdict);
+      let duplicateOf: string | null = null;
+      if (v.disposition === 'accepted' && it.dedup !== undefined) {
+        const holder = liveKey.get(it.bucket, it.dedup.key, it.receivedAt) as string | undefined;
+        if (holder !== undefined) {
+          v.disposition = 'duplicate';
+          duplicateOf = holder;
+        } else takeKey.run(it.bucket, it.dedup.key, it.id, it.receivedAt + it.dedup.windowMs);
+      }
       insertRequest.run(
         it.id,
         it.bucket,
@@ -70,8 +89,15 @@ export function createBatchWriter(db: SqliteDb) {
         sha256,
         it.peer,
         trailers,
+        v.disposition,
+        v.verify_scheme,
+        v.verify_result,
+        v.verify_reason,
+        it.dedup?.key ?? null,
+        duplicateOf,
       );
-      if (it.createDelivery) {
+      // Only accepted requests are delivered: quarantined, duplicate and handshake ones never are.
+      if (it.createDelivery && v.disposition === 'accepted') {
         insertDelivery.run(newId(), it.id, it.bucket, it.receivedAt, it.receivedAt, it.receivedAt);
         const at = dueAt.get(it.bucket);
         if (at === undefined || it.receivedAt < at) dueAt.set(it.bucket, it.receivedAt);

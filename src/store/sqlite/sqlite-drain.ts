@@ -34,6 +34,7 @@ import {
   type WorkerLeaseResult,
 } from '../store.js';
 import { toBucket } from '../bucket-row.js';
+import { toVerdict } from '../provider-row.js';
 
 /** How often data_version is read while a listener waits (onChange): a sleeping worker notices another process's commit within this. */
 const CHANGE_POLL_MS = 100;
@@ -63,6 +64,10 @@ interface RequestRow {
   query: string | null;
   headers: string;
   body: Buffer;
+  verify_scheme: string | null;
+  verify_result: string | null;
+  verify_reason: string | null;
+  dedup_key: string | null;
 }
 
 const WORKER_LEASE = 'drain';
@@ -104,7 +109,9 @@ export class SqliteDrainStore implements DrainStore {
       // A deleting bucket (tombstone) is not drained: nothing of it is sent once a delete began.
       buckets: p('select * from buckets where deleting_at is null order by name'),
       bucketNow: p('select created_at, deleting_at from buckets where name = ?'),
-      request: p('select method, path, query, headers, body from requests where id = ?'),
+      request: p(
+        'select method, path, query, headers, body, verify_scheme, verify_result, verify_reason, dedup_key from requests where id = ?',
+      ),
       claim: p(`update deliveries set state = 'delivering', attempts = attempts + 1, lease_until = ?, lease_attempt = ?,
                   first_attempt_at = coalesce(first_attempt_at, ?), paused_ms_at_first = coalesce(paused_ms_at_first, ?),
                   last_attempt_at = ?, updated_at = ?
@@ -269,6 +276,8 @@ export class SqliteDrainStore implements DrainStore {
           query: req.query,
           rawHeaders: JSON.parse(req.headers) as string[],
           body: req.body,
+          verdict: toVerdict(req),
+          dedupKey: req.dedup_key,
         });
       }
       // What is left decides when the bucket is next due (still now when the claim stopped at its limit).

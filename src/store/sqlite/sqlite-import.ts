@@ -5,7 +5,7 @@ import { createBatchWriter } from './ingest-batch.js';
 import { deletingError } from './sqlite-delete.js';
 import { openSqlite } from './open.js';
 import { sqliteStorageErrorCode } from './sqlite-error.js';
-import type { ImportItem, ImportTarget, RequestImporter } from '../store.js';
+import { importedVerdict, type ImportItem, type ImportTarget, type RequestImporter } from '../store.js';
 import type { IngestItem } from './writer-protocol.js';
 
 /** The contract's RequestImporter, synchronous: better-sqlite3 runs each batch's transaction in one call. */
@@ -52,6 +52,7 @@ export function openRequestImporter(options: { path: string; busyTimeoutMs: numb
     write(target, items, { createDelivery }) {
       const bucket = target.name;
       const now = options.clock.now();
+      const verdict = importedVerdict(target.verifyScheme);
       const batch: IngestItem[] = items.map((it) => ({
         seq: ++seq,
         // Made now, in file order: ids stay time-ordered, so the import lists and exports in that order.
@@ -66,6 +67,7 @@ export function openRequestImporter(options: { path: string; busyTimeoutMs: numb
         peer: null,
         ...(it.rawTrailers && it.rawTrailers.length > 0 ? { rawTrailers: it.rawTrailers } : {}),
         createDelivery,
+        ...(verdict ? { verdict } : {}),
         deadline: now + options.busyTimeoutMs,
       }));
       let missing: number[];

@@ -222,6 +222,9 @@ export class SqliteIngest implements IngestSink {
       peer: req.peer,
       ...(req.rawTrailers && req.rawTrailers.length > 0 ? { rawTrailers: req.rawTrailers } : {}),
       createDelivery: options.createDelivery,
+      ...(req.disposition !== undefined ? { disposition: req.disposition } : {}),
+      ...(req.verdict !== undefined ? { verdict: req.verdict } : {}),
+      ...(req.dedup !== undefined ? { dedup: req.dedup } : {}),
       deadline: Date.now() + this.#opts.config.lockTimeoutMs,
     });
     if (!this.#flushScheduled) {

@@ -1,4 +1,5 @@
 import type { Durability } from '../../config/config.js';
+import type { Disposition, StoredVerdict } from '../store.js';
 
 /** Messages between the main thread and the SQLite writer thread (structured-clone safe). */
 
@@ -21,6 +22,11 @@ export interface IngestItem {
   /** Chunked trailers, flat [name, value, …]; absent or empty: none (stored as null). */
   rawTrailers?: string[];
   createDelivery: boolean;
+  /** What ingest made of it; absent: accepted (only accepted requests get a delivery). */
+  disposition?: Disposition;
+  verdict?: StoredVerdict;
+  /** Checked and recorded inside the batch's transaction (CapturedRequest.dedup). */
+  dedup?: { key: string; windowMs: number };
   /** Epoch ms after which the request must be answered 503 rather than wait for the lock. */
   deadline: number;
 }

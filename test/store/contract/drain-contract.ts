@@ -52,6 +52,8 @@ export function drainContract(ctx: Ctx): void {
           query: 'a=1&b=%20',
           rawHeaders: ['X-One', '1', 'x-one', '2'],
           body: null,
+          verdict: null,
+          dedupKey: null,
         },
       );
       assert.deepEqual(r.verdict.deferred, {});

@@ -85,6 +85,9 @@ export function captured(bucket: string, at: number, over: Capture = {}): Captur
     body,
     peer: over.peer === undefined ? '127.0.0.1' : over.peer,
     ...(over.rawTrailers ? { rawTrailers: over.rawTrailers } : {}),
+    ...(over.disposition ? { disposition: over.disposition } : {}),
+    ...(over.verdict ? { verdict: over.verdict } : {}),
+    ...(over.dedup ? { dedup: over.dedup } : {}),
   };
 }
 

@@ -6,6 +6,7 @@ import { useStoreSet } from './harness.js';
 import { ingestContract } from './ingest-contract.js';
 import { listContract } from './list-contract.js';
 import { pacingContract } from './pacing-contract.js';
+import { providerContract } from './provider-contract.js';
 import { replayContract } from './replay-contract.js';
 import { statsContract } from './stats-contract.js';
 
@@ -24,6 +25,7 @@ for (const dialect of DIALECTS) {
     pacingContract(ctx);
     replayContract(ctx);
     statsContract(ctx);
+    providerContract(ctx);
   });
 }
 
