@@ -148,6 +148,13 @@ export interface RejectionsTable {
   last_at: number;
 }
 
+/** Operator settings shared by every process of the database (`hookbucket settings`); a missing key is its default. */
+export interface SettingsTable {
+  key: string;
+  value: string;
+  updated_at: number;
+}
+
 export interface MetaTable {
   key: string;
   value: Generated<number>;
@@ -212,4 +219,5 @@ export interface Database {
   workers: WorkersTable;
   rejections: RejectionsTable;
   meta: MetaTable;
+  settings: SettingsTable;
 }

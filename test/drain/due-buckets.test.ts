@@ -25,6 +25,7 @@ function counting(inner: DrainStore): { store: DrainStore; take: () => PassCount
     heartbeat: (p, nowMs, ttlMs) => inner.heartbeat(p, nowMs, ttlMs),
     markStopped: (id, nowMs) => inner.markStopped(id, nowMs),
     listBuckets: () => inner.listBuckets(),
+    getSettings: () => inner.getSettings(),
     claim: (bucket, options, policy) => {
       c.claims++;
       return inner.claim(bucket, options, policy);

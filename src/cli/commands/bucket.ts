@@ -13,6 +13,7 @@ import { bucketUrlText, ingestBaseUrl, parsePublicUrl, recordedUrl, type IngestB
 import { configFor, withStore } from '../context.js';
 import { isRemoteStore } from '../../remote/remote-store.js';
 import { checkTimeoutFitsLease, currentLease } from '../../options/lease-check.js';
+import { checkDestinationAllowed } from '../../options/destination-check.js';
 import { stuckBuckets, stuckText } from '../../policy/lease-fit.js';
 import { stuckJson } from '../../stats/stats-report.js';
 import { systemClock } from '../../shared/clock.js';
@@ -194,7 +195,10 @@ Examples:
         const publicUrl = publicUrlOf(io);
         return withStore(cmd, io, async (store) => {
           // Through --api the server checks against its own lease (the API applies the same rule).
-          if (!isRemoteStore(store)) await checkTimeoutFitsLease(store, patch, { creating: true, ...leaseNow(cmd, io) });
+          if (!isRemoteStore(store)) {
+            await checkTimeoutFitsLease(store, patch, { creating: true, ...leaseNow(cmd, io) });
+            await checkDestinationAllowed(store, patch.destination);
+          }
           const b = await store.createBucket({ name, ...patch });
           if (opts.json) printJson(io, bucketJson(b));
           else {
@@ -310,7 +314,10 @@ the headers given.`,
           const current = await store.getBucket(name);
           if (!current) throw notFound(name);
           const patch = patchFrom(opts, current.drain);
-          if (!isRemoteStore(store)) await checkTimeoutFitsLease(store, patch, { creating: false, ...leaseNow(cmd, io) });
+          if (!isRemoteStore(store)) {
+            await checkTimeoutFitsLease(store, patch, { creating: false, ...leaseNow(cmd, io) });
+            await checkDestinationAllowed(store, patch.destination);
+          }
           const b = await store.updateBucket(name, patch);
           if (opts.json) printJson(io, bucketJson(b));
           else print(io, `updated bucket ${b.name}`);

@@ -6,6 +6,8 @@ import { ExitCode, ExitWith } from '../../shared/errors.js';
 import type { Rate } from '../../policy/token-bucket.js';
 import { checkReplayScope, dryRunJson, selectReplay, startReplay } from '../../replay/select-replay.js';
 import { withStore } from '../context.js';
+import { isRemoteStore } from '../../remote/remote-store.js';
+import { checkDestinationAllowed } from '../../options/destination-check.js';
 import { durationMsArg, rateArg } from '../drain-options.js';
 import { addFilterOptions, filterFromOptions, type FilterOptions } from '../filter-options.js';
 import { redactUrl } from '../../policy/redact.js';
@@ -65,6 +67,8 @@ Examples:
       const filter = filterFromOptions(opts, systemClock.now());
       checkReplayScope({ filter, all: opts.all === true });
       await withStore(cmd, io, async (store) => {
+        // Through --api the server checks against its own setting and DNS.
+        if (!isRemoteStore(store)) await checkDestinationAllowed(store, opts.to);
         const selection = await selectReplay(store, { bucket: bucketName, filter, all: opts.all === true, to: opts.to ?? null });
         const { ids, sample } = selection;
         const to = selection.destination;

@@ -8,6 +8,7 @@ import { listContract } from './list-contract.js';
 import { pacingContract } from './pacing-contract.js';
 import { replayContract } from './replay-contract.js';
 import { statsContract } from './stats-contract.js';
+import { settingsContract } from './settings-contract.js';
 
 // One suite over every dialect (Kysely's `for (const dialect of DIALECTS)`): the same calls, the
 // same assertions, through the store contract only (src/store/store.ts).
@@ -24,6 +25,7 @@ for (const dialect of DIALECTS) {
     pacingContract(ctx);
     replayContract(ctx);
     statsContract(ctx);
+    settingsContract(ctx);
   });
 }
 

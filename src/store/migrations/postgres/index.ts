@@ -13,6 +13,7 @@ import * as orphanDeliveries from './2026-12-03T04-orphan-deliveries.js';
 import * as requestsBucketSize from './2026-12-03T05-requests-bucket-size.js';
 import * as sharedPacing from './2026-12-05T00-shared-pacing.js';
 import * as deferralCounts from './2026-12-05T02-deferral-counts.js';
+import * as settings from './2026-12-07T02-settings.js';
 
 /** PostgreSQL migrations in code, with the same version names as ../sqlite/index.ts (README.md here). */
 export const migrationProvider: MigrationProvider = {
@@ -32,6 +33,7 @@ export const migrationProvider: MigrationProvider = {
       '2026-12-03T05-requests-bucket-size': requestsBucketSize,
       '2026-12-05T00-shared-pacing': sharedPacing,
       '2026-12-05T02-deferral-counts': deferralCounts,
+      '2026-12-07T02-settings': settings,
     };
   },
 };
