@@ -136,7 +136,11 @@ function forwardPathText(d: DrainSettings): string {
 
 function addBucketSettings(cmd: Command, forUpdate: boolean): Command {
   cmd
-    .option('--destination <url>', 'consumer URL the drain worker forwards to', urlArg)
+    .option(
+      '--destination <url>',
+      'consumer URL the drain worker forwards to (the destinations setting may refuse it: hookbucket settings --help)',
+      urlArg,
+    )
     .option('--max-body <size>', 'largest body accepted, at most 100MiB (default 25MiB)', maxBodyArg)
     .option('--ack-status <code>', '2xx status answered to the sender (default 200)', ackStatusArg)
     .option('--ack-body <text>', 'body answered to the sender (default {"id":"<id>"})')

@@ -35,7 +35,11 @@ export function makeReplayCommand(io: CliIo): Command {
       .argument('<bucket>', 'bucket name', bucketNameArg),
   )
     .option('--all', 'every request of the bucket (the scope must be explicit: a bare replay is refused)')
-    .option('--to <url>', "deliver to this URL instead (staging, say); supersedes nothing and leaves the requests' state alone", urlArg)
+    .option(
+      '--to <url>',
+      "deliver to this URL instead (staging, say); supersedes nothing and leaves the requests' state alone; the destinations setting may refuse it",
+      urlArg,
+    )
     .option('--rate <n/unit>', "pace this replay's deliveries, below the bucket's own rate (like 10/s)", rateArg)
     .option('--dry-run', 'print how many would replay and a sample; change nothing')
     .option('--yes', `do not ask before replaying more than ${CONFIRM_ABOVE} (required when not at a terminal)`)
