@@ -10,6 +10,7 @@ import { createUiApp } from './ui/ui-app.js';
 import type { Clock } from './shared/clock.js';
 import type { Logger } from './shared/logger.js';
 import { createDeliveryAgent } from './drain/forward.js';
+import { DestinationGuard } from './drain/destination-guard.js';
 import { DrainWorker, type StartMode } from './drain/worker.js';
 import { DeliveryLog } from './drain/delivery-log.js';
 import { RetentionLoop } from './retention/retention-loop.js';
@@ -452,7 +453,9 @@ export async function prepareWorker(
         })
       : undefined;
   let metricsListener: RunningMetricsListener | undefined;
-  const dispatcher = createDeliveryAgent();
+  // The destinations setting, judged on every new connection; the worker keeps it current.
+  const destinations = new DestinationGuard();
+  const dispatcher = createDeliveryAgent({ destinations });
   const discard = async () => {
     await metricsListener?.close();
     await dispatcher.close();
@@ -480,6 +483,7 @@ export async function prepareWorker(
       const worker = new DrainWorker({
         store,
         dispatcher,
+        destinations,
         clock: deps.clock,
         logger: deps.logger,
         leaseMs: config.leaseMs,

@@ -82,6 +82,9 @@ import { tailEventJson } from '../json/request-json.js';
 import { readSince, tailEventKey } from '../store/tail-since.js';
 import type { StoreReads } from './store-reads.js';
 import { checkTimeoutFitsLease } from '../options/lease-check.js';
+import { checkDestinationAllowed } from '../options/destination-check.js';
+import { SETTING_KEYS, settingViews, setSetting } from '../settings/settings.js';
+import { settingJson, settingsJson } from '../settings/settings-json.js';
 import { DEFAULT_LEASE_MS } from '../policy/lease-fit.js';
 
 export interface ApiConfig {
@@ -288,6 +291,7 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
       if (opts.retainState !== undefined && opts.retain === undefined) throw new AppError('invalid_option', 'retain_states needs retain');
       const patch = bucketPatchFrom(opts, DEFAULT_DRAIN);
       await checkTimeoutFitsLease(store, patch, { creating: true, defaultLeaseMs, nowMs: clock.now() });
+      await checkDestinationAllowed(store, patch.destination);
       const b = await store.createBucket({ name, ...patch });
       return c.json(withGenerated(bucketJson(b), opts.generated), 201);
     },
@@ -326,6 +330,7 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
       if (!current) throw bucketNotFound(name);
       const patch = bucketPatchFrom(opts, current.drain, current.provider);
       await checkTimeoutFitsLease(store, patch, { creating: false, defaultLeaseMs, nowMs: clock.now() });
+      await checkDestinationAllowed(store, patch.destination);
       const b = await store.updateBucket(name, patch);
       return c.json(withGenerated(bucketJson(b), opts.generated), 200);
     },
@@ -609,6 +614,7 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
       if (dry_run !== true && confirm !== true) {
         throw new AppError('confirmation_required', 'a replay sends requests again: add "confirm": true, or "dry_run": true to look first');
       }
+      await checkDestinationAllowed(store, to);
       const selection = await selectReplay(store, { bucket: name, filter, all: all === true, to: to ?? null });
       if (dry_run === true) return c.json(dryRunJson(selection), 200);
       if (selection.ids.length === 0) return c.json({ replay: null, count: 0 as const }, 200);
@@ -872,6 +878,80 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
           slot.release();
         }
       });
+    },
+  );
+
+  /* ---- D2. settings (hookbucket settings) ---- */
+
+  const SettingSchema = z
+    .object({
+      value: z.string().openapi({ example: 'public', description: 'the setting in its normal form' }),
+      default: z.boolean().openapi({ description: 'true: not set, the default applies' }),
+      updated_at: z.string().nullable().openapi({ description: 'when it was last set (ISO 8601); null when never' }),
+    })
+    .openapi('Setting');
+  const SettingsSchema = z.object({ destinations: SettingSchema }).openapi('Settings');
+  const SettingKeyParam = z.object({
+    key: z.enum(SETTING_KEYS).openapi({ param: { name: 'key', in: 'path' }, example: 'destinations', description: 'the setting' }),
+  });
+
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/settings',
+      summary: 'Every operator setting, set or default (settings show --json)',
+      tags: ['settings'],
+      responses: { 200: json(SettingsSchema, 'the settings'), 503: E503 },
+    }),
+    async (c) => c.json(settingsJson(await store.getSettings()) as z.output<typeof SettingsSchema>, 200),
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/settings/{key}',
+      summary: 'One operator setting (settings show <key> --json)',
+      tags: ['settings'],
+      request: { params: SettingKeyParam },
+      responses: { 200: json(SettingSchema, 'the setting'), 400: E400, 503: E503 },
+    }),
+    async (c) => {
+      const { key } = c.req.valid('param');
+      const view = settingViews(await store.getSettings()).find((v) => v.key === key)!;
+      return c.json(settingJson(view), 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'put',
+      path: '/settings/{key}',
+      summary: 'Set an operator setting (settings set <key> <value> --json); every serve and worker applies it within 5 s',
+      tags: ['settings'],
+      request: {
+        params: SettingKeyParam,
+        body: {
+          content: {
+            'application/json': {
+              schema: z
+                .object({
+                  value: z.string().openapi({
+                    example: 'allow:public,10.0.0.0/8,consumer.internal',
+                    description: 'destinations: any, public, or allow:<CIDR|address|host name|*.domain|public>,…',
+                  }),
+                })
+                .openapi('SettingPut'),
+            },
+          },
+          required: true,
+        },
+      },
+      responses: { 200: json(SettingSchema, 'the setting as stored'), 400: E400, 503: E503 },
+    }),
+    async (c) => {
+      const { key } = c.req.valid('param');
+      const row = await setSetting(store, key, c.req.valid('json').value);
+      return c.json(settingJson({ key, value: row.value, isDefault: false, updatedAt: row.updatedAt }), 200);
     },
   );
 

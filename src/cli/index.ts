@@ -14,6 +14,7 @@ import { makeScheduleCommand } from './commands/schedule.js';
 import { makeServeCommand } from './commands/serve.js';
 import { makeSimulateCommand } from './commands/simulate.js';
 import { makeStatsCommand } from './commands/stats.js';
+import { makeSettingsCommand } from './commands/settings.js';
 import { makeWorkerCommand } from './commands/worker.js';
 import { redactUrlsIn } from '../policy/redact.js';
 import { escapeTerminal } from '../policy/terminal-text.js';
@@ -51,7 +52,7 @@ Examples:
   $ hookbucket health stripe --fail-on "success_rate < 0.99 || exhausted > 0"
   $ HOOKBUCKET_ADMIN_TOKEN=… hookbucket --api http://10.0.0.5:8788 requests list stripe
 
---api runs bucket, requests list|show|export, replay, replays, stats and health against a server's
+--api runs bucket, requests list|show|export, replay, replays, settings, stats and health against a server's
 admin listener (docs/api.md "The CLI against a remote server"); serve, worker, prune, migrate-data,
 backup and requests import need the database itself.
 
@@ -71,6 +72,7 @@ Exit codes: 0 ok, 1 runtime failure, 2 usage error, 3 check failed, 4 not found,
   program.addCommand(makeSimulateCommand(io));
   program.addCommand(makeMigrateDataCommand(io));
   program.addCommand(makeBackupCommand(io));
+  program.addCommand(makeSettingsCommand(io));
   applySettings(program, io);
   // --api with --db, and --api given to a command that needs the database: refused before it runs.
   program.hook('preAction', (_program, action) => checkRemote(action, io));

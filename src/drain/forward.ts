@@ -18,6 +18,7 @@ import { EventEmitter } from 'node:events';
 import { Agent, type Dispatcher } from 'undici';
 import type { ErrorClass } from '../policy/classify.js';
 import type { ForwardTarget } from '../policy/forward-target.js';
+import { DESTINATION_REFUSED, type DestinationGuard } from './destination-guard.js';
 
 /** Bytes of the response body kept as evidence; the rest is not read. */
 export const RESPONSE_EXCERPT_BYTES = 4096;
@@ -122,6 +123,8 @@ export function errorClassOf(code: string | undefined): ErrorClass {
   // undici validates method, path and headers before connecting: nothing was sent, and the same
   // request would be refused again.
   if (code === 'UND_ERR_INVALID_ARG') return 'unsendable';
+  // The destinations setting refused the address (destination-guard.ts): nothing was sent.
+  if (code === DESTINATION_REFUSED) return 'destination_refused';
   if (code === 'ECONNREFUSED') return 'refused';
   if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET' || code === 'ECONNABORTED') return 'reset';
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_FAIL' || code === 'EAI_NONAME' || code === 'EAI_NODATA') return 'dns';
@@ -210,14 +213,16 @@ function flattenHeaders(h: Record<string, string | string[] | undefined>): strin
  * A pooled keep-alive dispatcher for deliveries. No retry or redirect interceptor: a 3xx comes back
  * as a 3xx, and a failed attempt is retried by the schedule, from the database.
  */
-export function createDeliveryAgent(options: { connections?: number } = {}): Agent {
+export function createDeliveryAgent(options: { connections?: number; destinations?: DestinationGuard } = {}): Agent {
   // HTTP/1.1 only (undici's default, allowH2 off): forward() hands undici an EventEmitter as the
   // abort signal, which its HTTP/1 client accepts and node:http2 would not.
+  const connect = { timeout: 10_000 }; // 10s
   return new Agent({
     keepAliveTimeout: 4_000, // 4s: under Node's 5 s server default, so we close first
     keepAliveMaxTimeout: 60_000,
     connections: options.connections ?? 128,
-    connect: { timeout: 10_000 },
+    // The destinations setting is judged on every new connection (destination-guard.ts).
+    connect: options.destinations ? options.destinations.connector(connect) : connect,
   });
 }
 

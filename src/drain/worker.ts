@@ -44,11 +44,19 @@ import { DeliveryLog } from './delivery-log.js';
 import { afterLeaseExpiry } from '../policy/admission.js';
 import { signPlan, verifiedHeader } from '../policy/resign.js';
 import { signatureHeaders } from '../verify/sign.js';
+import { formatDestinationPolicy } from '../policy/destination-policy.js';
+import { destinationPolicyOf } from '../settings/settings.js';
+import type { DestinationGuard } from './destination-guard.js';
 
 export { DEFAULT_LEASE_MS } from '../policy/lease-fit.js';
 import { DEFAULT_LEASE_MS } from '../policy/lease-fit.js';
 /** The single-worker lease: renewed every third of this; a dead worker's lease is taken after it. */
 export const WORKER_LEASE_TTL_MS = 15_000; // 15s
+/**
+ * How long the settings read from the store are trusted: a `settings set` applies within this
+ * (there is no change feed for them; one indexed read of a tiny table per this is nothing).
+ */
+export const SETTINGS_FRESH_MS = 5_000; // 5s
 /** The longest sleep between passes when nothing is due. */
 const IDLE_PASS_MS = 5_000;
 /** Expired leases are looked for at most this often. */
@@ -109,6 +117,12 @@ export interface DrainWorkerDeps {
   observer?: DrainObserver;
   /** What the worker logs about deliveries (failures, Retry-After blocks, a summary an interval); default: one on `logger`, every 1m. */
   deliveryLog?: DeliveryLog;
+  /**
+   * The connect-time check of the `destinations` setting, the one `dispatcher` was made with
+   * (createDeliveryAgent): the worker reads the setting every SETTINGS_FRESH_MS and hands it over.
+   * Absent: the setting is not read (tests of other things; the dispatcher then checks nothing).
+   */
+  destinations?: DestinationGuard;
 }
 
 export interface PassResult {
@@ -122,8 +136,8 @@ export interface PassResult {
 
 export type StartMode = 'standby' | 'refuse';
 
-type ResolvedDeps = Required<Omit<DrainWorkerDeps, 'afterResponse' | 'observer' | 'beatInfo'>> &
-  Pick<DrainWorkerDeps, 'afterResponse' | 'observer' | 'beatInfo'>;
+type ResolvedDeps = Required<Omit<DrainWorkerDeps, 'afterResponse' | 'observer' | 'beatInfo' | 'destinations'>> &
+  Pick<DrainWorkerDeps, 'afterResponse' | 'observer' | 'beatInfo' | 'destinations'>;
 
 /** An attempt sent, as the observer and the delivery log are told about it once the store has recorded it. */
 interface Observed {
@@ -192,6 +206,7 @@ export class DrainWorker {
   readonly #observed = new Map<string, Observed>();
   #flushing: Promise<void> | undefined;
   #lastRecoverAt = -Infinity;
+  #settingsReadAt = -Infinity;
   #stopping = false;
   #loop: Promise<void> | undefined;
   #wakeUp: (() => void) | undefined;
@@ -231,11 +246,28 @@ export class DrainWorker {
     return this.#inflight.size;
   }
 
+  /**
+   * The `destinations` setting, read at most every SETTINGS_FRESH_MS and handed to the guard. A read
+   * that fails keeps the setting in force (the claims that follow meet the same storage trouble).
+   */
+  async #readSettings(now: number): Promise<void> {
+    const guard = this.#d.destinations;
+    if (guard === undefined || now - this.#settingsReadAt < SETTINGS_FRESH_MS) return;
+    this.#settingsReadAt = now;
+    try {
+      const policy = destinationPolicyOf(await this.#d.store.getSettings());
+      if (guard.update(policy)) this.#d.logger.info({ destinations: formatDestinationPolicy(policy) }, 'destinations setting applied');
+    } catch (e) {
+      this.#d.logger.warn({ err: e }, 'reading the settings failed; the destinations setting in force stays');
+    }
+  }
+
   /** One pass: recover expired leases, claim and start what every bucket with work due allows now. */
   async drainOnce(): Promise<PassResult> {
     const { store, clock } = this.#d;
     const now = clock.now();
     this.#passes++;
+    await this.#readSettings(now);
     // Bucket settings are re-read only when the change feed says a bucket changed (bucket writes
     // come from the CLI or serve's own connection, never this one): on SQLite a pass with nothing
     // new reads one pragma.

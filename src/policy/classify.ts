@@ -17,7 +17,13 @@ export const ERROR_CLASSES: readonly TransportErrorClass[] = ['refused', 'reset'
  * import checked for them). Sending it again sends the same bytes, so it is never retried, and
  * `--retry-on` has no word for it.
  */
-export type ErrorClass = TransportErrorClass | 'unsendable';
+export type ErrorClass = TransportErrorClass | 'unsendable' | 'destination_refused';
+/*
+ * `destination_refused`: the `destinations` setting refused the address the destination resolved
+ * to (src/drain/destination-guard.ts), before any byte was sent. Retried on the schedule whatever
+ * `--retry-on` says, like a connection error: the setting, or the DNS answer, may change before the
+ * schedule gives up, and every refused attempt stays as evidence.
+ */
 
 export type Outcome = { kind: 'response'; status: number } | { kind: 'error'; errorClass: ErrorClass };
 
@@ -70,6 +76,12 @@ export const OUTCOME_TABLE: ReadonlyArray<{ outcome: string; verdict: Verdict; w
     examples: [{ kind: 'error', errorClass: 'unsendable' }],
   },
   {
+    outcome: 'a destination the `destinations` setting refuses (`destination_refused`: nothing was sent)',
+    verdict: 'retry',
+    what: 'retry on the schedule, whatever `--retry-on` says (the setting or the DNS answer may change); the attempt keeps the reason',
+    examples: [{ kind: 'error', errorClass: 'destination_refused' }],
+  },
+  {
     outcome: '3xx',
     verdict: 'failed',
     what: '`failed`, redirect not followed (a moved endpoint is a configuration fix, then a replay)',
@@ -90,7 +102,11 @@ export const OUTCOME_TABLE: ReadonlyArray<{ outcome: string; verdict: Verdict; w
 ];
 
 export function isRetried(o: Outcome, r: RetryOn): boolean {
-  if (o.kind === 'error') return o.errorClass !== 'unsendable' && r.errors.includes(o.errorClass);
+  if (o.kind === 'error') {
+    if (o.errorClass === 'unsendable') return false;
+    if (o.errorClass === 'destination_refused') return true;
+    return r.errors.includes(o.errorClass);
+  }
   const cls = Math.floor(o.status / 100);
   return r.statuses.includes(o.status) || ((cls === 3 || cls === 4 || cls === 5) && r.statusClasses.includes(cls));
 }

@@ -69,7 +69,7 @@ export class ApiClient {
 
   /** Sends a request; a non-2xx answer throws (as AppError) unless its status is in `accept`. */
   async send(
-    method: 'GET' | 'POST' | 'PATCH' | 'DELETE',
+    method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE',
     path: string,
     options: { query?: Query; body?: unknown; accept?: number[]; headers?: Record<string, string>; signal?: AbortSignal } = {},
   ): Promise<Dispatcher.ResponseData> {
@@ -109,7 +109,7 @@ export class ApiClient {
   /** GET (or another method) and parse the JSON answer. */
   // biome-ignore lint/suspicious/noExplicitAny: the caller names the shape it reads from the server's JSON
   async json<T = any>(
-    method: 'GET' | 'POST' | 'PATCH' | 'DELETE',
+    method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE',
     path: string,
     options: Parameters<ApiClient['send']>[2] = {},
   ): Promise<{ status: number; body: T }> {

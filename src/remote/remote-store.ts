@@ -31,11 +31,13 @@ import type {
   StorageSize,
   Store,
   StoredRequest,
+  StoredSetting,
   TailCursor,
   TailEvent,
   WorkerHolder,
 } from '../store/store.js';
 import type { ApiClient } from './api-client.js';
+import { settingsFromJson } from '../settings/settings-json.js';
 import {
   bucketBody,
   bucketFromJson,
@@ -291,6 +293,17 @@ export class RemoteStore implements Store {
 
   openImporter(): Promise<RequestImporter> {
     throw remoteUnsupported('requests import');
+  }
+
+  /** GET /settings: `{ "<key>": { value, default, updated_at } }`; the keys that are set come back as rows. */
+  async getSettings(): Promise<StoredSetting[]> {
+    const { body } = await this.api.json('GET', '/settings');
+    return settingsFromJson(body);
+  }
+
+  async putSetting(key: string, value: string): Promise<StoredSetting> {
+    const { body } = await this.api.json('PUT', `/settings/${b(key)}`, { body: { value } });
+    return settingsFromJson({ [key]: body }).find((s) => s.key === key) ?? { key, value, updatedAt: Date.now() };
   }
 
   heartbeat(): Promise<void> {

@@ -29,6 +29,12 @@ export type ErrorCode =
   | 'port_in_use'
   /** A bucket's attempt timeout is not shorter than the worker's lease: it would never be delivered (exit 2, HTTP 400). */
   | 'timeout_exceeds_lease'
+  /**
+   * A destination (`--destination`, `replay --to`) that the `destinations` setting refuses: a literal
+   * address or a name resolving to one (exit 2, HTTP 400). Also the error class of an attempt the
+   * drain refused to connect (src/drain/destination-guard.ts).
+   */
+  | 'destination_refused'
   /** An admin read ran past its time budget (the admin API answers 503). */
   | 'query_timeout'
   /** Too many admin reads already waiting; try again shortly (the admin API answers 503). */
@@ -70,6 +76,7 @@ const exitByCode: Partial<Record<ErrorCode, number>> = {
   backup_unsupported: ExitCode.usage,
   target_exists: ExitCode.usage,
   timeout_exceeds_lease: ExitCode.usage,
+  destination_refused: ExitCode.usage,
   not_found: ExitCode.notFound,
   bucket_exists: ExitCode.failure,
   bucket_not_empty: ExitCode.failure,

@@ -188,6 +188,13 @@ export interface RejectionsTable {
   last_at: number;
 }
 
+/** Operator settings shared by every process of the database (`hookbucket settings`); a missing key is its default. */
+export interface SettingsTable {
+  key: string;
+  value: string;
+  updated_at: number;
+}
+
 export interface MetaTable {
   key: string;
   value: Generated<number>;
@@ -253,4 +260,5 @@ export interface Database {
   rejections: RejectionsTable;
   meta: MetaTable;
   dedup_keys: DedupKeysTable;
+  settings: SettingsTable;
 }

@@ -324,7 +324,18 @@ export interface Store extends ProcessRegistry {
    * durable), in short transactions on a connection of its own. Close it when done.
    */
   openImporter(): Promise<RequestImporter>;
+  /** Every operator setting that is set (`hookbucket settings`), by key order; a key not listed has its default. */
+  getSettings(): Promise<StoredSetting[]>;
+  /** Sets one setting (inserted or replaced), stamped with the store's clock; the value is stored as given (validate first: src/settings/). */
+  putSetting(key: string, value: string): Promise<StoredSetting>;
   close(): Promise<void>;
+}
+
+/** One row of the settings table: a value every process of the database reads the same. */
+export interface StoredSetting {
+  key: string;
+  value: string;
+  updatedAt: number;
 }
 
 /** A request read from an export file, to be stored as new. */
@@ -720,6 +731,8 @@ export interface DrainStore extends ProcessRegistry {
    * least one listener is subscribed; PostgreSQL listens for NOTIFY.
    */
   onChange(listener: () => void): () => void;
+  /** The operator settings, as Store.getSettings (the worker re-reads them every few seconds: src/drain/worker.ts). */
+  getSettings(): Promise<StoredSetting[]>;
   close(): Promise<void>;
 }
 

@@ -25,6 +25,7 @@ function counting(inner: DrainStore): { store: DrainStore; take: () => PassCount
     heartbeat: (p, nowMs, ttlMs) => inner.heartbeat(p, nowMs, ttlMs),
     markStopped: (id, nowMs) => inner.markStopped(id, nowMs),
     listBuckets: () => inner.listBuckets(),
+    getSettings: () => inner.getSettings(),
     claim: (bucket, options, policy) => {
       c.claims++;
       return inner.claim(bucket, options, policy);
@@ -278,8 +279,9 @@ describe('drain cost follows due work, not the number of buckets', () => {
     b.ingest('p', {});
     const retryAt = Number(b.raw.prepare(`select next_attempt_at from deliveries where bucket = 'r'`).pluck().get());
     // The migrator runs only migrations named after the last one run: the later ones go too (each
-    // is safe to run again, once 2026-12-05T00's tables are dropped).
-    b.raw.exec(`drop table bucket_due; drop table bucket_pacer; drop table replay_pacer; drop table workers; alter table attempts drop column worker_id;
+    // is safe to run again, once 2026-12-05T00's and 2026-12-07T02's tables are dropped).
+    b.raw.exec(`drop table bucket_due; drop table bucket_pacer; drop table replay_pacer; drop table workers; drop table settings;
+                alter table attempts drop column worker_id;
                 delete from hookbucket_migration where name >= '2026-12-03T03-bucket-due'`);
     await migrate(b.raw);
     const rows = b.raw.prepare('select bucket, next_due_at from bucket_due order by bucket').all();

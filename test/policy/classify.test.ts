@@ -53,6 +53,12 @@ describe('parseRetryOn', () => {
     assert.equal(classify({ kind: 'error', errorClass: 'refused' }, r).verdict, 'failed');
   });
 
+  it('destination_refused is retried on the schedule whatever --retry-on says', () => {
+    const refused: Outcome = { kind: 'error', errorClass: 'destination_refused' };
+    assert.deepEqual(classify(refused), { verdict: 'retry', reason: 'error_destination_refused' });
+    assert.equal(classify(refused, parseRetryOn('503')!).verdict, 'retry');
+  });
+
   it('3xx can be retried if asked, and single error classes work', () => {
     const r = parseRetryOn('3xx, refused ,TLS')!;
     assert.equal(classify(status(302), r).verdict, 'retry');

@@ -13,6 +13,7 @@ import { bucketUrlText, ingestBaseUrl, parsePublicUrl, recordedUrl, type IngestB
 import { configFor, withStore } from '../context.js';
 import { isRemoteStore } from '../../remote/remote-store.js';
 import { checkTimeoutFitsLease, currentLease } from '../../options/lease-check.js';
+import { checkDestinationAllowed } from '../../options/destination-check.js';
 import { stuckBuckets, stuckText } from '../../policy/lease-fit.js';
 import { stuckJson } from '../../stats/stats-report.js';
 import { systemClock } from '../../shared/clock.js';
@@ -196,7 +197,11 @@ function forwardPathText(d: DrainSettings): string {
 
 function addBucketSettings(cmd: Command, forUpdate: boolean): Command {
   cmd
-    .option('--destination <url>', 'consumer URL the drain worker forwards to', urlArg)
+    .option(
+      '--destination <url>',
+      'consumer URL the drain worker forwards to (the destinations setting may refuse it: hookbucket settings --help)',
+      urlArg,
+    )
     .option('--max-body <size>', 'largest body accepted, at most 100MiB (default 25MiB)', maxBodyArg)
     .option('--ack-status <code>', '2xx status answered to the sender (default 200)', ackStatusArg)
     .option('--ack-body <text>', 'body answered to the sender (default {"id":"<id>"})')
@@ -258,7 +263,10 @@ Examples:
         const publicUrl = publicUrlOf(io);
         return withStore(cmd, io, async (store) => {
           // Through --api the server checks against its own lease (the API applies the same rule).
-          if (!isRemoteStore(store)) await checkTimeoutFitsLease(store, patch, { creating: true, ...leaseNow(cmd, io) });
+          if (!isRemoteStore(store)) {
+            await checkTimeoutFitsLease(store, patch, { creating: true, ...leaseNow(cmd, io) });
+            await checkDestinationAllowed(store, patch.destination);
+          }
           const b = await store.createBucket({ name, ...patch });
           for (const w of warnings) printErr(io, `warning: ${w}`);
           if (opts.json) printJson(io, withGenerated(bucketJson(b), generated));
@@ -379,7 +387,10 @@ the headers given.`,
           if (!current) throw notFound(name);
           const warnings: string[] = [];
           const patch = patchFrom({ ...opts, ...provider }, current.drain, current.provider, (w) => warnings.push(w));
-          if (!isRemoteStore(store)) await checkTimeoutFitsLease(store, patch, { creating: false, ...leaseNow(cmd, io) });
+          if (!isRemoteStore(store)) {
+            await checkTimeoutFitsLease(store, patch, { creating: false, ...leaseNow(cmd, io) });
+            await checkDestinationAllowed(store, patch.destination);
+          }
           const b = await store.updateBucket(name, patch);
           for (const w of warnings) printErr(io, `warning: ${w}`);
           if (opts.json) printJson(io, withGenerated(bucketJson(b), generated));

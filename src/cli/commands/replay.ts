@@ -6,6 +6,8 @@ import { ExitCode, ExitWith } from '../../shared/errors.js';
 import type { Rate } from '../../policy/token-bucket.js';
 import { checkReplayScope, dryRunJson, selectReplay, startReplay } from '../../replay/select-replay.js';
 import { withStore } from '../context.js';
+import { isRemoteStore } from '../../remote/remote-store.js';
+import { checkDestinationAllowed } from '../../options/destination-check.js';
 import { durationMsArg, rateArg } from '../drain-options.js';
 import { addFilterOptions, filterFromOptions, type FilterOptions } from '../filter-options.js';
 import { redactUrl } from '../../policy/redact.js';
@@ -33,7 +35,11 @@ export function makeReplayCommand(io: CliIo): Command {
       .argument('<bucket>', 'bucket name', bucketNameArg),
   )
     .option('--all', 'every request of the bucket (the scope must be explicit: a bare replay is refused)')
-    .option('--to <url>', "deliver to this URL instead (staging, say); supersedes nothing and leaves the requests' state alone", urlArg)
+    .option(
+      '--to <url>',
+      "deliver to this URL instead (staging, say); supersedes nothing and leaves the requests' state alone; the destinations setting may refuse it",
+      urlArg,
+    )
     .option('--rate <n/unit>', "pace this replay's deliveries, below the bucket's own rate (like 10/s)", rateArg)
     .option('--dry-run', 'print how many would replay and a sample; change nothing')
     .option('--yes', `do not ask before replaying more than ${CONFIRM_ABOVE} (required when not at a terminal)`)
@@ -65,6 +71,8 @@ Examples:
       const filter = filterFromOptions(opts, systemClock.now());
       checkReplayScope({ filter, all: opts.all === true });
       await withStore(cmd, io, async (store) => {
+        // Through --api the server checks against its own setting and DNS.
+        if (!isRemoteStore(store)) await checkDestinationAllowed(store, opts.to);
         const selection = await selectReplay(store, { bucket: bucketName, filter, all: opts.all === true, to: opts.to ?? null });
         const { ids, sample } = selection;
         const to = selection.destination;

@@ -60,6 +60,9 @@ export const TABLES = {
   bucket_pacer: { copy: true, order: 8, key: ['bucket'], bytes: [], onExisting: 'refuse' },
   replay_pacer: { copy: true, order: 9, key: ['replay_id'], bytes: [], onExisting: 'refuse' },
   dedup_keys: { copy: true, order: 10, key: ['bucket', 'key'], bytes: [], onExisting: 'refuse' },
+  // The destination policy travels with the data: a hardened database must not arrive open. Under
+  // --append, a key the target has set already is an id_collision (set one side to match first).
+  settings: { copy: true, order: 11, key: ['key'], bytes: [], onExisting: 'refuse' },
   worker_lease: { copy: false, reason: "the source's single-worker lease: a worker on the target takes its own" },
   workers: { copy: false, reason: "the source's receivers and workers: each process registers with the database it runs against" },
 } as const satisfies Record<keyof Database, TablePlan>;

@@ -62,7 +62,9 @@ import {
   type ProcessBeat,
   type StoreChanges,
   type WorkerLeaseResult,
+  type StoredSetting,
 } from '../store.js';
+import { selectSettings } from '../kysely/settings-queries.js';
 import { toBucket } from '../bucket-row.js';
 import { toVerdict } from '../provider-row.js';
 import { DB_NOW } from './pg-clock.js';
@@ -746,6 +748,16 @@ export class PgDrainStore implements DrainStore {
   /** Calls `listener` when a notice arrives (and once a second while the LISTEN connection is down). */
   onChange(listener: () => void): () => void {
     return this.#feed?.onChange(listener) ?? (() => undefined);
+  }
+
+  async getSettings(): Promise<StoredSetting[]> {
+    try {
+      return await selectSettings(this.#db);
+    } catch (e) {
+      const code = pgStorageErrorCode(e);
+      if (code === undefined) throw e;
+      throw new AppError(code, `drain store: ${(e as Error).message}`, { cause: e });
+    }
   }
 
   async close(): Promise<void> {

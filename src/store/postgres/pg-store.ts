@@ -34,7 +34,9 @@ import {
   type WorkerHolder,
   type ProcessBeat,
   type ProcessRecord,
+  type StoredSetting,
 } from '../store.js';
+import { selectSettings, upsertSetting } from '../kysely/settings-queries.js';
 import { bucketPatchColumns, newBucketColumns, pauseColumns, resumeColumns, toBucket } from '../bucket-row.js';
 import { selectBucket, selectRejections, writtenBucket } from '../kysely/bucket-queries.js';
 import { selectStoredRequest } from '../kysely/request-queries.js';
@@ -362,6 +364,14 @@ export class PgStore implements Store {
    * A writer for `requests import`: each batch one transaction on this store's pool, committed with
    * synchronous_commit = on (pg-import.ts).
    */
+  async getSettings(): Promise<StoredSetting[]> {
+    return selectSettings(this.#db);
+  }
+
+  async putSetting(key: string, value: string): Promise<StoredSetting> {
+    return upsertSetting(this.#db, key, value, this.#clock.now());
+  }
+
   async openImporter(): Promise<RequestImporter> {
     return createPgRequestImporter(this.#db, this.#clock);
   }

@@ -32,6 +32,7 @@ import {
   type ProcessBeat,
   type StoreChanges,
   type WorkerLeaseResult,
+  type StoredSetting,
 } from '../store.js';
 import { toBucket } from '../bucket-row.js';
 import { toVerdict } from '../provider-row.js';
@@ -112,6 +113,7 @@ export class SqliteDrainStore implements DrainStore {
       request: p(
         'select method, path, query, headers, body, verify_scheme, verify_result, verify_reason, dedup_key from requests where id = ?',
       ),
+      settings: p('select key, value, updated_at from settings order by key'),
       claim: p(`update deliveries set state = 'delivering', attempts = attempts + 1, lease_until = ?, lease_attempt = ?,
                   first_attempt_at = coalesce(first_attempt_at, ?), paused_ms_at_first = coalesce(paused_ms_at_first, ?),
                   last_attempt_at = ?, updated_at = ?
@@ -530,6 +532,11 @@ export class SqliteDrainStore implements DrainStore {
   /** Subscribed listeners and the data_version each saw last. */
   readonly #listeners = new Map<() => void, number>();
   #poll: NodeJS.Timeout | undefined;
+
+  async getSettings(): Promise<StoredSetting[]> {
+    const rows = this.#s.settings!.all() as Array<{ key: string; value: string; updated_at: number }>;
+    return rows.map((r) => ({ key: r.key, value: r.value, updatedAt: r.updated_at }));
+  }
 
   async close(): Promise<void> {
     if (this.#poll !== undefined) clearInterval(this.#poll);

@@ -41,7 +41,9 @@ import type {
   RequestImporter,
   Store,
   StoredRequest,
+  StoredSetting,
 } from '../store.js';
+import { selectSettings, upsertSetting } from '../kysely/settings-queries.js';
 import { DEFAULT_MAX_BODY } from '../bucket-defaults.js';
 import { bucketPatchColumns, newBucketColumns, pauseColumns, resumeColumns, toBucket } from '../bucket-row.js';
 import { selectBucket, selectRejections, writtenBucket } from '../kysely/bucket-queries.js';
@@ -126,6 +128,14 @@ export class SqliteStore implements Store {
     }
     // durability is the importer's only, which a read-only store never opens.
     return new SqliteStore(raw, { ...options, durability: 'normal' });
+  }
+
+  async getSettings(): Promise<StoredSetting[]> {
+    return selectSettings(this.#db);
+  }
+
+  async putSetting(key: string, value: string): Promise<StoredSetting> {
+    return upsertSetting(this.#db, key, value, this.#clock.now());
   }
 
   async openImporter(): Promise<RequestImporter> {

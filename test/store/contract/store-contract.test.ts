@@ -9,6 +9,7 @@ import { pacingContract } from './pacing-contract.js';
 import { providerContract } from './provider-contract.js';
 import { replayContract } from './replay-contract.js';
 import { statsContract } from './stats-contract.js';
+import { settingsContract } from './settings-contract.js';
 
 // One suite over every dialect (Kysely's `for (const dialect of DIALECTS)`): the same calls, the
 // same assertions, through the store contract only (src/store/store.ts).
@@ -26,6 +27,7 @@ for (const dialect of DIALECTS) {
     replayContract(ctx);
     statsContract(ctx);
     providerContract(ctx);
+    settingsContract(ctx);
   });
 }
 

@@ -16,6 +16,7 @@ export const COPIED: Record<string, string[]> = {
   meta: ['key'],
   bucket_pacer: ['bucket'],
   replay_pacer: ['replay_id'],
+  settings: ['key'],
 };
 
 export interface Seeded {
@@ -152,6 +153,8 @@ export async function seedSqlite(path: string, requests = 60, prefix = ''): Prom
     db.prepare(`insert into rejections (bucket, reason, count, last_at) values (?, ?, ?, ?)`).run('', 'unknown_bucket', 3, now - 50);
     db.prepare(`insert into rejections (bucket, reason, count, last_at) values (?, ?, ?, ?)`).run(buckets[0], 'too_large', 2, now - 40);
     db.prepare(`insert into meta (key, value) values (?, ?)`).run(`${prefix}test_counter`, 7);
+    // A settings row (a key of its own per prefix: two seeded sources append without colliding).
+    db.prepare(`insert into settings (key, value, updated_at) values (?, ?, ?)`).run(`${prefix}test_setting`, 'allow:10.0.0.0/8', now - 30);
     // A worker that stopped long ago: its lease row stays, expired.
     db.prepare(
       `insert into worker_lease (name, holder, info, acquired_at, heartbeat_at, expires_at) values ('drain', 'h:1:x', 'pid 1 on h', ?, ?, ?)`,

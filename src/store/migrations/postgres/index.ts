@@ -14,6 +14,7 @@ import * as requestsBucketSize from './2026-12-03T05-requests-bucket-size.js';
 import * as sharedPacing from './2026-12-05T00-shared-pacing.js';
 import * as deferralCounts from './2026-12-05T02-deferral-counts.js';
 import * as provider from './2026-12-07T00-provider.js';
+import * as settings from './2026-12-07T02-settings.js';
 
 /** PostgreSQL migrations in code, with the same version names as ../sqlite/index.ts (README.md here). */
 export const migrationProvider: MigrationProvider = {
@@ -34,6 +35,7 @@ export const migrationProvider: MigrationProvider = {
       '2026-12-05T00-shared-pacing': sharedPacing,
       '2026-12-05T02-deferral-counts': deferralCounts,
       '2026-12-07T00-provider': provider,
+      '2026-12-07T02-settings': settings,
     };
   },
 };
