@@ -106,6 +106,23 @@ export interface FollowHooks {
 const MAX_RETRY_MS = 10_000;
 
 /**
+ * Waits `ms`, or less when the signal aborts. The abort listener goes when the wait ends either
+ * way: a stream that reconnects all day adds one wait per drop, and each would otherwise leave a
+ * listener on the command's signal (Node warns past 10, and each holds its closure).
+ */
+function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const t = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+/**
  * Follows one bucket's events until the signal aborts or onEvent returns false. The first
  * connection's failure is an error (as any command's); later drops reconnect with Last-Event-ID.
  */
@@ -144,17 +161,7 @@ export async function followEvents(api: ApiClient, bucket: string, hooks: Follow
     }
     if (hooks.signal.aborted) return;
     hooks.onNote(`the event stream dropped; reconnecting in ${Math.round(wait / 1000)}s`);
-    await new Promise<void>((resolve) => {
-      const t = setTimeout(resolve, wait);
-      hooks.signal.addEventListener(
-        'abort',
-        () => {
-          clearTimeout(t);
-          resolve();
-        },
-        { once: true },
-      );
-    });
+    await sleepUnlessAborted(wait, hooks.signal);
     wait = Math.min(MAX_RETRY_MS, wait * 2);
   }
 }
