@@ -65,6 +65,7 @@ export function tailEventFromJson(j: any): TailEvent {
   return {
     kind: 'attempt',
     at,
+    bucket: typeof j.bucket === 'string' ? j.bucket : '',
     requestId: j.request_id,
     deliveryId: j.delivery_id,
     generation: j.generation,
@@ -144,7 +145,15 @@ export async function followEvents(api: ApiClient, bucket: string, hooks: Follow
       for await (const m of parseSse(res.body)) {
         if (m.id !== undefined) lastId = m.id;
         if (m.event === 'reset') {
-          hooks.onNote('warning: the server no longer had every event since the connection dropped; some may be missing');
+          // The server says why (an id from another server start, events no longer buffered, a
+          // backlog it could not read): a reset is not always about a dropped connection.
+          let reason = '';
+          try {
+            reason = String((JSON.parse(m.data) as { reason?: unknown }).reason ?? '');
+          } catch {
+            // no reason given
+          }
+          hooks.onNote(`warning: some events may be missing${reason === '' ? '' : `: ${reason}`}`);
           continue;
         }
         if (m.event !== 'request' && m.event !== 'attempt') continue;

@@ -31,6 +31,7 @@ import type {
   StorageSize,
   Store,
   StoredRequest,
+  TailAttemptsPage,
   TailCursor,
   TailEvent,
   WorkerHolder,
@@ -285,7 +286,15 @@ export class RemoteStore implements Store {
     return ((body.processes ?? []) as unknown[]).map(processFromJson);
   }
 
-  tail(_bucket: string, _cursor: TailCursor): Promise<{ events: TailEvent[]; cursor: TailCursor }> {
+  tail(_bucket: string | readonly string[], _cursor: TailCursor): Promise<{ events: TailEvent[]; cursor: TailCursor }> {
+    throw remoteUnsupported('requests tail');
+  }
+
+  tailRequestsPage(_bucket: string, _afterId: string, _limit: number): Promise<TailEvent[]> {
+    throw remoteUnsupported('requests tail');
+  }
+
+  tailAttemptsPage(_bucket: string, _page: TailAttemptsPage, _limit: number): Promise<TailEvent[]> {
     throw remoteUnsupported('requests tail');
   }
 

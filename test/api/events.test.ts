@@ -19,8 +19,8 @@ function countingReads(ctx: Ctx): { reads: StoreReads; tails: Map<string, number
   const reads = new Proxy(store, {
     get(target, prop, receiver) {
       if (prop === 'tail') {
-        return (bucket: string, cursor: Parameters<StoreReads['tail']>[1]) => {
-          tails.set(bucket, (tails.get(bucket) ?? 0) + 1);
+        return (bucket: string | readonly string[], cursor: Parameters<StoreReads['tail']>[1]) => {
+          tails.set(String(bucket), (tails.get(String(bucket)) ?? 0) + 1);
           return target.tail(bucket, cursor);
         };
       }
