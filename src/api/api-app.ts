@@ -818,12 +818,7 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
           unsubscribe = subscribed.unsubscribe;
           heartbeat = setInterval(() => void stream.write(': heartbeat\n\n').catch(() => undefined), heartbeatMs);
           if (subscribed.resumed === 'reset') {
-            await stream.writeSSE({
-              event: 'reset',
-              data: JSON.stringify({
-                reason: 'events after that id are no longer buffered (or came from another server start): the stream goes on from now',
-              }),
-            });
+            await stream.writeSSE({ event: 'reset', data: JSON.stringify({ reason: subscribed.reason }) });
           }
           await stream.write(': connected\n\n');
           // Subscribed first, read after: every event is either in the store when the backlog is
