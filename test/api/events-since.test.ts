@@ -204,57 +204,59 @@ function cuttingProxy(target: number, cutAfter: number): Promise<{ port: number;
   );
 }
 
-describe('GET /events?since=: a connection cut mid-backlog resumes exactly after the last event (real server on port 0)', () => {
-  const ctx = useStoreSet(DIALECTS[0]!);
+for (const dialect of DIALECTS) {
+  describe(`GET /events?since=: a connection cut mid-backlog resumes exactly after the last event (real server on port 0, ${dialect.name})`, () => {
+    const ctx = useStoreSet(dialect);
 
-  it('the client gets every backlog event once, in order, across the cut', async () => {
-    await fill(ctx);
-    ctx.clock.set(T0 + 1000);
-    const expected = reference(await everything(ctx.set.store, ['w']), T0 - 1);
-    const hub = new EventHub({ reads: ctx.set.store, clock: ctx.clock, logger: silentLogger, pollMs: 0 });
-    const app = createApiApp({
-      store: ctx.set.store,
-      reads: ctx.set.store,
-      clock: ctx.clock,
-      logger: silentLogger,
-      events: hub,
-      config: { sinceBatch: 2 },
-    });
-    // Mounted under /api, as the admin listener mounts it.
-    const server: Server = createHttpServer(getRequestListener(new Hono().route('/api', app).fetch));
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const proxy = await cuttingProxy((server.address() as AddressInfo).port, 4);
-    const api = new ApiClient({ url: `http://127.0.0.1:${proxy.port}`, token: '' });
-    const stop = new AbortController();
-    const got: Array<Record<string, unknown>> = [];
-    const notes: string[] = [];
-    const timer = setTimeout(() => stop.abort(), 10_000);
-    try {
-      await followEvents(api, 'w', {
-        signal: stop.signal,
-        since: new Date(T0 - 1).toISOString(),
-        retryMs: 10,
-        onNote: (t) => notes.push(t),
-        onEvent: (j) => {
-          got.push(j);
-          if (tailEventKey(j as Parameters<typeof tailEventKey>[0]) === expected.at(-1)) stop.abort();
-        },
+    it('the client gets every backlog event once, in order, across the cut', async () => {
+      await fill(ctx);
+      ctx.clock.set(T0 + 1000);
+      const expected = reference(await everything(ctx.set.store, ['w']), T0 - 1);
+      const hub = new EventHub({ reads: ctx.set.store, clock: ctx.clock, logger: silentLogger, pollMs: 0 });
+      const app = createApiApp({
+        store: ctx.set.store,
+        reads: ctx.set.store,
+        clock: ctx.clock,
+        logger: silentLogger,
+        events: hub,
+        config: { sinceBatch: 2 },
       });
-    } finally {
-      clearTimeout(timer);
-      hub.close();
-      await api.close();
-      await proxy.close();
-      server.closeAllConnections();
-      await new Promise((r) => server.close(r));
-    }
-    assert.equal(proxy.cuts(), 1, 'the first connection was cut');
-    const resumed = notes.find((t) => t.includes('resuming after event s.'));
-    assert.ok(resumed, `a reconnect with a backlog position: ${notes.join('; ')}`);
-    assert.deepEqual(
-      got.map((j) => tailEventKey(j as Parameters<typeof tailEventKey>[0])),
-      expected,
-    );
-    assert.ok(got.length > 4, 'events came after the cut');
+      // Mounted under /api, as the admin listener mounts it.
+      const server: Server = createHttpServer(getRequestListener(new Hono().route('/api', app).fetch));
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+      const proxy = await cuttingProxy((server.address() as AddressInfo).port, 4);
+      const api = new ApiClient({ url: `http://127.0.0.1:${proxy.port}`, token: '' });
+      const stop = new AbortController();
+      const got: Array<Record<string, unknown>> = [];
+      const notes: string[] = [];
+      const timer = setTimeout(() => stop.abort(), 10_000);
+      try {
+        await followEvents(api, 'w', {
+          signal: stop.signal,
+          since: new Date(T0 - 1).toISOString(),
+          retryMs: 10,
+          onNote: (t) => notes.push(t),
+          onEvent: (j) => {
+            got.push(j);
+            if (tailEventKey(j as Parameters<typeof tailEventKey>[0]) === expected.at(-1)) stop.abort();
+          },
+        });
+      } finally {
+        clearTimeout(timer);
+        hub.close();
+        await api.close();
+        await proxy.close();
+        server.closeAllConnections();
+        await new Promise((r) => server.close(r));
+      }
+      assert.equal(proxy.cuts(), 1, 'the first connection was cut');
+      const resumed = notes.find((t) => t.includes('resuming after event s.'));
+      assert.ok(resumed, `a reconnect with a backlog position: ${notes.join('; ')}`);
+      assert.deepEqual(
+        got.map((j) => tailEventKey(j as Parameters<typeof tailEventKey>[0])),
+        expected,
+      );
+      assert.ok(got.length > 4, 'events came after the cut');
+    });
   });
-});
+}
