@@ -79,7 +79,8 @@ import { BucketCreateBody, BucketPatchBody, settingsOpts } from './bucket-body.j
 import { takeStreamSlot } from '../admin/limits.js';
 import { EventHub, type HubEvent } from './event-hub.js';
 import { tailEventJson } from '../json/request-json.js';
-import { readSince, tailEventKey } from '../store/tail-since.js';
+import { parseSincePositionId, SINCE_BATCH, SinceWalk, sincePositionId, sinceStart, tailEventKey } from '../store/tail-since.js';
+import { TAIL_LOOKBACK_MS } from '../store/request-rows.js';
 import type { StoreReads } from './store-reads.js';
 import { checkTimeoutFitsLease } from '../options/lease-check.js';
 import { checkDestinationAllowed } from '../options/destination-check.js';
@@ -95,6 +96,8 @@ export interface ApiConfig {
   /** GET /events: the poller's tick (default 250 ms) and the heartbeat (default 15 s). */
   eventsPollMs?: number;
   heartbeatMs?: number;
+  /** GET /events?since=: rows read per page and bucket (default SINCE_BATCH); tests set it small. */
+  sinceBatch?: number;
   /** The ingest URL shown in exports' HAR and curl targets (default http://localhost:8787); read per request, since serve binds ingest after the admin listener. */
   ingestBaseUrl?: () => string;
   /** The configured --lease (HOOKBUCKET_LEASE): bucket timeouts must stay below it when no worker is alive (default 60 s). */
@@ -743,19 +746,9 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
     deps.events ?? new EventHub({ reads, clock, logger, ...(config.eventsPollMs !== undefined ? { pollMs: config.eventsPollMs } : {}) });
   const heartbeatMs = config.heartbeatMs ?? HEARTBEAT_MS;
 
-  /** The events since `sinceMs` of these buckets (null: every bucket), as the hub sends them, in time order. */
-  async function readBacklog(
-    buckets: ReadonlySet<string> | null,
-    sinceMs: number,
-  ): Promise<Array<ReturnType<typeof tailEventJson> & { bucket: string }>> {
-    const names = buckets ? [...buckets] : (await reads.listBuckets()).filter((b) => b.deletingAt === null).map((b) => b.name);
-    const all: Array<{ at: number; data: ReturnType<typeof tailEventJson> & { bucket: string } }> = [];
-    for (const name of names) {
-      const { events } = await readSince((b, cursor) => reads.tail(b, cursor), name, sinceMs);
-      for (const e of events) all.push({ at: e.at, data: { ...tailEventJson(e), bucket: name } });
-    }
-    all.sort((x, y) => x.at - y.at);
-    return all.map((x) => x.data);
+  /** The buckets a stream follows (null: every bucket not being deleted), for a walk since a time. */
+  async function followedNames(buckets: ReadonlySet<string> | null): Promise<string[]> {
+    return buckets ? [...buckets] : (await reads.listBuckets()).filter((b) => b.deletingAt === null).map((b) => b.name);
   }
 
   app.openapi(
@@ -764,7 +757,7 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
       path: '/events',
       summary: 'Server-Sent Events: new requests and finished attempts, as requests tail --json (with bucket added)',
       description:
-        'event: request | attempt | reset; id: resumable with Last-Event-ID (or ?last_event_id) while the server still buffers it, else a reset event and the stream goes on from now; a ": heartbeat" comment every 15 s.',
+        'event: request | attempt | reset; id: resumable with Last-Event-ID (or ?last_event_id). A live event\'s id resumes while the server still buffers it, else a reset event says why and the stream goes on from now; a since backlog event\'s id (s.…) resumes the backlog exactly after it, read from the database. A ": heartbeat" comment every 15 s.',
       tags: ['requests'],
       request: {
         query: z.object({
@@ -780,7 +773,7 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
             .openapi({ description: 'as the Last-Event-ID header, for clients that cannot send headers' }),
           since: cliValue(
             parseTimeBound,
-            'first send what happened since then (requests received, attempts finished), oldest first and without ids, then follow; ignored when resuming with Last-Event-ID',
+            'first send what happened since then (requests received, attempts finished), oldest first, read and sent a page at a time, each with an id that resumes after it; then follow. Ignored when resuming with Last-Event-ID',
             '10m',
           ).optional(),
         }),
@@ -828,35 +821,38 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
         let unsubscribe: (() => void) | undefined;
         let heartbeat: NodeJS.Timeout | undefined;
         try {
-          const subscribed = await hub.subscribe(sub, lastEventId);
+          // A backlog event's id resumes the backlog (from the database); any other goes to the hub.
+          const resumeAt = lastEventId === undefined ? undefined : parseSincePositionId(lastEventId);
+          const from = resumeAt ?? (sinceMs !== undefined && !lastEventId ? sinceStart(sinceMs) : undefined);
+          const subscribedAt = clock.now();
+          const subscribed = await hub.subscribe(sub, resumeAt ? undefined : lastEventId);
           unsubscribe = subscribed.unsubscribe;
           heartbeat = setInterval(() => void stream.write(': heartbeat\n\n').catch(() => undefined), heartbeatMs);
           if (subscribed.resumed === 'reset') {
-            await stream.writeSSE({
-              event: 'reset',
-              data: JSON.stringify({
-                reason: 'events after that id are no longer buffered (or came from another server start): the stream goes on from now',
-              }),
-            });
+            await stream.writeSSE({ event: 'reset', data: JSON.stringify({ reason: subscribed.reason }) });
           }
           await stream.write(': connected\n\n');
           // Subscribed first, read after: every event is either in the store when the backlog is
-          // read or sent by the hub afterwards; those in both are sent once (backlog keys).
-          let backlogKeys: Set<string> | undefined;
-          if (sinceMs !== undefined && subscribed.resumed === 'none') {
+          // read or sent by the hub afterwards. Those in both are sent once: the hub sends what
+          // it reads after the subscription, which happened (or committed late) at most the tail
+          // look-back before it, so the backlog keeps the keys of those events only.
+          let given: Set<string> | undefined;
+          if (from !== undefined) {
+            given = new Set();
             try {
-              const backlog = await readBacklog(buckets, sinceMs);
-              backlogKeys = new Set(backlog.map((d) => tailEventKey(d)));
-              for (const d of backlog) {
-                if (closed) break;
-                await stream.writeSSE({ event: d.event, data: JSON.stringify(d) });
+              const walk = new SinceWalk(reads, await followedNames(buckets), from, { batch: config.sinceBatch ?? SINCE_BATCH });
+              for (let x = await walk.next(); x !== undefined && !closed; x = await walk.next()) {
+                const data = { ...tailEventJson(x.event), bucket: x.bucket };
+                if (x.event.at >= subscribedAt - TAIL_LOOKBACK_MS) given.add(tailEventKey(data));
+                await stream.writeSSE({ id: sincePositionId(x.position), event: data.event, data: JSON.stringify(data) });
               }
             } catch (e) {
-              logger.warn({ err: e }, 'events: reading since failed');
+              logger.warn({ err: e }, 'events: reading the events since a time failed');
+              const since = new Date(resumeAt ? resumeAt.attempt.finishedAt : sinceMs!).toISOString();
               await stream.writeSSE({
                 event: 'reset',
                 data: JSON.stringify({
-                  reason: `the events since ${new Date(sinceMs).toISOString()} could not be read: the stream goes on from now`,
+                  reason: `the events since ${since} could not all be read from the database: the stream goes on from now`,
                 }),
               });
             }
@@ -864,7 +860,7 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
           while (!closed) {
             while (queue.length > 0 && !closed) {
               const e = queue.shift()!;
-              if (backlogKeys?.has(tailEventKey(e.data as Parameters<typeof tailEventKey>[0]))) continue;
+              if (given?.has(tailEventKey(e.data as Parameters<typeof tailEventKey>[0]))) continue;
               await stream.writeSSE({ id: e.id, event: e.event, data: JSON.stringify(e.data) });
             }
             if (closed) break;

@@ -24,6 +24,8 @@ export const STORE_READ_METHODS = [
   'activeWorker',
   'processes',
   'tail',
+  'tailRequestsPage',
+  'tailAttemptsPage',
 ] as const satisfies readonly (keyof Store)[];
 
 export type StoreReadMethod = (typeof STORE_READ_METHODS)[number];

@@ -67,6 +67,7 @@ export function tailEventFromJson(j: any): TailEvent {
   return {
     kind: 'attempt',
     at,
+    bucket: typeof j.bucket === 'string' ? j.bucket : '',
     requestId: j.request_id,
     deliveryId: j.delivery_id,
     generation: j.generation,
@@ -108,6 +109,23 @@ export interface FollowHooks {
 const MAX_RETRY_MS = 10_000;
 
 /**
+ * Waits `ms`, or less when the signal aborts. The abort listener goes when the wait ends either
+ * way: a stream that reconnects all day adds one wait per drop, and each would otherwise leave a
+ * listener on the command's signal (Node warns past 10, and each holds its closure).
+ */
+function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const t = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+/**
  * Follows one bucket's events until the signal aborts or onEvent returns false. The first
  * connection's failure is an error (as any command's); later drops reconnect with Last-Event-ID.
  */
@@ -129,7 +147,15 @@ export async function followEvents(api: ApiClient, bucket: string, hooks: Follow
       for await (const m of parseSse(res.body)) {
         if (m.id !== undefined) lastId = m.id;
         if (m.event === 'reset') {
-          hooks.onNote('warning: the server no longer had every event since the connection dropped; some may be missing');
+          // The server says why (an id from another server start, events no longer buffered, a
+          // backlog it could not read): a reset is not always about a dropped connection.
+          let reason = '';
+          try {
+            reason = String((JSON.parse(m.data) as { reason?: unknown }).reason ?? '');
+          } catch {
+            // no reason given
+          }
+          hooks.onNote(`warning: some events may be missing${reason === '' ? '' : `: ${reason}`}`);
           continue;
         }
         if (m.event !== 'request' && m.event !== 'attempt') continue;
@@ -146,17 +172,7 @@ export async function followEvents(api: ApiClient, bucket: string, hooks: Follow
     }
     if (hooks.signal.aborted) return;
     hooks.onNote(`the event stream dropped; reconnecting in ${Math.round(wait / 1000)}s`);
-    await new Promise<void>((resolve) => {
-      const t = setTimeout(resolve, wait);
-      hooks.signal.addEventListener(
-        'abort',
-        () => {
-          clearTimeout(t);
-          resolve();
-        },
-        { once: true },
-      );
-    });
+    await sleepUnlessAborted(wait, hooks.signal);
     wait = Math.min(MAX_RETRY_MS, wait * 2);
   }
 }

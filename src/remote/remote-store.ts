@@ -32,6 +32,7 @@ import type {
   Store,
   StoredRequest,
   StoredSetting,
+  TailAttemptsPage,
   TailCursor,
   TailEvent,
   WorkerHolder,
@@ -287,7 +288,15 @@ export class RemoteStore implements Store {
     return ((body.processes ?? []) as unknown[]).map(processFromJson);
   }
 
-  tail(_bucket: string, _cursor: TailCursor): Promise<{ events: TailEvent[]; cursor: TailCursor }> {
+  tail(_bucket: string | readonly string[], _cursor: TailCursor): Promise<{ events: TailEvent[]; cursor: TailCursor }> {
+    throw remoteUnsupported('requests tail');
+  }
+
+  tailRequestsPage(_bucket: string, _afterId: string, _limit: number): Promise<TailEvent[]> {
+    throw remoteUnsupported('requests tail');
+  }
+
+  tailAttemptsPage(_bucket: string, _page: TailAttemptsPage, _limit: number): Promise<TailEvent[]> {
     throw remoteUnsupported('requests tail');
   }
 

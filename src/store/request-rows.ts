@@ -44,6 +44,19 @@ export type ListedRow = {
 /** How far back a tail looks for attempts that finished late (an attempt's row is keyed by its start). */
 export const TAIL_LOOKBACK_MS = 15 * 60_000; // 15m: longer than any attempt timeout (at most 10m)
 
+/**
+ * What a tail call reads of the attempts. An attempt is an event when it finishes, but its row is
+ * indexed by its start (`attempts_bucket_started`), and finishes at most TAIL_LOOKBACK_MS after
+ * it: so the attempts finished at or after `finishedFrom` are among those started at or after
+ * `startedFrom`, read by the index, then kept by finish. A live cursor's look-back ends
+ * TAIL_LOOKBACK_MS before now (an attempt that finished earlier was read by an earlier call), and
+ * `sinceMs` moves up with it.
+ */
+export function tailAttemptWindow(cursor: { sinceMs: number }, nowMs: number): { startedFrom: number; finishedFrom: number } {
+  const finishedFrom = Math.max(cursor.sinceMs, nowMs - TAIL_LOOKBACK_MS);
+  return { finishedFrom, startedFrom: Math.max(cursor.sinceMs - TAIL_LOOKBACK_MS, nowMs - TAIL_LOOKBACK_MS) };
+}
+
 /** The columns of a request that a listing leaves out: read per request by `requests show` and export. */
 export type RequestBodyRow = Pick<RequestsTable, 'id' | 'headers' | 'body' | 'sha256' | 'peer' | 'trailers'> &
   Partial<Pick<RequestsTable, 'dedup_key' | 'duplicate_of'>>;
@@ -145,6 +158,7 @@ export function attemptEvent(a: AttemptsTable & { generation: number }): TailEve
   return {
     kind: 'attempt',
     at: record.startedAt + (record.durationMs ?? 0),
+    bucket: a.bucket,
     requestId: a.request_id,
     deliveryId: a.delivery_id,
     generation: Number(a.generation),

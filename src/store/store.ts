@@ -317,8 +317,20 @@ export interface Store extends ProcessRegistry {
   activeWorker(nowMs: number): Promise<WorkerHolder | undefined>;
   /** Registered receivers and workers (stopped ones and those whose heartbeat expired included, with `alive` false), newest first; at most `limit`. */
   processes(nowMs: number, options?: { limit?: number }): Promise<ProcessRecord[]>;
-  /** Requests stored and attempts finished since the cursor, for `requests tail`. */
-  tail(bucket: string, cursor: TailCursor): Promise<{ events: TailEvent[]; cursor: TailCursor }>;
+  /**
+   * Requests stored and attempts finished since the cursor, for `requests tail` and the admin
+   * API's event poller: of one bucket (not_found when there is none), or of several in the same
+   * few queries whatever their number (a bucket that is gone gives nothing).
+   */
+  tail(bucket: string | readonly string[], cursor: TailCursor): Promise<{ events: TailEvent[]; cursor: TailCursor }>;
+  /** One page of `tail --since`'s requests: the bucket's requests with ids above `afterId`, by id, at most `limit`. */
+  tailRequestsPage(bucket: string, afterId: string, limit: number): Promise<TailEvent[]>;
+  /**
+   * One page of `tail --since`'s attempts: the bucket's finished attempts after `after` in
+   * (started_at, id) order that finished at or after `finishedFrom`, at most `limit` (fewer: no
+   * more for now). An attempt finishes at most TAIL_LOOKBACK_MS after it starts.
+   */
+  tailAttemptsPage(bucket: string, page: TailAttemptsPage, limit: number): Promise<TailEvent[]>;
   /**
    * A writer for `requests import`: stores requests as new, as an acknowledged ingest would (fully
    * durable), in short transactions on a connection of its own. Close it when done.
@@ -819,21 +831,28 @@ export interface ReplayProgress {
 export interface TailCursor {
   /** Requests with a larger id are new. */
   requestId: string;
-  /** Attempts finished at or after this time are looked at; `seen` keeps them from repeating. */
+  /**
+   * Attempts finished at or after this time are looked at (at most TAIL_LOOKBACK_MS before now);
+   * `seen` keeps them from repeating.
+   */
   sinceMs: number;
   seen: string[];
-  /**
-   * Read attempts from `sinceMs` however long ago (`requests tail --since`), once: without it the
-   * look-back is at most TAIL_LOOKBACK_MS. The cursor a call returns never carries it.
-   */
-  catchUp?: boolean;
+}
+
+/** Where a page of `tail --since`'s attempts starts (tailAttemptsPage). */
+export interface TailAttemptsPage {
+  /** Attempts after this one in (started_at, id) order; id '' for every attempt started then. */
+  after: { startedAt: number; id: string };
+  finishedFrom: number;
 }
 
 export type TailEvent =
   | { kind: 'request'; at: number; request: RequestSummary }
   | {
       kind: 'attempt';
+      /** When it finished. */
       at: number;
+      bucket: string;
       requestId: string;
       deliveryId: string;
       generation: number;

@@ -12,15 +12,15 @@ import { captured, claim, DEST, result, submitAll, T0, useStoreSet, type Ctx } f
  * resumable with Last-Event-ID, and the SSE route itself over app.request() with short ticks.
  */
 
-/** The store's reads, counting tail calls per bucket. */
-function countingReads(ctx: Ctx): { reads: StoreReads; tails: Map<string, number> } {
-  const tails = new Map<string, number>();
+/** The store's reads, recording the buckets of each tail call. */
+function countingReads(ctx: Ctx): { reads: StoreReads; tails: string[][] } {
+  const tails: string[][] = [];
   const store = ctx.set.store;
   const reads = new Proxy(store, {
     get(target, prop, receiver) {
       if (prop === 'tail') {
-        return (bucket: string, cursor: Parameters<StoreReads['tail']>[1]) => {
-          tails.set(bucket, (tails.get(bucket) ?? 0) + 1);
+        return (bucket: string | readonly string[], cursor: Parameters<StoreReads['tail']>[1]) => {
+          tails.push(typeof bucket === 'string' ? [bucket] : [...bucket].sort());
           return target.tail(bucket, cursor);
         };
       }
@@ -36,91 +36,160 @@ function collector(buckets: string[] | null) {
   return { sub: { buckets: buckets === null ? null : new Set(buckets), send: (e: HubEvent) => got.push(e) }, got };
 }
 
-describe('admin api: events hub', () => {
-  const ctx = useStoreSet(DIALECTS[0]!);
+for (const dialect of DIALECTS)
+  describe(`admin api: events hub (${dialect.name})`, () => {
+    const ctx = useStoreSet(dialect);
 
-  it('polls each watched bucket once per tick whatever the number of clients, and fans out', async () => {
-    for (const name of ['a', 'b', 'quiet']) await ctx.set.store.createBucket({ name, destination: DEST });
-    const { reads, tails } = countingReads(ctx);
-    const hub = new EventHub({ reads, clock: ctx.clock, logger: silentLogger, pollMs: 0 });
-    const onA = [collector(['a']), collector(['a']), collector(['a'])];
-    const onB = collector(['b']);
-    const all = collector(null);
-    for (const c of [...onA, onB, all]) await hub.subscribe(c.sub);
-    assert.equal(hub.subscriberCount, 5);
+    it('reads every watched bucket in one tail per tick whatever the number of clients and buckets, and fans out', async () => {
+      for (const name of ['a', 'b', 'quiet']) await ctx.set.store.createBucket({ name, destination: DEST });
+      const { reads, tails } = countingReads(ctx);
+      const hub = new EventHub({ reads, clock: ctx.clock, logger: silentLogger, pollMs: 0 });
+      const onA = [collector(['a']), collector(['a']), collector(['a'])];
+      const onB = collector(['b']);
+      const all = collector(null);
+      for (const c of [...onA, onB, all]) await hub.subscribe(c.sub);
+      assert.equal(hub.subscriberCount, 5);
 
-    const [ra] = await submitAll(ctx.set, [captured('a', T0 + 1)]);
-    const [rb] = await submitAll(ctx.set, [captured('b', T0 + 2)]);
-    await hub.pollOnce();
-    assert.deepEqual(Object.fromEntries(tails), { a: 1, b: 1, quiet: 1 }, 'one tail per bucket per tick, not one per client');
-    for (const c of onA)
+      const [ra] = await submitAll(ctx.set, [captured('a', T0 + 1)]);
+      const [rb] = await submitAll(ctx.set, [captured('b', T0 + 2)]);
+      await hub.pollOnce();
+      assert.deepEqual(tails, [['a', 'b', 'quiet']], 'one tail per tick for every bucket, not one per bucket or per client');
+      for (const c of onA)
+        assert.deepEqual(
+          c.got.map((e) => [e.event, e.data.id, e.bucket]),
+          [['request', ra, 'a']],
+        );
       assert.deepEqual(
-        c.got.map((e) => [e.event, e.data.id, e.bucket]),
-        [['request', ra, 'a']],
+        onB.got.map((e) => [e.event, e.data.id, e.bucket]),
+        [['request', rb, 'b']],
       );
-    assert.deepEqual(
-      onB.got.map((e) => [e.event, e.data.id, e.bucket]),
-      [['request', rb, 'b']],
-    );
-    assert.deepEqual(all.got.map((e) => e.data.id).sort(), [ra, rb].sort());
-    assert.deepEqual(Object.keys(onA[0]!.got[0]!.data).sort(), ['at', 'bucket', 'event', 'id', 'method', 'path', 'query', 'size', 'state']);
+      assert.deepEqual(all.got.map((e) => e.data.id).sort(), [ra, rb].sort());
+      assert.deepEqual(Object.keys(onA[0]!.got[0]!.data).sort(), [
+        'at',
+        'bucket',
+        'event',
+        'id',
+        'method',
+        'path',
+        'query',
+        'size',
+        'state',
+      ]);
 
-    // A finished attempt is an attempt event, as requests tail --json.
-    const c = await claim(ctx.set, 'a', T0 + 5);
-    await ctx.set.drain.complete([result(c.claimed[0]!, T0 + 20, 'delivered')]);
-    await hub.pollOnce();
-    const attempt = onA[1]!.got[1]!;
-    assert.equal(attempt.event, 'attempt');
-    assert.deepEqual([attempt.data.request_id, attempt.data.status, attempt.data.outcome, attempt.bucket], [ra, 200, 'delivered', 'a']);
-    assert.equal(onB.got.length, 1);
+      // A finished attempt is an attempt event, as requests tail --json.
+      const c = await claim(ctx.set, 'a', T0 + 5);
+      await ctx.set.drain.complete([result(c.claimed[0]!, T0 + 20, 'delivered')]);
+      await hub.pollOnce();
+      const attempt = onA[1]!.got[1]!;
+      assert.equal(attempt.event, 'attempt');
+      assert.deepEqual([attempt.data.request_id, attempt.data.status, attempt.data.outcome, attempt.bucket], [ra, 200, 'delivered', 'a']);
+      assert.equal(onB.got.length, 1);
 
-    // Ids count up; nothing is sent twice.
-    const ids = all.got.map((e) => e.seq);
-    assert.deepEqual(
-      ids,
-      [...ids].sort((x, y) => x - y),
-    );
-    await hub.pollOnce();
-    assert.equal(all.got.length, 3);
+      // Ids count up; nothing is sent twice.
+      const ids = all.got.map((e) => e.seq);
+      assert.deepEqual(
+        ids,
+        [...ids].sort((x, y) => x - y),
+      );
+      await hub.pollOnce();
+      assert.equal(all.got.length, 3);
+      assert.equal(tails.length, 3, 'one tail per tick');
+    });
+
+    it('one tail per tick reads 40 buckets at once: every request, a paused bucket held', async () => {
+      const names = Array.from({ length: 40 }, (_, i) => `q${i}`);
+      for (const name of names) await ctx.set.store.createBucket({ name, destination: DEST });
+      await ctx.set.store.pauseBucket('q7');
+      const { reads, tails } = countingReads(ctx);
+      const hub = new EventHub({ reads, clock: ctx.clock, logger: silentLogger, pollMs: 0 });
+      const all = collector(null);
+      await hub.subscribe(all.sub);
+      const ids = await submitAll(
+        ctx.set,
+        names.map((b, i) => captured(b, T0 + 10 + i)),
+      );
+      await hub.pollOnce();
+      assert.equal(tails.length, 1, 'one tail for 40 buckets');
+      assert.equal(tails[0]!.length, 40);
+      assert.deepEqual(all.got.map((e) => e.data.id).sort(), [...ids].sort());
+      assert.deepEqual(
+        all.got.filter((e) => e.data.state === 'held').map((e) => e.bucket),
+        ['q7'],
+      );
+      hub.close();
+    });
+
+    it('a new client without Last-Event-ID gets only what happens after it subscribed, even within the linger', async () => {
+      await ctx.set.store.createBucket({ name: 'a', destination: DEST });
+      const hub = new EventHub({ reads: ctx.set.store, clock: ctx.clock, logger: silentLogger, pollMs: 0 });
+      const first = collector(['a']);
+      const { unsubscribe } = await hub.subscribe(first.sub);
+      await submitAll(ctx.set, [captured('a', T0 + 1)]);
+      await hub.pollOnce();
+      assert.equal(first.got.length, 1);
+      const resumeFrom = first.got[0]!.id;
+      unsubscribe();
+      // Nobody watches and the poller has stopped; the bucket lingers. Two requests meanwhile.
+      const missed = await submitAll(ctx.set, [captured('a', T0 + 2), captured('a', T0 + 3)]);
+      const fresh = collector(['a']);
+      await hub.subscribe(fresh.sub);
+      await hub.pollOnce();
+      assert.equal(fresh.got.length, 0, 'what came before it connected is not replayed to a new client');
+      const [after] = await submitAll(ctx.set, [captured('a', T0 + 4)]);
+      await hub.pollOnce();
+      assert.deepEqual(
+        fresh.got.map((e) => e.data.id),
+        [after],
+      );
+      // A client that left and comes back with its id still gets what it missed, and no more.
+      const back = collector(['a']);
+      assert.equal((await hub.subscribe(back.sub, resumeFrom)).resumed, 'resumed');
+      assert.deepEqual(
+        back.got.map((e) => e.data.id),
+        [...missed, after],
+      );
+      hub.close();
+    });
+
+    it('resumes from Last-Event-ID while buffered, and says reset when it cannot be whole', async () => {
+      for (const name of ['a', 'c']) await ctx.set.store.createBucket({ name, destination: DEST });
+      const hub = new EventHub({ reads: ctx.set.store, clock: ctx.clock, logger: silentLogger, pollMs: 0, bufferEvents: 2 });
+      const first = collector(['a']);
+      const { unsubscribe } = await hub.subscribe(first.sub);
+      await submitAll(ctx.set, [captured('a', T0 + 1)]);
+      await hub.pollOnce();
+      const seen = first.got[0]!;
+      unsubscribe();
+      // While nobody watches: the bucket's cursor lingers, so the next poll still reads it.
+      const [missed] = await submitAll(ctx.set, [captured('a', T0 + 2)]);
+      await hub.pollOnce();
+
+      const back = collector(['a']);
+      const r = await hub.subscribe(back.sub, seen.id);
+      assert.equal(r.resumed, 'resumed');
+      assert.deepEqual(
+        back.got.map((e) => e.data.id),
+        [missed],
+      );
+      r.unsubscribe();
+
+      const other = await hub.subscribe(collector(['a']).sub, 'ffffffff.1');
+      assert.equal(other.resumed, 'reset', 'an id of another server start');
+      assert.match(other.reason ?? '', /not from this server start/);
+      const onC = await hub.subscribe(collector(['c']).sub, seen.id);
+      assert.equal(onC.resumed, 'reset', 'c was followed only after that id: what came before was never read');
+      assert.match(onC.reason ?? '', /bucket c was not followed when event/);
+      const current = collector(['a']);
+      await hub.subscribe(current.sub);
+      await submitAll(ctx.set, [captured('a', T0 + 3), captured('a', T0 + 4)]);
+      await hub.pollOnce();
+      const gone = await hub.subscribe(collector(['a']).sub, seen.id);
+      assert.equal(gone.resumed, 'reset', 'the events after it left the buffer (2 kept)');
+      assert.match(gone.reason ?? '', /no longer buffered \(the server keeps the last 2\)/);
+      assert.equal((await hub.subscribe(collector(['a']).sub, current.got[0]!.id)).resumed, 'resumed');
+      hub.close();
+    });
   });
-
-  it('resumes from Last-Event-ID while buffered, and says reset when it cannot be whole', async () => {
-    for (const name of ['a', 'c']) await ctx.set.store.createBucket({ name, destination: DEST });
-    const hub = new EventHub({ reads: ctx.set.store, clock: ctx.clock, logger: silentLogger, pollMs: 0, bufferEvents: 2 });
-    const first = collector(['a']);
-    const { unsubscribe } = await hub.subscribe(first.sub);
-    await submitAll(ctx.set, [captured('a', T0 + 1)]);
-    await hub.pollOnce();
-    const seen = first.got[0]!;
-    unsubscribe();
-    // While nobody watches: the bucket's cursor lingers, so the next poll still reads it.
-    const [missed] = await submitAll(ctx.set, [captured('a', T0 + 2)]);
-    await hub.pollOnce();
-
-    const back = collector(['a']);
-    const r = await hub.subscribe(back.sub, seen.id);
-    assert.equal(r.resumed, 'resumed');
-    assert.deepEqual(
-      back.got.map((e) => e.data.id),
-      [missed],
-    );
-    r.unsubscribe();
-
-    assert.equal((await hub.subscribe(collector(['a']).sub, 'ffffffff.1')).resumed, 'reset', 'an id of another server start');
-    assert.equal(
-      (await hub.subscribe(collector(['c']).sub, seen.id)).resumed,
-      'reset',
-      "c's cursor began after that id: what came before was never read",
-    );
-    const current = collector(['a']);
-    await hub.subscribe(current.sub);
-    await submitAll(ctx.set, [captured('a', T0 + 3), captured('a', T0 + 4)]);
-    await hub.pollOnce();
-    assert.equal((await hub.subscribe(collector(['a']).sub, seen.id)).resumed, 'reset', 'the events after it left the buffer (2 kept)');
-    assert.equal((await hub.subscribe(collector(['a']).sub, current.got[0]!.id)).resumed, 'resumed');
-    hub.close();
-  });
-});
 
 /** Reads an SSE body until `done(text)` holds; fails after 5 s (a missing event, not a slow one). */
 async function readUntil(

@@ -55,6 +55,9 @@ const CASES: Case[] = [
   ['processes', () => [NOW, { limit: 1 }]],
   ['tail', () => ['alpha', { requestId: '', sinceMs: 0, seen: [] }]],
   ['tail', (s) => ['alpha', { requestId: s.alpha[10]!, sinceMs: T0 + 60_000, seen: [] }]],
+  ['tail', () => [['alpha', 'beta', 'gone'], { requestId: '', sinceMs: 0, seen: [] }]],
+  ['tailRequestsPage', (s) => ['alpha', s.alpha[3]!, 4]],
+  ['tailAttemptsPage', () => ['alpha', { after: { startedAt: 0, id: '' }, finishedFrom: T0 }, 3]],
 ];
 
 const call = (target: StoreReads, m: StoreReadMethod, args: unknown[]) => (target[m] as (...a: unknown[]) => Promise<unknown>)(...args);

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { getEventListeners } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
@@ -117,6 +118,38 @@ describe('followEvents: reconnects with Last-Event-ID, stops on abort', () => {
       notes.some((t) => t.includes('resuming after event h.2')),
       notes.join('; '),
     );
+  });
+
+  it('leaves no abort listener behind per reconnect: 40 drops, the count on the signal stays flat', async () => {
+    let n = 0;
+    // Each connection sends one event and drops: every event is followed by a reconnect wait.
+    const server = createServer((_req: IncomingMessage, res: ServerResponse) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(`id: h.${++n}\nevent: request\ndata: ${JSON.stringify({ event: 'request', n, bucket: 'b' })}\n\n`, () => res.destroy());
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const api = new ApiClient({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, token: '' });
+    const stop = new AbortController();
+    const counts: number[] = [];
+    try {
+      await followEvents(api, 'b', {
+        signal: stop.signal,
+        retryMs: 1,
+        onNote: () => undefined,
+        onEvent: () => {
+          counts.push(getEventListeners(stop.signal, 'abort').length);
+          if (counts.length === 40) stop.abort();
+        },
+      });
+    } finally {
+      await api.close();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+    assert.equal(counts.length, 40);
+    // The open request's own listeners only; one more per reconnect would reach 40 and more.
+    assert.ok(Math.max(...counts) <= counts[0]! + 1, `listeners per event: ${counts.join(',')}`);
+    assert.ok(counts[0]! <= 3, `listeners on the first event: ${counts[0]}`);
   });
 
   it('parses multi-line data, CRLF, comments and events split across chunks', async () => {

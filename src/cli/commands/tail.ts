@@ -12,7 +12,8 @@ import { isRemoteStore, type RemoteStore } from '../../remote/remote-store.js';
 import { followEvents, tailEventFromJson } from '../../remote/event-stream.js';
 import { bucketNameArg, integerArg } from '../parsers.js';
 import { parseTimeBound, type TimeBound } from '../../options/request-filter.js';
-import { readSince } from '../../store/tail-since.js';
+import { SinceWalk, sinceStart, tailEventKey } from '../../store/tail-since.js';
+import { TAIL_LOOKBACK_MS } from '../../store/request-rows.js';
 import { targetText } from '../render.js';
 
 /** How often tail looks for new rows (one indexed query each for requests and attempts). */
@@ -128,19 +129,34 @@ async function localTail(
     return !(opts.count !== undefined && ++printed >= opts.count);
   };
   let cursor: TailCursor;
-  let backlog: TailEvent[] = [];
-  if (sinceMs !== undefined) ({ events: backlog, cursor } = await readSince((b, c) => store.tail(b, c), bucket, sinceMs));
-  else {
+  io.stderr.write(followingText(bucket, sinceMs));
+  /** Keys of the attempts given by the backlog that the first live read looks at again. */
+  let given: Set<string> | undefined;
+  if (sinceMs !== undefined) {
+    // Read and printed a page at a time (SinceWalk): memory stays flat however long ago sinceMs is.
+    const walk = new SinceWalk(store, [bucket], sinceStart(sinceMs));
+    given = new Set();
+    for (let x = await walk.next(); x !== undefined && !signal.aborted; x = await walk.next()) {
+      if (x.event.kind === 'attempt' && x.event.at >= now - TAIL_LOOKBACK_MS) given.add(tailEventKey(tailEventJson(x.event)));
+      if (!show(x.event)) return;
+    }
+    // Requests after the last one given (on PostgreSQL its first read marks the id window below
+    // it seen); attempts finished since sinceMs, of which the look-back's were given above.
+    cursor = { requestId: walk.position.requestId, sinceMs, seen: [] };
+  } else {
     // Start after the newest request stored so far: tail shows what happens from now on.
     const newest = await store.listRequests(bucket, {}, { limit: 1 });
     cursor = { requestId: newest.requests[0]?.id ?? '', sinceMs: now, seen: [] };
   }
-  io.stderr.write(followingText(bucket, sinceMs));
-  for (const e of backlog) if (!show(e)) return;
   while (!signal.aborted) {
     const r = await store.tail(bucket, cursor);
     cursor = r.cursor;
-    for (const e of r.events) if (!show(e)) return;
+    for (const e of r.events) {
+      if (given?.has(tailEventKey(tailEventJson(e)))) continue;
+      if (!show(e)) return;
+    }
+    // The cursor now holds what the first read gave: later reads do not repeat it.
+    given = undefined;
     await sleepUnlessInterrupted(POLL_MS, signal).catch(() => undefined);
   }
 }

@@ -6,9 +6,9 @@
 import { sql, type Kysely } from 'kysely';
 import { idFloorAt, idTimeMs } from '../../shared/ids.js';
 import type { AttemptsTable, Database, DeliveriesTable } from '../schema.js';
-import type { DeliveryHistory, TailCursor, TailEvent } from '../store.js';
+import type { DeliveryHistory, TailAttemptsPage, TailCursor, TailEvent } from '../store.js';
 import { TAIL_READ_REQUESTS } from '../tail-since.js';
-import { attemptEvent, TAIL_LOOKBACK_MS, toDeliveryHistory, toListed, type ListedRow } from '../request-rows.js';
+import { attemptEvent, tailAttemptWindow, toDeliveryHistory, toListed, type ListedRow } from '../request-rows.js';
 
 export async function pgRequestHistory(db: Kysely<Database>, requestId: string): Promise<DeliveryHistory[]> {
   // id last: ties in (generation, created_at) or (started_at, number) come out in one fixed order.
@@ -45,11 +45,13 @@ const TAIL_REQUESTS = TAIL_READ_REQUESTS;
  */
 export async function pgTail(
   db: Kysely<Database>,
-  bucket: string,
+  buckets: readonly string[],
   cursor: TailCursor,
   nowMs: number,
-  paused: boolean,
+  paused: ReadonlySet<string>,
 ): Promise<{ events: TailEvent[]; cursor: TailCursor }> {
+  // `= any(array)`: one range of requests_bucket_id (and of attempts_bucket_started) per bucket.
+  const names = [...buckets];
   const events: TailEvent[] = [];
   const newest = cursor.requestId;
   const seenBefore = new Set(cursor.seen);
@@ -61,7 +63,7 @@ export async function pgTail(
     const floor = idFloorAt(idTimeMs(newest) - TAIL_ID_LOOKBACK_MS);
     const stored = await sql<{
       id: string;
-    }>`select id from requests where bucket = ${bucket} and id >= ${floor} and id <= ${newest}`.execute(db);
+    }>`select id from requests where bucket = any(${names}::text[]) and id >= ${floor} and id <= ${newest}`.execute(db);
     seenRequests.push(newest, ...stored.rows.map((r) => r.id));
   }
   // An empty cursor (an empty bucket when the tail started): every request is above it. `seen` is
@@ -75,19 +77,21 @@ export async function pgTail(
     await sql<ListedRow>`
       select r.id, r.bucket, r.received_at, r.method, r.path, r.query, r.size, d.state, d.attempts, d.last_status, d.generation
       from requests r left join deliveries d on d.request_id = r.id and d.latest = 1 and d.destination is null
-      where r.bucket = ${bucket} and ${window} order by r.id limit ${TAIL_REQUESTS}`.execute(db)
+      where r.bucket = any(${names}::text[]) and ${window} order by r.id limit ${TAIL_REQUESTS}`.execute(db)
   ).rows;
   let lastRequest = newest;
   for (const r of requests) {
     if (r.id > lastRequest) lastRequest = r.id;
     seenRequests.push(r.id);
-    events.push({ kind: 'request', at: Number(r.received_at), request: toListed(r, paused) });
+    events.push({ kind: 'request', at: Number(r.received_at), request: toListed(r, paused.has(r.bucket)) });
   }
-  const since = cursor.catchUp === true ? cursor.sinceMs : Math.max(cursor.sinceMs, nowMs - TAIL_LOOKBACK_MS);
+  const { startedFrom, finishedFrom } = tailAttemptWindow(cursor, nowMs);
   const attempts = (
     await sql<AttemptsTable & { generation: number }>`
       select a.*, d.generation from attempts a join deliveries d on d.id = a.delivery_id
-      where a.bucket = ${bucket} and a.started_at >= ${since} and a.outcome is not null order by a.started_at, a.id`.execute(db)
+      where a.bucket = any(${names}::text[]) and a.started_at >= ${startedFrom} and a.outcome is not null
+        and a.started_at + coalesce(a.duration_ms, 0) >= ${finishedFrom}
+      order by a.started_at, a.id`.execute(db)
   ).rows;
   const seen = new Set<string>();
   for (const a of attempts) {
@@ -102,5 +106,40 @@ export async function pgTail(
     for (const id of [...cursor.seen, ...seenRequests]) if (idTimeMs(id) >= floor && id <= lastRequest) seen.add(id);
   }
   events.sort((x, y) => x.at - y.at);
-  return { events, cursor: { requestId: lastRequest, sinceMs: since, seen: [...seen] } };
+  return { events, cursor: { requestId: lastRequest, sinceMs: finishedFrom, seen: [...seen] } };
+}
+
+/** Store.tailRequestsPage on PostgreSQL: an index range of requests_bucket_id, in order, stopped at `limit`. */
+export async function pgTailRequestsPage(
+  db: Kysely<Database>,
+  bucket: string,
+  afterId: string,
+  limit: number,
+  paused: boolean,
+): Promise<TailEvent[]> {
+  const rows = (
+    await sql<ListedRow>`
+      select r.id, r.bucket, r.received_at, r.method, r.path, r.query, r.size, d.state, d.attempts, d.last_status, d.generation
+      from requests r left join deliveries d on d.request_id = r.id and d.latest = 1 and d.destination is null
+      where r.bucket = ${bucket} and r.id > ${afterId} order by r.id limit ${limit}`.execute(db)
+  ).rows;
+  return rows.map((r) => ({ kind: 'request', at: Number(r.received_at), request: toListed(r, paused) }));
+}
+
+/** Store.tailAttemptsPage on PostgreSQL: attempts_bucket_started from `after`, in order, stopped at `limit`. */
+export async function pgTailAttemptsPage(
+  db: Kysely<Database>,
+  bucket: string,
+  page: TailAttemptsPage,
+  limit: number,
+): Promise<TailEvent[]> {
+  const { startedAt, id } = page.after;
+  const rows = (
+    await sql<AttemptsTable & { generation: number }>`
+      select a.*, d.generation from attempts a join deliveries d on d.id = a.delivery_id
+      where a.bucket = ${bucket} and a.started_at >= ${startedAt} and (a.started_at > ${startedAt} or a.id > ${id})
+        and a.outcome is not null and a.started_at + coalesce(a.duration_ms, 0) >= ${page.finishedFrom}
+      order by a.started_at, a.id limit ${limit}`.execute(db)
+  ).rows;
+  return rows.map(attemptEvent);
 }

@@ -29,6 +29,7 @@ import {
   type StorageSize,
   type Store,
   type StoredRequest,
+  type TailAttemptsPage,
   type TailCursor,
   type TailEvent,
   type WorkerHolder,
@@ -46,7 +47,7 @@ import { createPgRequestImporter } from './pg-import.js';
 import { pgAllBucketCounts } from './pg-bucket-counts.js';
 import { pgBucketOverview } from './pg-overview.js';
 import { pgDeleteBucket, pgPurgeDeleting } from './pg-delete.js';
-import { pgRequestHistory, pgTail } from './pg-history.js';
+import { pgRequestHistory, pgTail, pgTailAttemptsPage, pgTailRequestsPage } from './pg-history.js';
 import { BUCKETS_CHANNEL, notify } from './pg-notify.js';
 import { createPgPool, migratePostgres, type PgPoolOptions } from './pg-pool.js';
 import { pgCreateReplay, pgGetReplay, pgListReplays, pgReplayProgress } from './pg-replay.js';
@@ -342,9 +343,23 @@ export class PgStore implements Store {
     return rows.map((r) => toProcessRecord(r, now, inflight.get(r.id) ?? 0));
   }
 
-  async tail(bucket: string, cursor: TailCursor): Promise<{ events: TailEvent[]; cursor: TailCursor }> {
+  async tail(bucket: string | readonly string[], cursor: TailCursor): Promise<{ events: TailEvent[]; cursor: TailCursor }> {
+    const names = typeof bucket === 'string' ? [bucket] : [...bucket];
+    const rows = (
+      await sql<{ name: string; paused: number }>`select name, paused from buckets where name = any(${names}::text[])`.execute(this.#db)
+    ).rows;
+    if (typeof bucket === 'string' && rows.length === 0) throw bucketNotFound(bucket);
+    const paused = new Set(rows.filter((r) => Number(r.paused) === 1).map((r) => r.name));
+    return pgTail(this.#db, names, cursor, this.#clock.now(), paused);
+  }
+
+  async tailRequestsPage(bucket: string, afterId: string, limit: number): Promise<TailEvent[]> {
     const b = await this.#existing(bucket);
-    return pgTail(this.#db, bucket, cursor, this.#clock.now(), b.paused);
+    return pgTailRequestsPage(this.#db, bucket, afterId, limit, b.paused);
+  }
+
+  async tailAttemptsPage(bucket: string, page: TailAttemptsPage, limit: number): Promise<TailEvent[]> {
+    return pgTailAttemptsPage(this.#db, bucket, page, limit);
   }
 
   async statsSamples(query: StatsQuery): Promise<{ buckets: StatsSample[]; unattributedRejections: Record<string, number> }> {

@@ -19,6 +19,7 @@ import type {
   NewReplay,
   Replay,
   ReplayProgress,
+  TailAttemptsPage,
   TailCursor,
   TailEvent,
   WorkerHolder,
@@ -55,7 +56,7 @@ import { openSqlite, openSqliteReadOnly, type SqliteDb } from './open.js';
 import { sqliteStorageErrorCode } from './sqlite-error.js';
 import { createPurger, deletingError, type Purger } from './sqlite-delete.js';
 import { countMatching, iterateMatching, queryPage } from './request-query.js';
-import { requestHistory, tail } from './sqlite-history.js';
+import { requestHistory, tail, tailAttemptsPage, tailRequestsPage } from './sqlite-history.js';
 import { pruneRequests } from './sqlite-retention.js';
 import { statsSamples } from './sqlite-stats.js';
 import { allBucketCounts } from './sqlite-bucket-counts.js';
@@ -426,10 +427,24 @@ export class SqliteStore implements Store {
     return rows.map((r) => toProcessRecord(r, nowMs, inflight.get(r.id) ?? 0));
   }
 
-  async tail(bucket: string, cursor: TailCursor): Promise<{ events: TailEvent[]; cursor: TailCursor }> {
+  async tail(bucket: string | readonly string[], cursor: TailCursor): Promise<{ events: TailEvent[]; cursor: TailCursor }> {
+    const names = typeof bucket === 'string' ? [bucket] : bucket;
+    const rows = this.#raw
+      .prepare('select name, paused from buckets where name in (select value from json_each(?))')
+      .all(JSON.stringify(names)) as Array<{ name: string; paused: number }>;
+    if (typeof bucket === 'string' && rows.length === 0) throw bucketNotFound(bucket);
+    const paused = new Set(rows.filter((r) => Number(r.paused) === 1).map((r) => r.name));
+    return tail(this.#raw, names, cursor, this.#clock.now(), paused);
+  }
+
+  async tailRequestsPage(bucket: string, afterId: string, limit: number): Promise<TailEvent[]> {
     const b = await this.getBucket(bucket);
     if (!b) throw bucketNotFound(bucket);
-    return tail(this.#raw, bucket, cursor, this.#clock.now(), b.paused);
+    return tailRequestsPage(this.#raw, bucket, afterId, limit, b.paused);
+  }
+
+  async tailAttemptsPage(bucket: string, page: TailAttemptsPage, limit: number): Promise<TailEvent[]> {
+    return tailAttemptsPage(this.#raw, bucket, page, limit);
   }
 
   async statsSamples(query: StatsQuery): Promise<{ buckets: StatsSample[]; unattributedRejections: Record<string, number> }> {
