@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
+import BetterSqlite3 from 'better-sqlite3';
 import { DEFAULT_TOLERANCE_MS, parseVerifyScheme } from '../../src/policy/verify.js';
 import { ManualClock } from '../../src/shared/clock.js';
 import type { OnInvalid, StoredRequest } from '../../src/store/store.js';
@@ -288,5 +289,52 @@ describe('URL handshakes answered inline', () => {
       assert.equal(other.status, 405);
       assert.equal(other.headers.allow, 'POST, GET');
     });
+  });
+});
+
+describe('a handshake answer never waits for the write lock', () => {
+  it('answered while another process holds the lock; stored once it is released', async () => {
+    const s = await startTestServer({ lockTimeoutMs: '20s' });
+    try {
+      await s.store.createBucket({ name: 'dropbox', provider: { handshakes: ['dropbox'] } });
+      const locker = new BetterSqlite3(s.db);
+      locker.exec('BEGIN IMMEDIATE');
+      const res = await send(s.url, 'GET', '/b/dropbox?challenge=while-locked');
+      assert.equal(res.status, 200);
+      assert.equal(res.text, 'while-locked');
+      assert.equal(locker.prepare('select count(*) from requests').pluck().get(), 0, 'answered before the commit');
+      locker.exec('ROLLBACK');
+      locker.close();
+      await until(async () => (await s.store.bucketCounts('dropbox')).states.handshake === 1, 'the handshake stored');
+    } finally {
+      await s.stop();
+    }
+  });
+
+  it('when the background write fails (lock held past --lock-timeout), it is logged and counted by code, never unhandled', async () => {
+    const s = await startTestServer({ lockTimeoutMs: '300ms' });
+    const unhandled: unknown[] = [];
+    const onUnhandled = (e: unknown) => unhandled.push(e);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      await s.store.createBucket({ name: 'dropbox', provider: { handshakes: ['dropbox'] } });
+      const locker = new BetterSqlite3(s.db);
+      locker.exec('BEGIN IMMEDIATE');
+      const res = await send(s.url, 'GET', '/b/dropbox?challenge=lost-write');
+      assert.equal(res.status, 200);
+      await until(async () => {
+        const metric = s.metrics.registry.getSingleMetric('hookbucket_ingest_refused_total');
+        const values = metric === undefined ? [] : (await metric.get()).values;
+        return values.some((v) => v.labels.bucket === 'dropbox' && v.labels.reason === 'store_busy' && v.value === 1);
+      }, 'the failed handshake write counted as store_busy');
+      locker.exec('ROLLBACK');
+      locker.close();
+      await until(async () => (await s.store.bucketCounts('dropbox')).rejections.store_busy === 1, 'the count written');
+      assert.equal((await s.store.bucketCounts('dropbox')).requests, 0);
+      assert.deepEqual(unhandled, []);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      await s.stop();
+    }
   });
 });
