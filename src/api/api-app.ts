@@ -5,9 +5,9 @@
  * mounts this app at `/api` behind its token check, Host check, caps and security headers.
  *
  * Every read goes through `reads` (in `serve` an off-thread reader with a time budget), every
- * write through `store`. Three reads go to `store`: replay selection and export stream through
- * `store.iterateRequests` (an async iterable, not a structured-clonable call: src/api/store-reads.ts),
- * and PATCH reads the bucket it merges onto from the store it writes to.
+ * write through `store`, so that no admin read runs on ingest's event loop: an export walks
+ * `reads.requestBatch` one bounded batch per call, a replay's selection `reads.listRequests` pages,
+ * and PATCH reads the bucket it merges onto (and the workers' leases) there too.
  */
 import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
@@ -105,9 +105,9 @@ export interface ApiConfig {
 }
 
 export interface ApiDeps {
-  /** Writes (bucket changes, replays) and the streamed reads (replay selection, export). */
+  /** Writes only (bucket changes, replays): ingest's store, on its event loop. */
   store: Store;
-  /** Every other read. */
+  /** Every read, export and replay selection included. */
   reads: StoreReads;
   /** Resolves relative times (since=30m) and stats windows: the server's clock. */
   clock: Clock;
@@ -293,7 +293,7 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
       const opts = settingsOpts(body);
       if (opts.retainState !== undefined && opts.retain === undefined) throw new AppError('invalid_option', 'retain_states needs retain');
       const patch = bucketPatchFrom(opts, DEFAULT_DRAIN);
-      await checkTimeoutFitsLease(store, patch, { creating: true, defaultLeaseMs, nowMs: clock.now() });
+      await checkTimeoutFitsLease(reads, patch, { creating: true, defaultLeaseMs, nowMs: clock.now() });
       await checkDestinationAllowed(store, patch.destination);
       const b = await store.createBucket({ name, ...patch });
       return c.json(withGenerated(bucketJson(b), opts.generated), 201);
@@ -329,10 +329,9 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
       const { name } = c.req.valid('param');
       const opts = settingsOpts(c.req.valid('json'));
       // Read, merge, write, as the CLI does: the schedule knobs merge onto the bucket's current ones.
-      const current = await store.getBucket(name);
-      if (!current) throw bucketNotFound(name);
+      const current = await bucketOrThrow(name);
       const patch = bucketPatchFrom(opts, current.drain, current.provider);
-      await checkTimeoutFitsLease(store, patch, { creating: false, defaultLeaseMs, nowMs: clock.now() });
+      await checkTimeoutFitsLease(reads, patch, { creating: false, defaultLeaseMs, nowMs: clock.now() });
       await checkDestinationAllowed(store, patch.destination);
       const b = await store.updateBucket(name, patch);
       return c.json(withGenerated(bucketJson(b), opts.generated), 200);
@@ -530,7 +529,10 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
       await bucketOrThrow(name);
       const baseUrl = base_url ?? bucketUrl;
       const encoder = new TextEncoder();
-      const iterator = store.iterateRequests(name, filter, limit !== undefined ? { limit } : {})[Symbol.asyncIterator]();
+      // One bounded batch per reader call (each within the admin read budget). The first is read
+      // before answering, so a read past its budget is a 503 query_timeout, not a cut stream.
+      let batch = await reads.requestBatch(name, filter, null, limit !== undefined ? { limit } : {});
+      let i = 0;
       let n = 0;
       let done = false;
       const stream = new ReadableStream<Uint8Array>({
@@ -541,14 +543,18 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
         async pull(controller) {
           if (done) return;
           try {
-            const next = await iterator.next();
-            if (next.done) {
+            while (i >= batch.requests.length && batch.next !== null) {
+              batch = await reads.requestBatch(name, filter, batch.next);
+              i = 0;
+            }
+            const next = batch.requests[i++];
+            if (next === undefined) {
               done = true;
               if (format === 'har') controller.enqueue(encoder.encode(`${n > 0 ? '\n' : ''}${harTail()}`));
               controller.close();
               return;
             }
-            const r = redact === true ? redactRequest(next.value) : next.value;
+            const r = redact === true ? redactRequest(next) : next;
             const text =
               format === 'ndjson'
                 ? ndjsonLine(r)
@@ -563,9 +569,8 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
             controller.error(e);
           }
         },
-        async cancel() {
+        cancel() {
           done = true;
-          await iterator.return?.();
         },
       });
       const type =
@@ -618,7 +623,7 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
         throw new AppError('confirmation_required', 'a replay sends requests again: add "confirm": true, or "dry_run": true to look first');
       }
       await checkDestinationAllowed(store, to);
-      const selection = await selectReplay(store, { bucket: name, filter, all: all === true, to: to ?? null });
+      const selection = await selectReplay(reads, { bucket: name, filter, all: all === true, to: to ?? null });
       if (dry_run === true) return c.json(dryRunJson(selection), 200);
       if (selection.ids.length === 0) return c.json({ replay: null, count: 0 as const }, 200);
       const replay = await startReplay(store, selection, { rate: rate ?? null, nowMs: clock.now() });

@@ -4,7 +4,9 @@ import type { Store } from '../store/store.js';
  * The Store methods the admin API only reads through. In `serve` on SQLite they run on a worker
  * thread with a read-only connection and a time budget per call (a long `--search` must not hold
  * ingest's event loop), so every one of them takes and returns plain, structured-clonable data;
- * elsewhere the Store itself serves them. Writes (bucket changes, replays) go to the Store.
+ * elsewhere the Store itself serves them. Writes (bucket changes, replays) go to the Store. An
+ * export walks `requestBatch` (bounded batches, a call each), a replay's selection `listRequests`
+ * pages: an iterator cannot cross threads.
  */
 export const STORE_READ_METHODS = [
   'getBucket',
@@ -14,6 +16,7 @@ export const STORE_READ_METHODS = [
   'unattributedRejections',
   'bucketOverview',
   'listRequests',
+  'requestBatch',
   'countRequests',
   'getRequest',
   'statsSamples',

@@ -15,6 +15,7 @@ import type {
   BucketPatch,
   DeliveryHistory,
   IterateOptions,
+  RequestBatch,
   ListRequestsOptions,
   NewBucket,
   NewReplay,
@@ -173,6 +174,11 @@ export class RemoteStore implements Store {
     }
     // The server ends a failed export early, the last line cut short: never taken as complete.
     if (rest.length > 0) throw new AppError('api_error', `the export of ${bucket} ended mid-line: the server stopped it (see its log)`);
+  }
+
+  requestBatch(): Promise<RequestBatch> {
+    // The CLI walks a remote bucket through the export route (iterateRequests); the batches are the server's own.
+    throw remoteUnsupported('reading requests in batches');
   }
 
   /** Pages of the list route (ids and sizes only), for a progress bar's total. */

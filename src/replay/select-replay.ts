@@ -8,7 +8,7 @@ import { filterJson, isEmptyFilter } from '../options/request-filter.js';
 import type { Rate } from '../policy/token-bucket.js';
 import { AppError, bucketNotFound } from '../shared/errors.js';
 import { newId } from '../shared/ids.js';
-import { deletingError, type Replay, type RequestFilter, type Store, type StoredRequest } from '../store/store.js';
+import { deletingError, type Replay, type RequestFilter, type RequestSummary, type Store } from '../store/store.js';
 import { scopeProblem } from './replay.js';
 
 /** Requests shown in a dry run. */
@@ -26,7 +26,7 @@ export interface ReplayAsk {
 export interface ReplaySelection extends ReplayAsk {
   ids: string[];
   /** The first SAMPLE selected, oldest first. */
-  sample: StoredRequest[];
+  sample: RequestSummary[];
   /** Where the deliveries go: `to`, or the bucket's destination. */
   destination: string;
 }
@@ -38,8 +38,14 @@ export function checkReplayScope(ask: Pick<ReplayAsk, 'filter' | 'all'>): void {
   if (problem !== undefined) throw new AppError('usage', problem);
 }
 
-/** Reads the selection (stored when the read starts: later arrivals are not included). */
-export async function selectReplay(store: Pick<Store, 'getBucket' | 'iterateRequests'>, ask: ReplayAsk): Promise<ReplaySelection> {
+/** Summaries per page of the selection: one `listRequests` call each (through the admin reader, one budget each). */
+const SELECT_PAGE = 2_000;
+
+/**
+ * Reads the selection (stored when the read starts: later arrivals are not included): pages of
+ * summaries, newest first, with no body read; ids handed on oldest first.
+ */
+export async function selectReplay(store: Pick<Store, 'getBucket' | 'listRequests'>, ask: ReplayAsk): Promise<ReplaySelection> {
   checkReplayScope(ask);
   const bucket = await store.getBucket(ask.bucket);
   if (!bucket) throw bucketNotFound(ask.bucket);
@@ -51,11 +57,17 @@ export async function selectReplay(store: Pick<Store, 'getBucket' | 'iterateRequ
     );
   }
   const ids: string[] = [];
-  const sample: StoredRequest[] = [];
-  for await (const r of store.iterateRequests(ask.bucket, ask.filter)) {
-    ids.push(r.id);
-    if (sample.length < SAMPLE) sample.push(r);
-  }
+  // The oldest SAMPLE seen so far, newest first (the pages go back in time).
+  let oldest: RequestSummary[] = [];
+  let before: string | undefined;
+  do {
+    const page = await store.listRequests(ask.bucket, ask.filter, { limit: SELECT_PAGE, ...(before !== undefined ? { before } : {}) });
+    for (const r of page.requests) ids.push(r.id);
+    oldest = [...oldest, ...page.requests].slice(-SAMPLE);
+    before = page.nextCursor ?? undefined;
+  } while (before !== undefined);
+  ids.reverse();
+  const sample = oldest.reverse();
   const { ids: named, ...narrowing } = ask.filter;
   if (named && isEmptyFilter(narrowing)) {
     const found = new Set(ids);

@@ -6,7 +6,17 @@
 import type { Selectable } from 'kysely';
 import { toDisposition, toVerdict } from './provider-row.js';
 import type { AttemptsTable, DeliveriesTable, DeliveryState, RequestsTable } from './schema.js';
-import type { AttemptRecord, DeliveryHistory, ListedRequest, RequestState, RequestSummary, StoredRequest, TailEvent } from './store.js';
+import type {
+  AttemptRecord,
+  DeliveryHistory,
+  ListedRequest,
+  RequestBatch,
+  RequestBatchCursor,
+  RequestState,
+  RequestSummary,
+  StoredRequest,
+  TailEvent,
+} from './store.js';
 
 /**
  * How far an id's embedded time may be from its received_at: the uuidv7 generator keeps its last
@@ -208,40 +218,66 @@ export function toStoredRequest(row: Selectable<RequestsTable> & { state: Reques
   );
 }
 
+/** A page of summaries in id order (a dialect's queryPage). */
+export type SummaryPage = (
+  range: IdRange,
+) => { requests: ListedRequest[]; more: boolean } | Promise<{ requests: ListedRequest[]; more: boolean }>;
+/** The full rows of these ids (a dialect's body read). */
+export type BodyRows = (ids: string[]) => RequestBodyRow[] | Promise<RequestBodyRow[]>;
+
+/** Where a walk over requests at or below `newest` starts; null when there is none (`newest` null). */
+export function startCursor(newest: string | null, limit?: number): RequestBatchCursor | null {
+  if (newest === null) return null;
+  return { newest, ...(limit !== undefined ? { left: limit } : {}) };
+}
+
 /**
- * Every matching request, oldest first, in batches: ITERATE_PAGE summaries at a time (`page`, ids
- * at or below `newest`, the newest id when the iteration starts), then their bodies in reads
- * (`bodies`) of at most ITERATE_BYTES (or one request, if larger), so memory stays bounded whatever
- * the bucket holds. A request deleted (pruned) between its page and its body read is left out.
- * `limit` bounds how many summaries are read at all (`requests export --limit`).
+ * One batch of the walk, oldest first: a page of at most ITERATE_PAGE summaries (ids above
+ * `after`, at or below `newest`), then the bodies of as many of them as fit ITERATE_BYTES (at
+ * least one), so memory stays bounded whatever the bucket holds; the next batch goes on after the
+ * last one taken. A request deleted (pruned) between its page and its body read is left out.
+ * `left` bounds how many summaries are read at all (`requests export --limit`).
  */
+export async function readBatch(from: RequestBatchCursor, page: SummaryPage, bodies: BodyRows): Promise<RequestBatch> {
+  const left = from.left ?? Number.POSITIVE_INFINITY;
+  if (left <= 0) return { requests: [], next: null };
+  const p = await page({
+    order: 'asc',
+    limit: Math.min(ITERATE_PAGE, left),
+    atMost: from.newest,
+    ...(from.after !== undefined ? { after: from.after } : {}),
+  });
+  const group: ListedRequest[] = [];
+  let bytes = 0;
+  for (const s of p.requests) {
+    if (group.length > 0 && bytes + s.size > ITERATE_BYTES) break;
+    bytes += s.size;
+    group.push(s);
+  }
+  const last = group[group.length - 1];
+  if (last === undefined) return { requests: [], next: null };
+  const byId = new Map((await bodies(group.map((g) => g.id))).map((r) => [r.id, r]));
+  const requests = group.flatMap((s) => {
+    const r = byId.get(s.id);
+    return r ? [withBody(s, r)] : [];
+  });
+  const more = group.length < p.requests.length || p.more;
+  const rest = left - group.length;
+  if (!more || rest <= 0) return { requests, next: null };
+  return { requests, next: { newest: from.newest, after: last.id, ...(from.left !== undefined ? { left: rest } : {}) } };
+}
+
+/** Every matching request, oldest first: the batches of readBatch, one after the other. */
 export async function* iterateWithBodies(
   newest: string,
-  page: (range: IdRange) => { requests: ListedRequest[]; more: boolean } | Promise<{ requests: ListedRequest[]; more: boolean }>,
-  bodies: (ids: string[]) => RequestBodyRow[] | Promise<RequestBodyRow[]>,
-  limit = Number.POSITIVE_INFINITY,
+  page: SummaryPage,
+  bodies: BodyRows,
+  limit?: number,
 ): AsyncGenerator<StoredRequest> {
-  let after: string | undefined;
-  let left = limit;
-  for (;;) {
-    if (left <= 0) return;
-    const p = await page({ order: 'asc', limit: Math.min(ITERATE_PAGE, left), atMost: newest, ...(after ? { after } : {}) });
-    left -= p.requests.length;
-    let i = 0;
-    while (i < p.requests.length) {
-      const group: ListedRequest[] = [];
-      let bytes = 0;
-      while (i < p.requests.length && (group.length === 0 || bytes + p.requests[i]!.size <= ITERATE_BYTES)) {
-        bytes += p.requests[i]!.size;
-        group.push(p.requests[i++]!);
-      }
-      const byId = new Map((await bodies(group.map((g) => g.id))).map((r) => [r.id, r]));
-      for (const s of group) {
-        const r = byId.get(s.id);
-        if (r) yield withBody(s, r);
-      }
-    }
-    if (!p.more) return;
-    after = p.requests[p.requests.length - 1]!.id;
+  let from = startCursor(newest, limit);
+  while (from) {
+    const batch = await readBatch(from, page, bodies);
+    yield* batch.requests;
+    from = batch.next;
   }
 }

@@ -233,6 +233,26 @@ export interface IterateOptions {
   limit?: number;
 }
 
+/**
+ * Where the next `requestBatch` goes on: handed back by the previous batch, passed back as it is
+ * (plain data, so it crosses to the admin reader's thread).
+ */
+export interface RequestBatchCursor {
+  /** The newest id when the walk started: requests stored later are not included. */
+  newest: string;
+  /** The last id the previous batch looked at (the walk goes on above it). */
+  after?: string;
+  /** How many more the walk's limit allows; absent: no limit. */
+  left?: number;
+}
+
+export interface RequestBatch {
+  /** Oldest first, whole (bodies too): at most 500, and at most 8 MiB of bodies (or one larger request). */
+  requests: StoredRequest[];
+  /** Pass back for the next batch; null when the walk is done. */
+  next: RequestBatchCursor | null;
+}
+
 export interface ListRequestsOptions {
   limit: number;
   /** Return requests older than this id (cursor pagination, newest first). */
@@ -292,6 +312,12 @@ export interface Store extends ProcessRegistry {
    * only the first (oldest) that many, and no more is read than they need.
    */
   iterateRequests(bucket: string, filter: RequestFilter, options?: IterateOptions): AsyncIterable<StoredRequest>;
+  /**
+   * The same walk as iterateRequests, one bounded batch per call: `cursor` null starts it (with
+   * `options.limit`), then each batch's `next` goes on. For callers that cannot hold an iterator
+   * open: the admin API's export, read through its off-thread reader one call at a time.
+   */
+  requestBatch(bucket: string, filter: RequestFilter, cursor: RequestBatchCursor | null, options?: IterateOptions): Promise<RequestBatch>;
   countRequests(bucket: string, filter: RequestFilter): Promise<number>;
   getRequest(id: string): Promise<StoredRequest | undefined>;
   /** The database's size on disk (`/metrics`): cheap enough to read on every scrape. */

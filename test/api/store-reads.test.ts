@@ -31,6 +31,10 @@ const CASES: Case[] = [
   ['listRequests', () => ['alpha', { states: ['delivered', 'retrying'], methods: ['POST'] }, { limit: 50 }]],
   ['listRequests', () => ['alpha', { pathGlob: '/p/*', status: { class: 5 } }, { limit: 50 }]],
   ['listRequests', () => ['beta', { states: ['held'] }, { limit: 50 }]],
+  ['requestBatch', () => ['alpha', {}, null]],
+  ['requestBatch', () => ['alpha', { search: '"needle":true' }, null, { limit: 2 }]],
+  ['requestBatch', (s) => ['alpha', {}, { newest: s.alpha[12]!, after: s.alpha[3]!, left: 5 }]],
+  ['requestBatch', () => ['beta', { states: ['held'] }, null]],
   ['countRequests', () => ['alpha', {}]],
   ['countRequests', () => ['alpha', { sinceMs: T0 + 2, untilMs: T0 + 9, headers: [{ name: 'content-type', value: 'application/json' }] }]],
   ['getRequest', (s) => [s.binaryId]],
@@ -145,6 +149,7 @@ for (const dialect of DIALECT_NAMES) {
       for (const [m, args] of [
         ['listRequests', ['missing', {}, { limit: 5 }]],
         ['countRequests', ['missing', {}]],
+        ['requestBatch', ['missing', {}, null]],
         ['tail', ['missing', { requestId: '', sinceMs: 0, seen: [] }]],
         ['statsSamples', [{ bucket: 'missing', sinceMs: 0, untilMs: NOW }]],
       ] as const) {

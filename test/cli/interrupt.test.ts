@@ -1,12 +1,15 @@
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
-import { constants, existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import fs, { constants, existsSync, mkdirSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { request } from 'undici';
+import { runCli as runProgram } from '../../src/cli/index.js';
+import { InterruptController } from '../../src/cli/interrupt.js';
 import { BIN, runCli } from '../helpers/cli.js';
 import { runInPty, type PtyRun } from '../helpers/pty.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -32,6 +35,20 @@ function assertRestored(r: PtyRun): void {
   assert.ok(out.lastIndexOf(SHOW_CURSOR) > out.lastIndexOf(HIDE_CURSOR), `cursor shown again after the last hide: ${JSON.stringify(out)}`);
   assert.ok(out.lastIndexOf(WRAP_ON) > out.lastIndexOf(WRAP_OFF), `line wrap back on after the last wrap-off: ${JSON.stringify(out)}`);
   assert.ok(out.lastIndexOf(SHOW_CURSOR) > r.sentAt - 1, 'restored after the signal was sent');
+}
+
+/** What this process holds open under `dir` (Linux: the links in /proc/self/fd). */
+function openFilesUnder(dir: string): string[] {
+  const held: string[] = [];
+  for (const fd of readdirSync('/proc/self/fd')) {
+    try {
+      const target = readlinkSync(`/proc/self/fd/${fd}`);
+      if (target.startsWith(dir)) held.push(target);
+    } catch {
+      // The descriptor readdir itself used is gone by now.
+    }
+  }
+  return held;
 }
 
 function expectedCode(send: 'ctrl-c' | 'sigterm'): number {
@@ -184,6 +201,75 @@ describe('Ctrl-C and SIGTERM leave the terminal and the work in order', () => {
       }
     });
   }
+
+  it('requests export --out, sigterm while a write to the partial file is in flight: exit 143, not a crash on its late error', async () => {
+    // In-process, so the signal lands at one known moment: just after a write to the partial file
+    // went to the disk (fs.write called), and that write comes back only once the command has
+    // begun to unwind (released its hold), as on a slow disk under load. Destroying the file
+    // completes that write as an ERR_STREAM_DESTROYED 'error' event; once the command had stopped
+    // listening, that was an uncaught exception (exit 1, "Unhandled 'error' event"), seen once
+    // under load in the --api test above.
+    const t = tempDir('hookbucket-interrupt-');
+    const write = fs.write;
+    try {
+      let unwinding: () => void = () => undefined;
+      const unwound = new Promise<void>((resolve) => (unwinding = resolve));
+      const interrupt = new (class extends InterruptController {
+        override hold() {
+          const held = super.hold();
+          return {
+            signal: held.signal,
+            release: () => {
+              held.release();
+              unwinding();
+            },
+          };
+        }
+      })({ listen: () => () => undefined, exit: () => undefined });
+      let writesInFlight = 0;
+      const patched = (fd: number, ...rest: unknown[]) => {
+        const cb = rest.pop() as (...a: unknown[]) => void;
+        if (!readlinkSync(`/proc/self/fd/${fd}`).startsWith(t.dir)) return (write as (...a: unknown[]) => void)(fd, ...rest, cb);
+        writesInFlight++;
+        (write as (...a: unknown[]) => void)(fd, ...rest, (...a: unknown[]) => {
+          void unwound.then(() => {
+            writesInFlight--;
+            cb(...a);
+          });
+        });
+        if (interrupt.interrupted === undefined) interrupt.fire('SIGTERM');
+      };
+      Object.assign(fs, { write: patched });
+      let stderr = '';
+      const sink = (append: (s: string) => void) =>
+        new Writable({
+          write: (chunk, _enc, done) => {
+            append(String(chunk));
+            done();
+          },
+        });
+      const out = join(t.dir, 'shop.ndjson');
+      const code = await runProgram(['node', 'hookbucket', '--db', srv.db, 'requests', 'export', 'shop', '--out', out], {
+        stdout: sink(() => undefined),
+        stderr: sink((s) => (stderr += s)),
+        env,
+        dotenv: {},
+        waitForSignal: () => new Promise(() => {}),
+        interrupt,
+      });
+      assert.equal(code, 143, stderr);
+      assert.equal(interrupt.interrupted, 'SIGTERM', 'the signal was sent (else this test tests nothing)');
+      assert.match(stderr, /interrupted: .* not written/);
+      // The command returned once the discarded file was closed: its last write came back (with
+      // its error, handled) and no descriptor is left.
+      assert.equal(writesInFlight, 0);
+      assert.deepEqual(openFilesUnder(t.dir), []);
+      assert.deepEqual(readdirSync(t.dir), [], 'nothing left behind');
+    } finally {
+      Object.assign(fs, { write });
+      t.remove();
+    }
+  });
 
   it('requests export into a pipe whose reader stopped reading, sigterm: exit 143, not a hang', async () => {
     const child = spawn(process.execPath, [BIN, '--db', srv.db, 'requests', 'export', 'shop'], {

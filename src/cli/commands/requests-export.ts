@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, rmSync } from 'node:fs';
-import { rename, rm } from 'node:fs/promises';
+import { createWriteStream, rmSync, type WriteStream } from 'node:fs';
+import { rename } from 'node:fs/promises';
 import { once } from 'node:events';
+import { finished } from 'node:stream/promises';
 import { Command, Option } from 'commander';
 import { formatSize } from '../../config/units.js';
 import { systemClock } from '../../shared/clock.js';
@@ -49,14 +50,46 @@ class Sink {
       });
     }
   }
+  /** Ends the stream and waits until it is closed (a file's close can fail too), still listening. */
   async end(): Promise<void> {
     if (this.#error) throw this.#error;
     this.out.end();
-    await once(this.out, 'finish');
+    await finished(this.out);
   }
   release(): void {
     this.out.off('error', this.#onError);
   }
+}
+
+/**
+ * Throws the partial file away: synchronous, so an interrupt cleanup can call it. A write still in
+ * flight when the stream is destroyed completes as an ERR_STREAM_DESTROYED 'error' event, after
+ * the Sink has stopped listening; with no listener left, Node would end the process with exit code
+ * 1 instead of 130/143. That error is no news (the file is being thrown away), so it is dropped.
+ */
+function discardPartial(file: WriteStream, path: string): void {
+  if (!file.listeners('error').includes(ignoreError)) file.on('error', ignoreError);
+  file.destroy();
+  removeQuietly(path);
+  // Destroyed before its open finished, the file appears after this: removed again once closed.
+  if (!file.closed) file.once('close', () => removeQuietly(path));
+}
+
+function ignoreError(): void {
+  // discardPartial: the error of a file being thrown away.
+}
+
+function removeQuietly(path: string): void {
+  try {
+    rmSync(path, { force: true });
+  } catch {
+    // Left for the operator: the note printed at the interrupt names the file.
+  }
+}
+
+/** Resolves once the stream's file descriptor is closed (at once if it is). */
+function closed(file: WriteStream): Promise<void> {
+  return file.closed ? Promise.resolve() : new Promise((resolve) => file.once('close', () => resolve()));
 }
 
 interface ExportOptions extends FilterOptions {
@@ -119,22 +152,24 @@ Examples:
         const progress = createProgress(io);
         const total = io.stderr.isTTY ? Math.min(await store.countRequests(bucket, filter), opts.limit ?? Number.POSITIVE_INFINITY) : 0;
         const partial = opts.out ? `${opts.out}.partial-${randomBytes(4).toString('hex')}` : undefined;
-        const file = partial ? createWriteStream(partial) : undefined;
         // Ctrl-C or SIGTERM: the partial file goes at once, whatever the export is waiting on; the
         // loop stops at its next request and the command exits 130 or 143 (interrupt.ts).
         const interrupt = interruptOf(io);
         const held = interrupt.hold();
+        const file = partial ? createWriteStream(partial) : undefined;
         const sink = new Sink(file ?? io.stdout, held.signal);
-        const unregister = partial
-          ? interrupt.onInterrupt(() => {
-              file?.destroy();
-              rmSync(partial, { force: true });
-              printErr(io, `interrupted: ${opts.out} not written (its partial file removed)`);
-            })
-          : () => undefined;
+        const unregister =
+          partial && file
+            ? interrupt.onInterrupt(() => {
+                discardPartial(file, partial);
+                printErr(io, `interrupted: ${opts.out} not written (its partial file removed)`);
+              })
+            : () => undefined;
         let n = 0;
         let bytes = 0;
         try {
+          // Open before anything is read: a folder that cannot be written fails first.
+          if (file) await once(file, 'open', { signal: held.signal });
           if (opts.format === 'har') await sink.write(harHead());
           if (opts.format === 'curl') await sink.write(curlPreamble({ baseUrl, redacted: opts.redact === true }));
           for await (const stored of untilInterrupted(store.iterateRequests(bucket, filter, iterate), held.signal)) {
@@ -156,10 +191,7 @@ Examples:
             await rename(partial, opts.out!);
           }
         } catch (e) {
-          if (partial) {
-            file?.destroy();
-            await rm(partial, { force: true });
-          }
+          if (partial && file) discardPartial(file, partial);
           // A reader that has seen enough (`| head`) closed the pipe: stop, like any Unix filter.
           if (!partial && (e as { code?: string }).code === 'EPIPE') return;
           throw e;
@@ -168,6 +200,8 @@ Examples:
           held.release();
           sink.release();
           progress.stop();
+          // A discarded file closes once its last write is back: its descriptor is not left behind.
+          if (file) await closed(file);
         }
         if (!opts.out) return;
         if (opts.json)

@@ -1,15 +1,19 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { idFloorAt } from '../../shared/ids.js';
 import type { Database } from '../schema.js';
-import type { ListedRequest, RequestFilter, StoredRequest } from '../store.js';
+import type { ListedRequest, RequestBatch, RequestBatchCursor, RequestFilter, StoredRequest } from '../store.js';
 import {
   deliveryStatesFor,
   ID_SLACK_MS,
   iterateWithBodies,
+  readBatch,
+  startCursor,
   toListed,
+  type BodyRows,
   type IdRange,
   type ListedRow,
   type RequestBodyRow,
+  type SummaryPage,
 } from '../request-rows.js';
 
 /**
@@ -191,15 +195,37 @@ export async function* pgIterateMatching(
   paused: boolean,
   limit?: number,
 ): AsyncGenerator<StoredRequest> {
-  const newest =
-    (await sql<{ id: string | null }>`select max(id) as id from requests where bucket = ${bucket}`.execute(db)).rows[0]?.id ?? null;
+  const newest = await pgNewestId(db, bucket);
   if (newest === null) return;
-  yield* iterateWithBodies(
-    newest,
-    (range) => pgQueryPage(db, bucket, filter, paused, range),
-    async (ids) =>
+  const walk = pgWalkOf(db, bucket, filter, paused);
+  yield* iterateWithBodies(newest, walk.page, walk.bodies, limit);
+}
+
+/** One batch of pgIterateMatching's walk (readBatch in ../request-rows.ts); a null cursor starts it. */
+export async function pgMatchingBatch(
+  db: Kysely<Database>,
+  bucket: string,
+  filter: RequestFilter,
+  paused: boolean,
+  cursor: RequestBatchCursor | null,
+  limit?: number,
+): Promise<RequestBatch> {
+  const from = cursor ?? startCursor(await pgNewestId(db, bucket), limit);
+  if (from === null) return { requests: [], next: null };
+  const walk = pgWalkOf(db, bucket, filter, paused);
+  return readBatch(from, walk.page, walk.bodies);
+}
+
+async function pgNewestId(db: Kysely<Database>, bucket: string): Promise<string | null> {
+  return (await sql<{ id: string | null }>`select max(id) as id from requests where bucket = ${bucket}`.execute(db)).rows[0]?.id ?? null;
+}
+
+/** The summary pages and body reads of a walk over a bucket's matching requests. */
+function pgWalkOf(db: Kysely<Database>, bucket: string, filter: RequestFilter, paused: boolean): { page: SummaryPage; bodies: BodyRows } {
+  return {
+    page: (range) => pgQueryPage(db, bucket, filter, paused, range),
+    bodies: async (ids) =>
       (await sql<RequestBodyRow>`select id, headers, body, sha256, peer, trailers from requests where id in (${sql.join(ids)})`.execute(db))
         .rows,
-    limit,
-  );
+  };
 }

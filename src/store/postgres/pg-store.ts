@@ -21,6 +21,8 @@ import {
   type Replay,
   type ReplayProgress,
   type IterateOptions,
+  type RequestBatch,
+  type RequestBatchCursor,
   type RequestFilter,
   type RequestImporter,
   type RequestPage,
@@ -51,7 +53,7 @@ import { pgRequestHistory, pgTail, pgTailAttemptsPage, pgTailRequestsPage } from
 import { BUCKETS_CHANNEL, notify } from './pg-notify.js';
 import { createPgPool, migratePostgres, type PgPoolOptions } from './pg-pool.js';
 import { pgCreateReplay, pgGetReplay, pgListReplays, pgReplayProgress } from './pg-replay.js';
-import { pgCountMatching, pgIterateMatching, pgQueryPage } from './pg-request-query.js';
+import { pgCountMatching, pgIterateMatching, pgMatchingBatch, pgQueryPage } from './pg-request-query.js';
 import { pgPrune } from './pg-retention.js';
 import { pgStatsSamples } from './pg-stats.js';
 import { DB_NOW, dueNow } from './pg-clock.js';
@@ -268,6 +270,16 @@ export class PgStore implements Store {
   async *iterateRequests(bucket: string, filter: RequestFilter, options: IterateOptions = {}): AsyncIterable<StoredRequest> {
     const b = await this.#existing(bucket);
     yield* pgIterateMatching(this.#db, bucket, filter, b.paused, options.limit);
+  }
+
+  async requestBatch(
+    bucket: string,
+    filter: RequestFilter,
+    cursor: RequestBatchCursor | null,
+    options: IterateOptions = {},
+  ): Promise<RequestBatch> {
+    const b = await this.#existing(bucket);
+    return pgMatchingBatch(this.#db, bucket, filter, b.paused, cursor, options.limit);
   }
 
   async countRequests(bucket: string, filter: RequestFilter): Promise<number> {

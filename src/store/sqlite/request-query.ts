@@ -1,15 +1,19 @@
 import type { Statement } from 'better-sqlite3';
 import type { DeliveryState } from '../schema.js';
-import type { ListedRequest, RequestFilter, StoredRequest } from '../store.js';
+import type { ListedRequest, RequestBatch, RequestBatchCursor, RequestFilter, StoredRequest } from '../store.js';
 import { idFloorAt } from '../../shared/ids.js';
 import {
   deliveryStatesFor,
   ID_SLACK_MS,
   iterateWithBodies,
+  readBatch,
+  startCursor,
   toListed,
+  type BodyRows,
   type IdRange,
   type ListedRow,
   type RequestBodyRow,
+  type SummaryPage,
 } from '../request-rows.js';
 import type { SqliteDb } from './open.js';
 
@@ -271,6 +275,22 @@ export function countMatching(db: SqliteDb, bucket: string, filter: RequestFilte
   return n;
 }
 
+/** The summary pages and body reads of a walk over a bucket's matching requests. */
+function walkOf(db: SqliteDb, bucket: string, filter: RequestFilter, paused: boolean): { page: SummaryPage; bodies: BodyRows } {
+  return {
+    page: (range) => queryPage(db, bucket, filter, paused, range),
+    bodies: (ids) =>
+      prepare(
+        db,
+        `select id, headers, body, sha256, peer, trailers from requests where id in (${new Array(ids.length).fill('?').join(', ')})`,
+      ).all(...ids) as RequestBodyRow[],
+  };
+}
+
+function newestId(db: SqliteDb, bucket: string): string | null {
+  return db.prepare('select max(id) from requests where bucket = ?').pluck().get(bucket) as string | null;
+}
+
 /**
  * Every matching request, oldest first, in batches (iterateWithBodies in ../request-rows.ts), so
  * memory stays bounded whatever the bucket holds. Requests stored after the iteration starts are
@@ -283,16 +303,23 @@ export async function* iterateMatching(
   paused: boolean,
   limit?: number,
 ): AsyncGenerator<StoredRequest> {
-  const newest = db.prepare('select max(id) from requests where bucket = ?').pluck().get(bucket) as string | null;
+  const newest = newestId(db, bucket);
   if (newest === null) return;
-  yield* iterateWithBodies(
-    newest,
-    (range) => queryPage(db, bucket, filter, paused, range),
-    (ids) =>
-      prepare(
-        db,
-        `select id, headers, body, sha256, peer, trailers from requests where id in (${new Array(ids.length).fill('?').join(', ')})`,
-      ).all(...ids) as RequestBodyRow[],
-    limit,
-  );
+  const walk = walkOf(db, bucket, filter, paused);
+  yield* iterateWithBodies(newest, walk.page, walk.bodies, limit);
+}
+
+/** One batch of iterateMatching's walk (readBatch in ../request-rows.ts); a null cursor starts it. */
+export async function matchingBatch(
+  db: SqliteDb,
+  bucket: string,
+  filter: RequestFilter,
+  paused: boolean,
+  cursor: RequestBatchCursor | null,
+  limit?: number,
+): Promise<RequestBatch> {
+  const from = cursor ?? startCursor(newestId(db, bucket), limit);
+  if (from === null) return { requests: [], next: null };
+  const walk = walkOf(db, bucket, filter, paused);
+  return readBatch(from, walk.page, walk.bodies);
 }

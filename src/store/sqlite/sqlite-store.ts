@@ -28,6 +28,8 @@ import type {
   BucketPatch,
   ListRequestsOptions,
   IterateOptions,
+  RequestBatch,
+  RequestBatchCursor,
   RequestFilter,
   RequestPage,
   NewBucket,
@@ -55,7 +57,7 @@ import { ImmediateSqliteDialect } from './immediate-dialect.js';
 import { openSqlite, openSqliteReadOnly, type SqliteDb } from './open.js';
 import { sqliteStorageErrorCode } from './sqlite-error.js';
 import { createPurger, deletingError, type Purger } from './sqlite-delete.js';
-import { countMatching, iterateMatching, queryPage } from './request-query.js';
+import { countMatching, iterateMatching, matchingBatch, queryPage } from './request-query.js';
 import { requestHistory, tail, tailAttemptsPage, tailRequestsPage } from './sqlite-history.js';
 import { pruneRequests } from './sqlite-retention.js';
 import { statsSamples } from './sqlite-stats.js';
@@ -354,6 +356,17 @@ export class SqliteStore implements Store {
     const b = await this.getBucket(bucket);
     if (!b) throw bucketNotFound(bucket);
     yield* iterateMatching(this.#raw, bucket, filter, b.paused, options.limit);
+  }
+
+  async requestBatch(
+    bucket: string,
+    filter: RequestFilter,
+    cursor: RequestBatchCursor | null,
+    options: IterateOptions = {},
+  ): Promise<RequestBatch> {
+    const b = await this.getBucket(bucket);
+    if (!b) throw bucketNotFound(bucket);
+    return matchingBatch(this.#raw, bucket, filter, b.paused, cursor, options.limit);
   }
 
   async countRequests(bucket: string, filter: RequestFilter): Promise<number> {

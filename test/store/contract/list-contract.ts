@@ -334,6 +334,45 @@ export function listContract(ctx: Ctx): void {
       assert.deepEqual(await take({ methods: ['PUT'] }, 300), puts.slice(0, 300));
     });
 
+    it('requestBatch walks what iterateRequests walks, one bounded batch a call (8 MiB of bodies at most), without later arrivals', async () => {
+      const { store } = ctx.set;
+      await store.createBucket({ name: 'rb', destination: DEST });
+      await store.createBucket({ name: 'rb-empty', destination: DEST });
+      const MIB = 1024 * 1024;
+      const big = await submitAll(
+        ctx.set,
+        Array.from({ length: 10 }, (_, i) => captured('rb', T0 + i, { body: Buffer.alloc(MIB, i) })),
+      );
+      const first = await store.requestBatch('rb', {}, null);
+      assert.deepEqual(
+        first.requests.map((r) => r.id),
+        big.slice(0, 8),
+        'as many bodies as fit 8 MiB',
+      );
+      assert.ok(first.next);
+      const later = await submitAll(ctx.set, [captured('rb', T0 + 100)]);
+      const second = await store.requestBatch('rb', {}, first.next);
+      assert.deepEqual(
+        second.requests.map((r) => r.id),
+        big.slice(8),
+        'the rest, and not the request stored after the walk began',
+      );
+      assert.equal(second.next, null);
+      assert.ok(second.requests[1]!.body.equals(Buffer.alloc(MIB, 9)));
+      assert.deepEqual(
+        (await iterated(store, 'rb', {})).map((r) => r.id),
+        [...big, ...later],
+      );
+      const limited = await store.requestBatch('rb', {}, null, { limit: 3 });
+      assert.deepEqual(
+        limited.requests.map((r) => r.id),
+        big.slice(0, 3),
+      );
+      assert.equal(limited.next, null);
+      assert.deepEqual(await store.requestBatch('rb-empty', {}, null), { requests: [], next: null });
+      await assert.rejects(store.requestBatch('nope', {}, null), { code: 'not_found' });
+    });
+
     it('an unknown bucket is not_found for all three', async () => {
       const { store } = ctx.set;
       await assert.rejects(store.listRequests('nope', {}, { limit: 1 }), { code: 'not_found' });
