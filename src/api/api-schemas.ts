@@ -142,12 +142,9 @@ export const BucketSchema = z
     methods: z.array(z.string()).nullable().openapi({ description: 'null: any method' }),
     dedup: z.object({ key: z.string().openapi({ example: 'provider' }), window: z.string().openapi({ example: '72h' }) }).nullable(),
     sign: z.object({ scheme: z.literal('standard'), secrets: z.array(z.object({ fingerprint: z.string() })) }).nullable(),
-    generated_sign_secret: z
-      .string()
-      .optional()
-      .openapi({
-        description: 'only in the answer to a create or change with sign_secrets ["generate"]: the new secret, given out this once',
-      }),
+    generated_sign_secret: z.string().optional().openapi({
+      description: 'only in the answer to a create or change with sign_secrets ["generate"]: the new secret, given out this once',
+    }),
     deleting: z.boolean(),
     deleting_at: isoOrNull,
     created_at: isoOrNull,

@@ -280,7 +280,7 @@ export function providerPatchFrom(
   if (after.graphClientState !== null && !after.handshakes.includes('graph') && p.graphClientState !== undefined) {
     warn('--graph-client-state without --handshake graph: Graph validates the URL with a handshake before it sends notifications');
   }
-  if (after.sign !== null && after.verify === null && (p.sign !== undefined || p.verify !== undefined) && p.sign !== null) {
+  if (after.sign !== null && after.verify === null && (current.sign === null || p.verify === null)) {
     warn('--sign without --verify: every request is signed as it came, whoever sent it');
   }
   return p;

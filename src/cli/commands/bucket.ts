@@ -251,7 +251,16 @@ Examples:
       --forward-header "Authorization: Bearer abc123" --forward-header "X-Source: hookbucket" \\
       --retry-budget 0.2 --retry-floor 30/m
   $ hookbucket bucket create stripe --destination http://localhost:3000/hooks --retain 30d
-  $ hookbucket bucket create archive --retain 7d --retain-state none   # store-only: requests stay in state none`,
+  $ hookbucket bucket create archive --retain 7d --retain-state none   # store-only: requests stay in state none
+  $ hookbucket bucket create stripe --verify stripe --verify-secret whsec_... --dedup provider --sign-secret generate
+  $ hookbucket bucket create github --verify github --verify-secret-file gh.secret --methods POST
+  $ hookbucket bucket create graph --handshake graph --graph-client-state "$STATE"
+
+Secrets: --verify-secret and --verify-secret-file (one per line, chmod 600) together; without
+either, --verify reads HOOKBUCKET_VERIFY_SECRET_<BUCKET> (name upper-cased, other characters as _)
+from the environment or .env, here and now only: serve reads the stored secret. bucket show prints
+fingerprints, never secrets. --sign-secret generate prints the new secret once (stderr; with
+--json as generated_sign_secret).`,
       )
       .action(async (name: string, opts: BucketOpts, cmd: Command) => {
         // Options are checked before the database is opened (or created).
@@ -372,6 +381,9 @@ Examples:
   $ hookbucket bucket update legacy --forward-raw-path              # ../ sent as stored: only with no normalising proxy
   $ hookbucket bucket update stripe --retain 30d --retain-state delivered,exhausted
   $ hookbucket bucket update stripe --no-retain                     # keep everything again
+  $ hookbucket bucket update stripe --verify-secret whsec_new --verify-secret whsec_old   # rotation
+  $ hookbucket bucket update stripe --verify-tolerance 10m --on-invalid reject  # secrets stay
+  $ hookbucket bucket update stripe --no-verify --no-dedup --no-sign
 
 Schedule flags change only the knobs given (--max-attempts and --give-up replace each other);
 the resulting schedule must still work. --no-forward-header with --forward-header sets exactly

@@ -33,6 +33,24 @@ const EVERYTHING: NewBucket = {
       ['x-env', 'second'],
     ],
   },
+  // Every provider setting away from its default; secrets with characters a JSON list must escape.
+  provider: {
+    verify: {
+      scheme: { kind: 'hmac', header: 'x-signature', algorithm: 'sha1', encoding: 'base64', prefix: 'v0:' },
+      secrets: ['first "secret", with a comma', 'second\\one é'],
+      toleranceMs: 90_000,
+      onInvalid: 'reject',
+    },
+    handshakes: ['graph', 'meta', 'dropbox'],
+    verifyToken: 'meta-token-123',
+    graphClientState: 'graph state: secret',
+    methods: ['POST', 'PUT'],
+    dedup: { key: { kind: 'json', path: ['data', 'object', 'id'] }, windowMs: 3_600_000 },
+    sign: {
+      scheme: 'standard',
+      secrets: ['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD'],
+    },
+  },
 };
 
 /** How long another process's bucket write may take to reach a cached lookup (a bound that catches a lost notice, not a timing target). */
@@ -96,7 +114,7 @@ export function bucketsContract(ctx: Ctx): void {
       const expected: Bucket = {
         ...(EVERYTHING as Required<Omit<NewBucket, 'drain' | 'provider'>>),
         drain: EVERYTHING.drain as Bucket['drain'],
-        provider: NO_PROVIDER,
+        provider: EVERYTHING.provider as Bucket['provider'],
         paused: false,
         createdAt: T0,
         updatedAt: T0,
@@ -114,6 +132,43 @@ export function bucketsContract(ctx: Ctx): void {
       });
       assert.deepEqual(u.drain.schedule, { baseMs: 1000, multiplier: 1, capMs: Infinity, giveUpMs: 3_600_000, jitter: 'none' });
       assert.deepEqual({ ...u.drain, schedule: null }, { ...expected.drain, schedule: null }, 'the rest of the drain settings stay');
+      assert.deepEqual(u.provider, expected.provider, 'the provider settings stay');
+    });
+
+    it('updates provider settings one by one, each kind of scheme and key, and removes each', async () => {
+      const { store } = ctx.set;
+      await store.createBucket({ name: 'prov' });
+      const v = await store.updateBucket('prov', {
+        provider: {
+          verify: { scheme: { kind: 'stripe' }, secrets: ['whsec_a', 'whsec_b'], toleranceMs: 300_000, onInvalid: 'quarantine' },
+        },
+      });
+      assert.deepEqual(v.provider, {
+        ...NO_PROVIDER,
+        verify: { scheme: { kind: 'stripe' }, secrets: ['whsec_a', 'whsec_b'], toleranceMs: 300_000, onInvalid: 'quarantine' },
+      });
+      const cases: Array<Partial<Bucket['provider']>> = [
+        { dedup: { key: { kind: 'provider' }, windowMs: 72 * 3_600_000 } },
+        { dedup: { key: { kind: 'header', name: 'x-github-delivery' }, windowMs: 1000 } },
+        { methods: ['GET'] },
+        { handshakes: ['graph'] },
+        { verifyToken: 't' },
+        { graphClientState: 's' },
+        { sign: { scheme: 'standard', secrets: ['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'] } },
+        { verify: { scheme: { kind: 'github' }, secrets: ['gh'], toleranceMs: 1000, onInvalid: 'reject' } },
+      ];
+      let want: Bucket['provider'] = v.provider;
+      for (const c of cases) {
+        want = { ...want, ...c };
+        const u = await store.updateBucket('prov', { provider: c });
+        assert.deepEqual(u.provider, want, JSON.stringify(c));
+        assert.deepEqual((await store.getBucket('prov'))?.provider, want);
+      }
+      const off = await store.updateBucket('prov', {
+        provider: { verify: null, dedup: null, methods: null, handshakes: [], verifyToken: null, graphClientState: null, sign: null },
+      });
+      assert.deepEqual(off.provider, NO_PROVIDER);
+      assert.deepEqual(await drainBucket(ctx.set, 'prov'), off, 'the drain store reads the change at once');
     });
 
     it('updates only what a patch names; refuses an unknown bucket', async () => {
