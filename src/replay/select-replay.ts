@@ -52,14 +52,30 @@ export async function selectReplay(store: Pick<Store, 'getBucket' | 'iterateRequ
   }
   const ids: string[] = [];
   const sample: StoredRequest[] = [];
+  // Only accepted requests, unless the filter names their state (quarantined, duplicate, handshake):
+  // those were never delivered on purpose, and a replay of them is a deliberate choice.
+  const named = new Set<string>(ask.filter.states ?? []);
+  const skipped: StoredRequest[] = [];
   for await (const r of store.iterateRequests(ask.bucket, ask.filter)) {
+    if (r.disposition !== 'accepted' && !named.has(r.disposition)) {
+      if (ask.filter.ids) skipped.push(r);
+      continue;
+    }
     ids.push(r.id);
     if (sample.length < SAMPLE) sample.push(r);
   }
-  const { ids: named, ...narrowing } = ask.filter;
-  if (named && isEmptyFilter(narrowing)) {
+  if (skipped.length > 0) {
+    const r = skipped[0]!;
+    throw new AppError(
+      'usage',
+      `request ${r.id} is ${r.disposition}, not delivered on purpose: name --state ${r.disposition} to replay it` +
+        (r.disposition === 'quarantined' ? ' (or re-check it with requests verify --release)' : ''),
+    );
+  }
+  const { ids: namedIds, ...narrowing } = ask.filter;
+  if (namedIds && isEmptyFilter(narrowing)) {
     const found = new Set(ids);
-    const missing = named.filter((id) => !found.has(id));
+    const missing = namedIds.filter((id) => !found.has(id));
     if (missing.length > 0) throw new AppError('not_found', `not in bucket ${ask.bucket}: ${missing.join(', ')}`);
   }
   return { ...ask, ids, sample, destination: ask.to ?? bucket.destination! };

@@ -6,7 +6,16 @@
 import type { Selectable } from 'kysely';
 import { toDisposition, toVerdict } from './provider-row.js';
 import type { AttemptsTable, DeliveriesTable, DeliveryState, RequestsTable } from './schema.js';
-import type { AttemptRecord, DeliveryHistory, ListedRequest, RequestState, RequestSummary, StoredRequest, TailEvent } from './store.js';
+import type {
+  AttemptRecord,
+  DeliveryHistory,
+  Disposition,
+  ListedRequest,
+  RequestState,
+  RequestSummary,
+  StoredRequest,
+  TailEvent,
+} from './store.js';
 
 /**
  * How far an id's embedded time may be from its received_at: the uuidv7 generator keeps its last
@@ -67,6 +76,11 @@ export function deliveryStatesFor(states: readonly RequestState[], paused: boole
     } else out.add(s);
   }
   return { states: [...out], none };
+}
+
+/** The dispositions named among the requested states (quarantined, duplicate, handshake): read by disposition. */
+export function dispositionStatesIn(states: readonly RequestState[]): Array<Exclude<Disposition, 'accepted'>> {
+  return (['quarantined', 'duplicate', 'handshake'] as const).filter((d) => states.includes(d));
 }
 
 export function toListed(r: ListedRow, paused: boolean): ListedRequest {
