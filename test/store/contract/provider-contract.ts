@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { StoredVerdict } from '../../../src/store/store.js';
-import { captured, DEST, submitAll, T0, type Ctx } from './harness.js';
+import { selectReplay } from '../../../src/replay/select-replay.js';
+import { captured, DEST, idAt, submitAll, T0, type Ctx } from './harness.js';
 
 const VERIFIED: StoredVerdict = { scheme: 'github', result: 'verified', reason: null };
 const INVALID: StoredVerdict = { scheme: 'github', result: 'invalid', reason: 'signature_mismatch' };
@@ -241,6 +242,37 @@ export function providerContract(ctx: Ctx): void {
       await store.createBucket({ name: 'd', destination: DEST });
       const [again] = await submitAll(ctx.set, [captured('d', T0 + 1, { dedup })]);
       assert.equal((await store.getRequest(again!))!.disposition, 'accepted');
+    });
+  });
+
+  describe('provider: replay', () => {
+    it('selects only accepted requests unless the state is named; a replayed quarantined request becomes accepted and delivered', async () => {
+      const { store } = ctx.set;
+      await store.createBucket({ name: 'r', destination: DEST });
+      const [ok, q] = await submitAll(ctx.set, [
+        captured('r', T0),
+        captured('r', T0 + 1, { disposition: 'quarantined', verdict: INVALID }),
+      ]);
+      const base = { bucket: 'r', all: true, to: null };
+      const plain = await selectReplay(store, { ...base, filter: {} });
+      assert.deepEqual(plain.ids, [ok]);
+      const named = await selectReplay(store, { ...base, all: false, filter: { states: ['quarantined'] } });
+      assert.deepEqual(named.ids, [q]);
+      await assert.rejects(selectReplay(store, { ...base, all: false, filter: { ids: [q!] } }), /--state quarantined/);
+      await store.createReplay({
+        id: idAt(T0 + 5),
+        bucket: 'r',
+        requestIds: [q!],
+        selection: {},
+        destination: null,
+        rate: null,
+        nowMs: T0 + 5,
+      });
+      const after = await store.getRequest(q!);
+      assert.equal(after!.disposition, 'accepted');
+      assert.equal(after!.state, 'pending');
+      assert.deepEqual(after!.verdict, INVALID, 'the verdict stays as evidence');
+      assert.deepEqual((await store.bucketCounts('r')).states, { pending: 2 });
     });
   });
 }
