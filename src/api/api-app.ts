@@ -26,6 +26,7 @@ import {
   parsePathGlob,
   parseSearch,
   parseStates,
+  parseVerified,
   parseStatus,
   parseTimeBound,
   REQUEST_ID,
@@ -142,7 +143,7 @@ const E503 = err('storage_error, store_busy, storage_full or query_timeout');
 const filterFields = {
   state: cliList(
     parseStates,
-    'request states (comma list or repeated): pending, retrying, delivering, held, delivered, failed, exhausted, none',
+    'request states (comma list or repeated): pending, retrying, delivering, held, delivered, failed, exhausted, none, quarantined, duplicate, handshake',
     'exhausted,failed',
   ).optional(),
   since: cliValue(
@@ -161,6 +162,11 @@ const filterFields = {
   search: cliValue(parseSearch, 'bodies containing this text (UTF-8 bytes, case-sensitive; scans bodies)', 'cus_123').optional(),
   status: cliValue(parseStatus, "the latest generation's last response status: a code or a class", '5xx').optional(),
   id: cliList(parseIds, 'request ids (comma list or repeated)', '019ae0c4-5b7e-7c3a-9f1e-2b8d4c6a1e00').optional(),
+  verified: cliList(
+    parseVerified,
+    'sender verdicts (comma list or repeated): verified, invalid, missing, expired, unverified',
+    'invalid',
+  ).optional(),
 };
 
 type FilterInput = { [K in keyof typeof filterFields]?: z.output<(typeof filterFields)[K]> };
@@ -176,6 +182,7 @@ function filterOptions(q: FilterInput): FilterOptions {
   if (q.search !== undefined) o.search = q.search;
   if (q.status !== undefined) o.status = q.status;
   if (q.id !== undefined) o.id = q.id;
+  if (q.verified !== undefined) o.verified = q.verified;
   return o;
 }
 

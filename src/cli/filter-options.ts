@@ -9,6 +9,8 @@ import {
   parseStatus,
   parseTimeBound,
   REQUEST_STATES,
+  VERDICT_RESULTS,
+  parseVerified,
 } from '../options/request-filter.js';
 
 /** The parsing and meaning of the filter flags live in src/options/request-filter.ts (shared with the admin API). */
@@ -38,5 +40,10 @@ export function addFilterOptions(cmd: Command): Command {
     )
     .option('--search <text>', 'bodies containing this text (its UTF-8 bytes; case-sensitive; scans bodies)', parseSearch)
     .option('--status <code|class>', "the latest generation's last response status: a code (503) or a class (5xx)", parseStatus)
-    .option('--id <ids>', 'these request ids (comma list, repeatable)', concat(parseIds));
+    .option('--id <ids>', 'these request ids (comma list, repeatable)', concat(parseIds))
+    .option(
+      '--verified <results>',
+      `the sender verdict: ${VERDICT_RESULTS.join('|')} (comma list, repeatable; unverified: imported into a verifying bucket)`,
+      concat(parseVerified),
+    );
 }

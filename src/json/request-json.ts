@@ -4,7 +4,12 @@
  * redaction (that is for people), bodies as UTF-8 text or base64.
  */
 import { isUtf8 } from 'node:buffer';
-import type { AttemptRecord, DeliveryHistory, RequestPage, StoredRequest, TailEvent } from '../store/store.js';
+import type { AttemptRecord, DeliveryHistory, RequestPage, StoredRequest, StoredVerdict, TailEvent } from '../store/store.js';
+
+/** A stored sender verdict as JSON: `{scheme, result, reason}`, or null when the bucket did not verify. */
+export function verificationJson(v: StoredVerdict | null) {
+  return v === null ? null : { scheme: v.scheme, result: v.result, reason: v.reason };
+}
 import { iso } from './iso.js';
 
 /** Flat [name, value, …] as [name, value] pairs, in order, unredacted. */
@@ -36,6 +41,12 @@ export function requestJson(r: StoredRequest) {
     sha256: r.sha256,
     peer: r.peer,
     state: r.state,
+    // What ingest made of it (accepted, quarantined, duplicate, handshake), the sender verdict kept as
+    // evidence, the dedup key it carried and, for a duplicate, the request it repeats.
+    disposition: r.disposition,
+    verification: verificationJson(r.verdict),
+    dedup_key: r.dedupKey,
+    duplicate_of: r.duplicateOf,
   };
 }
 
@@ -53,6 +64,8 @@ export function requestPageJson(page: RequestPage) {
       attempts: r.attempts,
       last_status: r.lastStatus,
       generation: r.generation,
+      disposition: r.disposition,
+      verification: verificationJson(r.verdict),
     })),
     next_cursor: page.nextCursor,
   };
@@ -61,7 +74,18 @@ export function requestPageJson(page: RequestPage) {
 export function tailEventJson(e: TailEvent) {
   if (e.kind === 'request') {
     const r = e.request;
-    return { event: 'request', at: iso(e.at), id: r.id, method: r.method, path: r.path, query: r.query, size: r.size, state: r.state };
+    return {
+      event: 'request',
+      at: iso(e.at),
+      id: r.id,
+      method: r.method,
+      path: r.path,
+      query: r.query,
+      size: r.size,
+      state: r.state,
+      disposition: r.disposition,
+      verification: verificationJson(r.verdict),
+    };
   }
   const a = e.attempt;
   return {

@@ -19,6 +19,18 @@ export const REQUEST_STATES: readonly RequestState[] = [
   'failed',
   'exhausted',
   'none',
+  'quarantined',
+  'duplicate',
+  'handshake',
+];
+
+/** Sender verdicts `--verified` selects (`unverified`: imported into a verifying bucket). */
+export const VERDICT_RESULTS: ReadonlyArray<NonNullable<RequestFilter['verified']>[number]> = [
+  'verified',
+  'invalid',
+  'missing',
+  'expired',
+  'unverified',
 ];
 
 /** `30m` (that long before now) or an ISO 8601 time (`2026-12-01`, `2026-12-01T10:00:00Z`). */
@@ -37,6 +49,7 @@ export interface FilterOptions {
   search?: string;
   status?: StatusFilter;
   id?: string[];
+  verified?: NonNullable<RequestFilter['verified']>;
 }
 
 const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
@@ -48,6 +61,18 @@ function commaList(value: string): string[] {
     .split(',')
     .map((s) => s.trim())
     .filter((s) => s.length > 0);
+}
+
+/** `--verified invalid,missing`: sender verdicts (comma list). */
+export function parseVerified(value: string): NonNullable<RequestFilter['verified']> {
+  const words = commaList(value);
+  if (words.length === 0) throw new InvalidArgumentError(`one or more of ${VERDICT_RESULTS.join(', ')} (comma list)`);
+  for (const w of words) {
+    if (!(VERDICT_RESULTS as readonly string[]).includes(w)) {
+      throw new InvalidArgumentError(`unknown verdict ${JSON.stringify(w)}: use ${VERDICT_RESULTS.join(', ')}`);
+    }
+  }
+  return words as NonNullable<RequestFilter['verified']>;
 }
 
 export function parseStates(value: string): RequestState[] {
@@ -141,6 +166,7 @@ export function filterFromOptions(opts: FilterOptions, nowMs: number): RequestFi
   if (opts.search !== undefined) filter.search = opts.search;
   if (opts.status) filter.status = opts.status;
   if (opts.id && opts.id.length > 0) filter.ids = [...new Set(opts.id)];
+  if (opts.verified && opts.verified.length > 0) filter.verified = [...new Set(opts.verified)];
   return filter;
 }
 
@@ -161,5 +187,6 @@ export function filterJson(filter: RequestFilter): Record<string, unknown> {
   if (filter.search !== undefined) out.search = filter.search;
   if (filter.status) out.status = 'code' in filter.status ? String(filter.status.code) : `${filter.status.class}xx`;
   if (filter.ids) out.id = filter.ids;
+  if (filter.verified) out.verified = filter.verified;
   return out;
 }

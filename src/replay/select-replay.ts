@@ -60,18 +60,38 @@ export async function selectReplay(store: Pick<Store, 'getBucket' | 'listRequest
   // The oldest SAMPLE seen so far, newest first (the pages go back in time).
   let oldest: RequestSummary[] = [];
   let before: string | undefined;
+  // Only accepted requests, unless the filter names their state (quarantined, duplicate, handshake):
+  // those were never delivered on purpose, and a replay of them is a deliberate choice.
+  const named = new Set<string>(ask.filter.states ?? []);
+  let skipped: RequestSummary | undefined;
   do {
     const page = await store.listRequests(ask.bucket, ask.filter, { limit: SELECT_PAGE, ...(before !== undefined ? { before } : {}) });
-    for (const r of page.requests) ids.push(r.id);
-    oldest = [...oldest, ...page.requests].slice(-SAMPLE);
+    const kept: RequestSummary[] = [];
+    for (const r of page.requests) {
+      if (r.disposition !== 'accepted' && !named.has(r.disposition)) {
+        if (ask.filter.ids) skipped ??= r;
+        continue;
+      }
+      ids.push(r.id);
+      kept.push(r);
+    }
+    oldest = [...oldest, ...kept].slice(-SAMPLE);
     before = page.nextCursor ?? undefined;
   } while (before !== undefined);
+  if (skipped !== undefined) {
+    const r = skipped;
+    throw new AppError(
+      'usage',
+      `request ${r.id} is ${r.disposition}, not delivered on purpose: name --state ${r.disposition} to replay it` +
+        (r.disposition === 'quarantined' ? ' (or re-check it with requests verify --release)' : ''),
+    );
+  }
   ids.reverse();
   const sample = oldest.reverse();
-  const { ids: named, ...narrowing } = ask.filter;
-  if (named && isEmptyFilter(narrowing)) {
+  const { ids: namedIds, ...narrowing } = ask.filter;
+  if (namedIds && isEmptyFilter(narrowing)) {
     const found = new Set(ids);
-    const missing = named.filter((id) => !found.has(id));
+    const missing = namedIds.filter((id) => !found.has(id));
     if (missing.length > 0) throw new AppError('not_found', `not in bucket ${ask.bucket}: ${missing.join(', ')}`);
   }
   return { ...ask, ids, sample, destination: ask.to ?? bucket.destination! };

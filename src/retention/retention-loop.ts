@@ -68,12 +68,23 @@ export class RetentionLoop {
     } catch (e) {
       logger.warn({ err: e }, 'purge of deleting buckets failed');
     }
-    const buckets = (await store.listBuckets()).filter((b) => b.retainMs !== null && b.deletingAt === null);
+    // A bucket with --dedup and no --retain still has its expired dedup keys deleted: the dedup
+    // index lives for its window, independent of request retention (nothing old enough otherwise).
+    const buckets = (await store.listBuckets()).filter(
+      (b) => (b.retainMs !== null || (b.provider?.dedup ?? null) !== null) && b.deletingAt === null,
+    );
     for (const b of buckets) {
       if (this.#stopping.signal.aborted) break;
       try {
+        const now = clock.now();
         const r = await store.prune(
-          { bucket: b.name, receivedBeforeMs: pruneCutoff(clock.now(), b.retainMs!), states: b.retainStates, dryRun: false },
+          {
+            bucket: b.name,
+            receivedBeforeMs: b.retainMs === null ? Number.NEGATIVE_INFINITY : pruneCutoff(now, b.retainMs),
+            states: b.retainMs === null ? [] : b.retainStates,
+            dryRun: false,
+            nowMs: now,
+          },
           { signal: this.#stopping.signal },
         );
         pass.buckets[b.name] = r;

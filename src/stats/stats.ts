@@ -22,8 +22,14 @@ export interface StatsFields {
   delivered: number;
   failed: number;
   exhausted: number;
-  /** No delivery to the bucket destination (a bucket without one, or imported without --deliver). */
+  /** Accepted, with no delivery to the bucket destination (a bucket without one, or imported without --deliver). */
   none: number;
+  /** Stored but never delivered (issue 15's dispositions): failed verification under --on-invalid quarantine, */
+  quarantined: number;
+  /** a repeat of an event already seen within the --dedup window, */
+  duplicate: number;
+  /** a URL handshake answered inline. (`rejected` stays the ingest refusals.) */
+  handshake: number;
   /** Superseded deliveries (not requests: a request's own state is never superseded). */
   superseded: number;
   /** Age of the oldest request still waiting (pending, retrying, delivering or held), whole seconds; null when none waits. */
@@ -68,6 +74,9 @@ export const NUMERIC_FIELDS = [
   'failed',
   'exhausted',
   'none',
+  'quarantined',
+  'duplicate',
+  'handshake',
   'superseded',
   'oldest_pending_age_s',
   'received_in_window',
@@ -144,6 +153,9 @@ export function computeStats(samples: readonly StatsSample[], nowMs: number, ext
     failed: 0,
     exhausted: 0,
     none: 0,
+    quarantined: 0,
+    duplicate: 0,
+    handshake: 0,
     superseded: 0,
     oldest_pending_age_s: null,
     received_in_window: 0,
@@ -176,7 +188,11 @@ export function computeStats(samples: readonly StatsSample[], nowMs: number, ext
     f.failed += l.failed ?? 0;
     f.exhausted += l.exhausted ?? 0;
     const withDelivery = Object.values(l).reduce((a, n) => a + (n ?? 0), 0);
-    f.none += Math.max(0, s.requests - withDelivery);
+    const d = s.dispositions ?? {};
+    f.quarantined += d.quarantined ?? 0;
+    f.duplicate += d.duplicate ?? 0;
+    f.handshake += d.handshake ?? 0;
+    f.none += Math.max(0, s.requests - withDelivery - (d.quarantined ?? 0) - (d.duplicate ?? 0) - (d.handshake ?? 0));
     f.superseded += s.superseded;
     if (s.oldestWaitingAt !== null && (oldest === null || s.oldestWaitingAt < oldest)) oldest = s.oldestWaitingAt;
     f.received_in_window += s.receivedInWindow;

@@ -4,7 +4,23 @@
  * walk is done, and the walk over buckets and states that adds the batches up. Each dialect reads
  * the page and deletes in its own transaction.
  */
-import type { PrunableState, PruneCounts, PruneHooks, PruneResult } from './store.js';
+import type { Disposition, PrunableState, PruneCounts, PruneHooks, PruneResult } from './store.js';
+
+/**
+ * What a walk pages through: a prunable state, or a disposition. Requests that are not accepted
+ * (quarantined, duplicate, handshake) are terminal (never delivered), so they go at the retention
+ * age whatever --retain-state names; each is its own walk of requests_by_disposition.
+ */
+export type WalkState = PrunableState | Exclude<Disposition, 'accepted'>;
+export const DISPOSITION_WALKS: ReadonlyArray<Exclude<Disposition, 'accepted'>> = ['quarantined', 'duplicate', 'handshake'];
+
+/** The walks of one prune: the states named, then every disposition. */
+export function walkStates(states: readonly PrunableState[]): WalkState[] {
+  return [...states, ...DISPOSITION_WALKS];
+}
+
+/** Expired dedup keys deleted per transaction. */
+export const DEDUP_PRUNE_BATCH = 1000;
 
 /** Requests per delete transaction. */
 export const PRUNE_BATCH = 500;
@@ -38,7 +54,7 @@ export const zeroCounts = (): PruneCounts => ({ requests: 0, bytes: 0, deliverie
  * which the caller counts or deletes.
  */
 export function choosePrunable(
-  state: PrunableState,
+  state: WalkState,
   page: readonly string[],
   rows: readonly PruneCandidate[],
   receivedBeforeMs: number,
@@ -74,9 +90,9 @@ export function choosePrunable(
 export async function pruneWalk(
   total: PruneResult,
   buckets: readonly string[],
-  states: readonly PrunableState[],
+  states: readonly WalkState[],
   hooks: PruneHooks,
-  run: (bucket: string, state: PrunableState, after: string) => PruneStep | Promise<PruneStep>,
+  run: (bucket: string, state: WalkState, after: string) => PruneStep | Promise<PruneStep>,
   deleted: (bucket: string) => void,
   between?: () => Promise<void>,
 ): Promise<PruneResult> {

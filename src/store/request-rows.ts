@@ -12,6 +12,7 @@ import type {
   ListedRequest,
   RequestBatch,
   RequestBatchCursor,
+  Disposition,
   RequestState,
   RequestSummary,
   StoredRequest,
@@ -90,6 +91,11 @@ export function deliveryStatesFor(states: readonly RequestState[], paused: boole
     } else out.add(s);
   }
   return { states: [...out], none };
+}
+
+/** The dispositions named among the requested states (quarantined, duplicate, handshake): read by disposition. */
+export function dispositionStatesIn(states: readonly RequestState[]): Array<Exclude<Disposition, 'accepted'>> {
+  return (['quarantined', 'duplicate', 'handshake'] as const).filter((d) => states.includes(d));
 }
 
 export function toListed(r: ListedRow, paused: boolean): ListedRequest {

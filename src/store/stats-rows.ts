@@ -34,8 +34,12 @@ export type DeferralRow = { bucket: string } & Partial<
   Pick<BucketPacerTable, 'deferred_rate' | 'deferred_retry_budget' | 'deferred_retry_after' | 'deferred_replay_rate'>
 >;
 
+/** Requests of one bucket that are not accepted, by disposition. */
+export type DispositionRow = { bucket: string; disposition: string; n: number };
+
 /** What the stats statements read. */
 export interface StatsRows {
+  dispositions?: readonly DispositionRow[];
   perBucket: readonly StatsBucketRow[];
   latest: readonly LatestStateRow[];
   settled: readonly SettledRow[];
@@ -90,6 +94,13 @@ export function toStatsSamples(
   }
   const rejected = rejectionsByBucket(rows.rejections);
   const deferred = new Map(rows.deferrals.map((r) => [r.bucket, deferralsOf(r)]));
+  const dispositions = new Map<string, NonNullable<StatsSample['dispositions']>>();
+  for (const r of rows.dispositions ?? []) {
+    if (r.disposition !== 'quarantined' && r.disposition !== 'duplicate' && r.disposition !== 'handshake') continue;
+    const m = dispositions.get(r.bucket) ?? {};
+    m[r.disposition] = Number(r.n);
+    dispositions.set(r.bucket, m);
+  }
   const out: StatsSample[] = [];
   for (const b of buckets) {
     const r = perBucket.get(b.name);
@@ -107,6 +118,7 @@ export function toStatsSamples(
       attempts: attempts.get(b.name) ?? [],
       rejected: rejected.get(b.name) ?? {},
       deferred: deferred.get(b.name) ?? {},
+      dispositions: dispositions.get(b.name) ?? {},
     });
   }
   return { buckets: out, unattributedRejections: rejected.get('') ?? {} };

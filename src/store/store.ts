@@ -326,7 +326,9 @@ export interface Store extends ProcessRegistry {
   statsSamples(query: StatsQuery): Promise<{ buckets: StatsSample[]; unattributedRejections: Record<string, number> }>;
   /**
    * Deletes old requests in terminal states with their deliveries and attempts, in short batches,
-   * never one with a live delivery (src/retention/rules.ts). SQLite then gives the disk back in
+   * never one with a live delivery (src/retention/rules.ts). Requests that are not accepted
+   * (quarantined, duplicate, handshake) are terminal: they go at the same age whatever `states`
+   * names. Dedup keys expired by `nowMs` in the same buckets go too, in short batches. SQLite then gives the disk back in
    * small incremental_vacuum steps; on PostgreSQL autovacuum makes the space reusable and nothing
    * is given back (reclaimedBytes 0; README "Running on PostgreSQL").
    */
@@ -481,6 +483,8 @@ export interface StatsSample {
   rejected: Record<string, number>;
   /** Deferrals recorded by claims since the bucket was made, by reason (zeros left out; store/deferral-counts.ts). */
   deferred: Record<string, number>;
+  /** Requests stored but not accepted, by disposition (none of them has a delivery; zeros left out). */
+  dispositions?: Partial<Record<Exclude<Disposition, 'accepted'>, number>>;
 }
 
 export interface PruneOptions {
@@ -491,6 +495,8 @@ export interface PruneOptions {
   states: readonly PrunableState[];
   /** Count what would go, delete nothing. */
   dryRun: boolean;
+  /** Dedup keys that expired by now are deleted too (in the buckets pruned); omitted: the store's clock. */
+  nowMs?: number;
 }
 
 export interface PruneProgress {
@@ -523,6 +529,8 @@ export interface PruneResult extends PruneCounts {
   buckets: Record<string, PruneCounts>;
   /** File bytes given back by incremental vacuum (0 in a dry run, and always 0 on PostgreSQL). */
   reclaimedBytes: number;
+  /** Expired dedup keys deleted (or, in a dry run, found). */
+  dedupKeys?: number;
 }
 
 export interface PurgeHooks {

@@ -48,6 +48,11 @@ export function ndjsonLine(r: StoredRequest): string {
     size: r.size,
     sha256: r.sha256,
     state: r.state,
+    // Evidence of what ingest made of it; `requests import` ignores them (imported rows are unverified).
+    disposition: r.disposition,
+    verification: r.verdict === null ? null : { scheme: r.verdict.scheme, result: r.verdict.result, reason: r.verdict.reason },
+    dedup_key: r.dedupKey,
+    duplicate_of: r.duplicateOf,
   })}\n`;
 }
 

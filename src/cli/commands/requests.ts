@@ -77,7 +77,14 @@ export function makeRequestsCommand(io: CliIo): Command {
             `request   ${escapeTerminal(r.method)} ${escapeTerminal(targetText(r.path, r.query, reveal))}`,
             `peer      ${escapeTerminal(r.peer ?? '-')}`,
             `body      ${formatSize(r.size)}, sha256 ${r.sha256}`,
-            `state     ${r.state}`,
+            `state     ${r.state}${r.disposition === 'quarantined' ? ' (failed verification: never delivered; requests verify --release after fixing the secret)' : ''}`,
+            ...(r.verdict === null
+              ? []
+              : [
+                  `verified  ${escapeTerminal(r.verdict.scheme)}: ${r.verdict.result}${r.verdict.reason ? ` (${escapeTerminal(r.verdict.reason)})` : ''}`,
+                ]),
+            ...(r.dedupKey === null ? [] : [`dedup key ${escapeTerminal(r.dedupKey)}`]),
+            ...(r.duplicateOf === null ? [] : [`duplicate of ${r.duplicateOf} (never delivered)`]),
             '',
             `headers (${r.rawHeaders.length / 2}, as received${reveal ? '' : '; credentials redacted, --reveal shows them'}):`,
             ...headerLines(r.rawHeaders, reveal),

@@ -42,7 +42,10 @@ function statsText(r: StatsReport): string {
     ['delivered', f.delivered, ''],
     ['failed', f.failed, ''],
     ['exhausted', f.exhausted, ''],
-    ['none', f.none, 'no delivery to the bucket destination'],
+    ['none', f.none, 'accepted, no delivery to the bucket destination'],
+    ['quarantined', f.quarantined, f.quarantined > 0 ? 'failed verification, never delivered (requests verify --release)' : ''],
+    ['duplicate', f.duplicate, f.duplicate > 0 ? 'repeats within the dedup window, never delivered' : ''],
+    ['handshake', f.handshake, f.handshake > 0 ? 'URL handshakes answered inline' : ''],
     ['superseded', f.superseded, 'deliveries replaced by a replay'],
     [
       'oldest_pending_age_s',

@@ -100,6 +100,10 @@ async function purgeBatch(db: Kysely<Database>, name: string, lockWaitMs?: numbe
           .numAffectedRows ?? 0n,
       );
     if (strays > 0) return { requests: 0, bytes: 0, done: false };
+    // The bucket's dedup keys, bounded like the rest.
+    const keys = await sql`delete from dedup_keys where (bucket, key) in
+      (select bucket, key from dedup_keys where bucket = ${name} limit ${PURGE_BATCH})`.execute(trx);
+    if (Number(keys.numAffectedRows ?? 0n) > 0) return { requests: 0, bytes: 0, done: false };
     await sql`delete from replays where bucket = ${name}`.execute(trx);
     await sql`delete from rejections where bucket = ${name}`.execute(trx);
     await sql`delete from buckets where name = ${name} and deleting_at is not null`.execute(trx);

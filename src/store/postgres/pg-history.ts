@@ -75,7 +75,8 @@ export async function pgTail(
       : sql`r.id >= ${idFloorAt(idTimeMs(newest) - TAIL_ID_LOOKBACK_MS)} and r.id not in (select unnest(${cursor.seen}::text[]))`;
   const requests = (
     await sql<ListedRow>`
-      select r.id, r.bucket, r.received_at, r.method, r.path, r.query, r.size, d.state, d.attempts, d.last_status, d.generation
+      select r.id, r.bucket, r.received_at, r.method, r.path, r.query, r.size, r.disposition, r.verify_scheme, r.verify_result, r.verify_reason,
+        d.state, d.attempts, d.last_status, d.generation
       from requests r left join deliveries d on d.request_id = r.id and d.latest = 1 and d.destination is null
       where r.bucket = any(${names}::text[]) and ${window} order by r.id limit ${TAIL_REQUESTS}`.execute(db)
   ).rows;

@@ -23,7 +23,9 @@ export async function pgBucketOverview(db: Kysely<Database>, q: BucketOverviewQu
       (select count(*) from requests r where r.bucket = p.name) as n,
       (select coalesce(sum(r.size), 0) from requests r where r.bucket = p.name) as bytes,
       (select coalesce(json_agg(json_build_array(s.state, s.n)), '[]'::json) from
-        (select d.state, count(*) as n from deliveries d where d.latest = 1 and d.bucket = p.name group by d.state) s) as states,
+        (select d.state, count(*) as n from deliveries d where d.latest = 1 and d.bucket = p.name group by d.state
+         union all select r.disposition, count(*) from requests r where r.bucket = p.name and r.disposition <> 'accepted'
+         group by r.disposition) s) as states,
       (select coalesce(json_agg(json_build_array(x.reason, x.count)), '[]'::json) from rejections x where x.bucket = p.name) as rejections,
       (select r.received_at from requests r where r.id = least(
         (select min(d.request_id) from deliveries d where d.latest = 1 and d.bucket = p.name and d.state = 'pending'),

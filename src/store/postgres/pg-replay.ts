@@ -97,6 +97,9 @@ async function replayBatch(trx: Kysely<Database>, r: NewReplay, ids: readonly st
       await sql`update deliveries set latest = 0 where request_id = any(${own}::text[]) and destination is null and latest = 1`.execute(
         trx,
       );
+      // A named quarantined, duplicate or handshake request replayed to the bucket destination becomes
+      // accepted (../sqlite/sqlite-replay.ts); its verdict and duplicate_of stay as evidence.
+      await sql`update requests set disposition = 'accepted' where id = any(${own}::text[]) and disposition <> 'accepted'`.execute(trx);
     }
     const rows: DeliveriesTable[] = own.map((id) => ({
       id: newId(),

@@ -4,6 +4,7 @@ import type { Database } from '../schema.js';
 import type { ListedRequest, RequestBatch, RequestBatchCursor, RequestFilter, StoredRequest } from '../store.js';
 import {
   deliveryStatesFor,
+  dispositionStatesIn,
   ID_SLACK_MS,
   iterateWithBodies,
   readBatch,
@@ -76,6 +77,7 @@ function residuals(filter: RequestFilter): { where: Fragment[]; usesDelivery: bo
         where h.i % 2 = 1 and lower(h.v) = ${h.name.toLowerCase()} and (r.headers::json ->> h.i::int) = ${h.value})`,
     );
   }
+  if (filter.verified && filter.verified.length > 0) where.push(sql`r.verify_result in (${sql.join(filter.verified)})`);
   // The body's bytes (bytea), searched for the UTF-8 bytes of the text: non-UTF-8 bodies match too.
   if (filter.search !== undefined) where.push(sql`position(${Buffer.from(filter.search, 'utf8')}::bytea in r.body) > 0`);
   let usesDelivery = false;
@@ -99,7 +101,7 @@ function idBounds(col: Fragment, filter: RequestFilter, range: IdRange): Fragmen
 
 const and = (parts: Fragment[]) => sql.join(parts, sql` and `);
 
-const COLUMNS = sql`r.id, r.bucket, r.received_at, r.method, r.path, r.query, r.size`;
+const COLUMNS = sql`r.id, r.bucket, r.received_at, r.method, r.path, r.query, r.size, r.disposition, r.verify_scheme, r.verify_result, r.verify_reason`;
 const DELIVERY_COLUMNS = sql`d.state, d.attempts, d.last_status, d.generation`;
 
 /** The queries for one page (one per index range), or their `count(*)` forms when `count`. */
@@ -140,7 +142,25 @@ export function planPgRequestQueries(bucket: string, filter: RequestFilter, paus
     const where = and([
       sql`r.bucket = ${bucket}`,
       ...idBounds(sql`r.id`, filter, range),
+      // `none` is an accepted request without a delivery; the others' state is their disposition.
+      sql`r.disposition = 'accepted'`,
       sql`not exists (select 1 from deliveries d where d.request_id = r.id and d.latest = 1)`,
+      ...res.where,
+    ]);
+    plans.push(finish(sql`select ${select} from requests r where ${where}`, sql`r.id`));
+  }
+  // Quarantined, duplicate and handshake requests: a range of the partial index
+  // requests_by_disposition (bucket, disposition, id). They have no delivery, so a status filter
+  // leaves them out.
+  for (const disposition of res.usesDelivery ? [] : dispositionStatesIn(filter.states)) {
+    const select = count
+      ? sql`count(*) as n`
+      : sql`${COLUMNS}, null::text as state, 0 as attempts, null::integer as last_status, null::integer as generation`;
+    const where = and([
+      sql`r.bucket = ${bucket}`,
+      sql`r.disposition <> 'accepted'`,
+      sql`r.disposition = ${disposition}`,
+      ...idBounds(sql`r.id`, filter, range),
       ...res.where,
     ]);
     plans.push(finish(sql`select ${select} from requests r where ${where}`, sql`r.id`));
@@ -225,7 +245,10 @@ function pgWalkOf(db: Kysely<Database>, bucket: string, filter: RequestFilter, p
   return {
     page: (range) => pgQueryPage(db, bucket, filter, paused, range),
     bodies: async (ids) =>
-      (await sql<RequestBodyRow>`select id, headers, body, sha256, peer, trailers from requests where id in (${sql.join(ids)})`.execute(db))
-        .rows,
+      (
+        await sql<RequestBodyRow>`select id, headers, body, sha256, peer, trailers, dedup_key, duplicate_of from requests where id in (${sql.join(ids)})`.execute(
+          db,
+        )
+      ).rows,
   };
 }

@@ -22,8 +22,18 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { bucketNotFound } from '../../shared/errors.js';
 import type { Database } from '../schema.js';
-import { choosePrunable, PRUNE_BATCH, pruneWalk, zeroCounts, type PruneCandidate, type PruneStep } from '../prune-walk.js';
-import type { PrunableState, PruneHooks, PruneOptions, PruneResult } from '../store.js';
+import {
+  choosePrunable,
+  DEDUP_PRUNE_BATCH,
+  PRUNE_BATCH,
+  pruneWalk,
+  walkStates,
+  zeroCounts,
+  type PruneCandidate,
+  type PruneStep,
+  type WalkState,
+} from '../prune-walk.js';
+import type { PruneHooks, PruneOptions, PruneResult } from '../store.js';
 
 const affected = (r: { numAffectedRows?: bigint }) => Number(r.numAffectedRows ?? 0n);
 
@@ -44,16 +54,19 @@ export async function pgPrune(db: Kysely<Database>, o: PruneOptions, hooks: Prun
     hooks.onProgress?.({ bucket, phase: 'delete', requests: total.requests, bytes: total.bytes, reclaimedBytes: total.reclaimedBytes });
 
   /** One batch: the next page of one state's candidates, and the deletion of those that qualify. */
-  const batch = async (trx: Transaction<Database>, bucket: string, state: PrunableState, after: string): Promise<PruneStep> => {
+  const batch = async (trx: Transaction<Database>, bucket: string, state: WalkState, after: string): Promise<PruneStep> => {
     const { rows: pageRows } =
       state === 'none'
         ? await sql<{
             id: string;
           }>`select id from requests where bucket = ${bucket} and id > ${after} order by id limit ${PRUNE_BATCH}`.execute(trx)
-        : await sql<{ id: string }>`select request_id as id from deliveries
+        : state === 'quarantined' || state === 'duplicate' || state === 'handshake'
+          ? await sql<{ id: string }>`select id from requests where bucket = ${bucket} and disposition <> 'accepted'
+              and disposition = ${state} and id > ${after} order by id limit ${PRUNE_BATCH}`.execute(trx)
+          : await sql<{ id: string }>`select request_id as id from deliveries
             where latest = 1 and bucket = ${bucket} and state = ${state} and request_id > ${after} order by request_id limit ${PRUNE_BATCH}`.execute(
-            trx,
-          );
+              trx,
+            );
     const page = pageRows.map((r) => r.id);
     if (page.length === 0) return { done: true, next: after, counts: zeroCounts() };
     if (!o.dryRun) await sql`select id from requests where id = any(${page}::text[]) order by id for update`.execute(trx);
@@ -86,7 +99,7 @@ export async function pgPrune(db: Kysely<Database>, o: PruneOptions, hooks: Prun
     }
     return step;
   };
-  const run = (bucket: string, state: PrunableState, after: string) =>
+  const run = (bucket: string, state: WalkState, after: string) =>
     o.dryRun
       ? db
           .transaction()
@@ -95,5 +108,27 @@ export async function pgPrune(db: Kysely<Database>, o: PruneOptions, hooks: Prun
           .execute((trx) => batch(trx, bucket, state, after))
       : db.transaction().execute((trx) => batch(trx, bucket, state, after));
 
-  return pruneWalk(total, buckets, o.states, hooks, run, progress);
+  await pruneWalk(total, buckets, walkStates(o.states), hooks, run, progress);
+  // Expired dedup keys, bucket by bucket, in short transactions. SKIP LOCKED: a key an ingest batch
+  // holds (it is taking it over) is left for the next pass rather than waited for.
+  total.dedupKeys = 0;
+  const nowMs = o.nowMs ?? Date.now();
+  for (const bucket of buckets) {
+    if (o.dryRun) {
+      const r = await sql<{ n: number }>`select count(*) as n from dedup_keys where bucket = ${bucket} and expires_at <= ${nowMs}`.execute(
+        db,
+      );
+      total.dedupKeys += Number(r.rows[0]?.n ?? 0);
+      continue;
+    }
+    for (;;) {
+      if (hooks.signal?.aborted) return total;
+      const r = await sql`delete from dedup_keys where (bucket, key) in (select bucket, key from dedup_keys
+        where bucket = ${bucket} and expires_at <= ${nowMs} limit ${DEDUP_PRUNE_BATCH} for update skip locked)`.execute(db);
+      const n = affected(r);
+      total.dedupKeys += n;
+      if (n < DEDUP_PRUNE_BATCH) break;
+    }
+  }
+  return total;
 }

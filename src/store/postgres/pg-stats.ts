@@ -15,6 +15,7 @@ import {
   toStatsSamples,
   type AttemptGroupRow,
   type DeferralRow,
+  type DispositionRow,
   type LatestStateRow,
   type RejectionRow,
   type SettledRow,
@@ -81,6 +82,10 @@ export async function pgStatsSamples(
         order by a.bucket, a.duration_ms nulls first, ok`.execute(trx);
 
       const rejections = await sql<RejectionRow>`select bucket, reason, count from rejections`.execute(trx);
+      // requests_by_disposition: the requests that are not accepted, by bucket and disposition.
+      const dispositions = await sql<DispositionRow>`
+        select bucket, disposition, count(*) as n from requests
+        where bucket = any(${names}::text[]) and disposition <> 'accepted' group by bucket, disposition`.execute(trx);
       const deferrals = await sql<DeferralRow>`
         select bucket, deferred_rate, deferred_retry_budget, deferred_retry_after, deferred_replay_rate
         from bucket_pacer where bucket = any(${names}::text[])`.execute(trx);
@@ -108,6 +113,7 @@ export async function pgStatsSamples(
           attempts: attempts.rows,
           rejections: rejections.rows,
           deferrals: deferrals.rows,
+          dispositions: dispositions.rows,
         },
         (id) => receivedAt.get(id),
       );

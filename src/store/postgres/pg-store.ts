@@ -384,7 +384,7 @@ export class PgStore implements Store {
   }
 
   async prune(options: PruneOptions, hooks: PruneHooks = {}): Promise<PruneResult> {
-    return pgPrune(this.#db, options, hooks);
+    return pgPrune(this.#db, { ...options, nowMs: options.nowMs ?? this.#clock.now() }, hooks);
   }
 
   /**

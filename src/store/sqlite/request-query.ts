@@ -4,6 +4,7 @@ import type { ListedRequest, RequestBatch, RequestBatchCursor, RequestFilter, St
 import { idFloorAt } from '../../shared/ids.js';
 import {
   deliveryStatesFor,
+  dispositionStatesIn,
   ID_SLACK_MS,
   iterateWithBodies,
   readBatch,
@@ -37,7 +38,7 @@ import type { SqliteDb } from './open.js';
 
 export interface PlannedQuery {
   /** Which index range this walks: one delivery state, `none`, or every request (`all`). */
-  source: DeliveryState | 'none' | 'all';
+  source: DeliveryState | 'none' | 'all' | 'quarantined' | 'duplicate' | 'handshake';
   sql: string;
   params: unknown[];
 }
@@ -117,6 +118,10 @@ function residuals(filter: RequestFilter): { where: string[]; params: unknown[];
     );
     params.push(JSON.stringify(h.value), h.name.toLowerCase(), h.value);
   }
+  if (filter.verified && filter.verified.length > 0) {
+    where.push(`r.verify_result in (${filter.verified.map(() => '?').join(', ')})`);
+    params.push(...filter.verified);
+  }
   if (filter.search !== undefined) {
     where.push('instr(r.body, ?) > 0');
     params.push(Buffer.from(filter.search, 'utf8'));
@@ -162,7 +167,8 @@ function idBounds(col: string, filter: RequestFilter, range: IdRange): { where: 
   return { where, params };
 }
 
-const COLUMNS = 'r.id, r.bucket, r.received_at, r.method, r.path, r.query, r.size';
+const COLUMNS =
+  'r.id, r.bucket, r.received_at, r.method, r.path, r.query, r.size, r.disposition, r.verify_scheme, r.verify_result, r.verify_reason';
 
 /**
  * The queries for one page: one per index range. Pure (SQL text and parameters), so the plan test
@@ -205,12 +211,28 @@ export function planRequestQueries(bucket: string, filter: RequestFilter, paused
     const where = [
       'r.bucket = ?',
       ...b.where,
+      // `none` is an accepted request without a delivery; the others' state is their disposition.
+      `r.disposition = 'accepted'`,
       'not exists (select 1 from deliveries d where d.request_id = r.id and d.latest = 1)',
       ...res.where,
     ].join(' and ');
     const select = count ? 'count(*) as n' : `${COLUMNS}, null as state, 0 as attempts, null as last_status, null as generation`;
     const q = finish(`select ${select} from requests r where ${where}`, [bucket, ...b.params, ...res.params], 'r.id');
     plans.push({ source: 'none', ...q });
+  }
+  // Quarantined, duplicate and handshake requests: a range of the partial index requests_by_disposition
+  // (bucket, disposition, id) where disposition <> 'accepted' (the literal term lets SQLite use it).
+  // They have no delivery, so a status filter leaves them out.
+  for (const disposition of res.usesDelivery ? [] : dispositionStatesIn(filter.states)) {
+    const b = idBounds('r.id', filter, range);
+    const where = ['r.bucket = ?', `r.disposition <> 'accepted'`, 'r.disposition = ?', ...b.where, ...res.where].join(' and ');
+    const select = count ? 'count(*) as n' : `${COLUMNS}, null as state, 0 as attempts, null as last_status, null as generation`;
+    const q = finish(
+      `select ${select} from requests r indexed by requests_by_disposition where ${where}`,
+      [bucket, disposition, ...b.params, ...res.params],
+      'r.id',
+    );
+    plans.push({ source: disposition, ...q });
   }
   return plans;
 }
@@ -282,7 +304,7 @@ function walkOf(db: SqliteDb, bucket: string, filter: RequestFilter, paused: boo
     bodies: (ids) =>
       prepare(
         db,
-        `select id, headers, body, sha256, peer, trailers from requests where id in (${new Array(ids.length).fill('?').join(', ')})`,
+        `select id, headers, body, sha256, peer, trailers, dedup_key, duplicate_of from requests where id in (${new Array(ids.length).fill('?').join(', ')})`,
       ).all(...ids) as RequestBodyRow[],
   };
 }

@@ -48,6 +48,8 @@ export function createPurger(db: SqliteDb) {
     // Rows whose request is already gone (none are made so; bounded all the same).
     strayAttempts: db.prepare('delete from attempts where id in (select id from attempts where bucket = ? limit ?)'),
     strayDeliveries: db.prepare('delete from deliveries where id in (select id from deliveries where bucket = ? limit ?)'),
+    // The bucket's dedup keys (PRIMARY KEY (bucket, key) finds them), bounded like the rest.
+    deleteDedupKeys: db.prepare('delete from dedup_keys where rowid in (select rowid from dedup_keys where bucket = ? limit ?)'),
     deleteReplayPacers: db.prepare('delete from replay_pacer where replay_id in (select id from replays where bucket = ?)'),
     deleteReplays: db.prepare('delete from replays where bucket = ?'),
     deletePacer: db.prepare('delete from bucket_pacer where bucket = ?'),
@@ -57,7 +59,8 @@ export function createPurger(db: SqliteDb) {
     hasRows: db
       .prepare(
         `select exists (select 1 from requests where bucket = @b) or exists (select 1 from deliveries where bucket = @b)
-         or exists (select 1 from replays where bucket = @b) or exists (select 1 from rejections where bucket = @b)`,
+         or exists (select 1 from replays where bucket = @b) or exists (select 1 from rejections where bucket = @b)
+         or exists (select 1 from dedup_keys where bucket = @b)`,
       )
       .pluck(),
   };
@@ -89,6 +92,7 @@ export function createPurger(db: SqliteDb) {
     if (s.strayAttempts.run(name, PURGE_BATCH).changes + s.strayDeliveries.run(name, PURGE_BATCH).changes > 0) {
       return { requests: 0, bytes: 0, done: false };
     }
+    if (s.deleteDedupKeys.run(name, PURGE_BATCH).changes > 0) return { requests: 0, bytes: 0, done: false };
     s.deleteReplayPacers.run(name);
     s.deleteReplays.run(name);
     s.deletePacer.run(name);

@@ -33,7 +33,8 @@ export function tail(
   // `in (json_each)`: one range of requests_bucket_id (and of attempts_bucket_started) per bucket.
   const requests = db
     .prepare(
-      `select r.id, r.bucket, r.received_at, r.method, r.path, r.query, r.size, d.state, d.attempts, d.last_status, d.generation
+      `select r.id, r.bucket, r.received_at, r.method, r.path, r.query, r.size, r.disposition, r.verify_scheme, r.verify_result, r.verify_reason,
+        d.state, d.attempts, d.last_status, d.generation
        from requests r left join deliveries d on d.request_id = r.id and d.latest = 1 and d.destination is null
        where r.bucket in (select value from json_each(?)) and r.id > ? order by r.id limit ${TAIL_READ_REQUESTS}`,
     )

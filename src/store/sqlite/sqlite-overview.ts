@@ -22,7 +22,9 @@ select t.total_buckets, p.*,
   (select count(*) from requests r where r.bucket = p.name) as n,
   (select coalesce(sum(r.size), 0) from requests r where r.bucket = p.name) as bytes,
   (select json_group_array(json_array(s.state, s.n)) from
-    (select d.state, count(*) as n from deliveries d where d.latest = 1 and d.bucket = p.name group by d.state) s) as states,
+    (select d.state, count(*) as n from deliveries d where d.latest = 1 and d.bucket = p.name group by d.state
+     union all select r.disposition, count(*) from requests r where r.bucket = p.name and r.disposition <> 'accepted'
+     group by r.disposition) s) as states,
   (select json_group_array(json_array(x.reason, x.count)) from rejections x where x.bucket = p.name) as rejections,
   (select r.received_at from requests r where r.id = (select min(w.id) from (
     select (select min(d.request_id) from deliveries d where d.latest = 1 and d.bucket = p.name and d.state = 'pending') as id

@@ -60,6 +60,10 @@ export function createReplay(db: SqliteDb, r: NewReplay): Replay {
     insertReplay.run(r.id, r.bucket, JSON.stringify(r.selection), r.destination, r.rate?.count ?? null, r.rate?.perMs ?? null, r.nowMs);
   }).immediate();
 
+  // A replay to the bucket destination of a request that was not accepted (quarantined, duplicate,
+  // handshake: only when the replay named that state, select-replay.ts) delivers it: it becomes
+  // accepted, like `requests verify --release`; its verdict and duplicate_of stay as evidence.
+  const accept = db.prepare(`update requests set disposition = 'accepted' where id = ? and disposition <> 'accepted'`);
   const batch = db.transaction((ids: readonly string[]) => {
     mustBeLive();
     let total = 0;
@@ -71,6 +75,7 @@ export function createReplay(db: SqliteDb, r: NewReplay): Replay {
         superseded += supersedeWaiting.run(r.nowMs, r.nowMs, id).changes;
         superseded += supersedeInFlight.run(r.nowMs, id).changes;
         notLatest.run(id);
+        accept.run(id);
       }
       insert.run(newId(), id, r.bucket, r.destination, generation, r.nowMs, r.id, r.nowMs, r.nowMs, r.destination === null ? 1 : 0);
       total++;

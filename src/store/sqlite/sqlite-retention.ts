@@ -14,9 +14,18 @@
  * delivered, failed and exhausted the partial deliveries_latest_state index, for none the bucket's
  * requests. A walk stops at the first page with nothing received before the cutoff.
  */
-import type { PrunableState } from '../store.js';
 import type { PruneHooks, PruneOptions, PruneResult } from '../store.js';
-import { choosePrunable, PRUNE_BATCH, pruneWalk, zeroCounts, type PruneCandidate, type PruneStep } from '../prune-walk.js';
+import {
+  choosePrunable,
+  DEDUP_PRUNE_BATCH,
+  PRUNE_BATCH,
+  pruneWalk,
+  walkStates,
+  zeroCounts,
+  type PruneCandidate,
+  type PruneStep,
+  type WalkState,
+} from '../prune-walk.js';
 import type { SqliteDb } from './open.js';
 
 /** Pages per incremental_vacuum step (1 MiB at 4 KiB pages). */
@@ -40,6 +49,14 @@ export async function pruneRequests(
       )
       .pluck(),
     pageAll: db.prepare('select id from requests where bucket = ? and id > ? order by id limit ?').pluck(),
+    // The partial index requests_by_disposition (the literal term lets SQLite use it).
+    pageByDisposition: db
+      .prepare(`select id from requests where bucket = ? and disposition <> 'accepted' and disposition = ? and id > ? order by id limit ?`)
+      .pluck(),
+    deleteExpiredKeys: db.prepare(
+      `delete from dedup_keys where rowid in (select rowid from dedup_keys where bucket = ? and expires_at <= ? limit ${DEDUP_PRUNE_BATCH})`,
+    ),
+    countExpiredKeys: db.prepare('select count(*) from dedup_keys where bucket = ? and expires_at <= ?').pluck(),
     // length(body) reads the length from the record header without the body's overflow pages.
     detail: db.prepare(
       `select r.id, r.received_at as at, length(r.body) as size,
@@ -62,9 +79,13 @@ export async function pruneRequests(
     hooks.onProgress?.({ bucket, phase, requests: total.requests, bytes: total.bytes, reclaimedBytes: total.reclaimedBytes });
 
   /** One batch: the next page of one state's candidates, and the deletion of those that qualify. */
-  const batch = (bucket: string, state: PrunableState, after: string): PruneStep => {
+  const batch = (bucket: string, state: WalkState, after: string): PruneStep => {
     const page = (
-      state === 'none' ? s.pageAll.all(bucket, after, PRUNE_BATCH) : s.pageByState.all(bucket, state, after, PRUNE_BATCH)
+      state === 'none'
+        ? s.pageAll.all(bucket, after, PRUNE_BATCH)
+        : state === 'quarantined' || state === 'duplicate' || state === 'handshake'
+          ? s.pageByDisposition.all(bucket, state, after, PRUNE_BATCH)
+          : s.pageByState.all(bucket, state, after, PRUNE_BATCH)
     ) as string[];
     if (page.length === 0) return { done: true, next: after, counts: zeroCounts() };
     const rows = s.detail.all(JSON.stringify(page)) as PruneCandidate[];
@@ -84,10 +105,26 @@ export async function pruneRequests(
     return step;
   };
   const tx = db.transaction(batch);
-  const run = (bucket: string, state: PrunableState, after: string) =>
+  const run = (bucket: string, state: WalkState, after: string) =>
     o.dryRun ? tx.deferred(bucket, state, after) : tx.immediate(bucket, state, after);
 
-  await pruneWalk(total, buckets, o.states, hooks, run, (bucket) => progress(bucket, 'delete'), yieldToEventLoop);
+  await pruneWalk(total, buckets, walkStates(o.states), hooks, run, (bucket) => progress(bucket, 'delete'), yieldToEventLoop);
+  // Expired dedup keys, bucket by bucket, in short write transactions.
+  total.dedupKeys = 0;
+  const nowMs = o.nowMs ?? Date.now();
+  for (const bucket of buckets) {
+    if (o.dryRun) {
+      total.dedupKeys += Number(s.countExpiredKeys.get(bucket, nowMs));
+      continue;
+    }
+    for (;;) {
+      if (hooks.signal?.aborted) return total;
+      const n = db.transaction(() => s.deleteExpiredKeys.run(bucket, nowMs).changes).immediate();
+      total.dedupKeys += n;
+      if (n < DEDUP_PRUNE_BATCH) break;
+      await yieldToEventLoop();
+    }
+  }
   // Not after an aborted walk (its reclaim would stop at once all the same).
   if (!o.dryRun && total.requests > 0 && !hooks.signal?.aborted) await reclaim(db, hooks, total, () => progress('', 'reclaim'));
   return total;

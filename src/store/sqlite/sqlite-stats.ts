@@ -19,6 +19,7 @@ import {
   toStatsSamples,
   type AttemptGroupRow,
   type DeferralRow,
+  type DispositionRow,
   type LatestStateRow,
   type RejectionRow,
   type SettledRow,
@@ -72,6 +73,11 @@ export function statsSamples(
        group by a.bucket, a.duration_ms, a.outcome = 'delivered'`,
     ),
     rejections: db.prepare('select bucket, reason, count from rejections'),
+    // requests_by_disposition: the requests that are not accepted, by bucket and disposition.
+    dispositions: db.prepare(
+      `select r.bucket, r.disposition, count(*) as n from json_each(@names) j cross join requests r
+       where r.bucket = j.value and r.disposition <> 'accepted' group by r.bucket, r.disposition`,
+    ),
     deferrals: db.prepare(
       `select p.bucket, p.deferred_rate, p.deferred_retry_budget, p.deferred_retry_after, p.deferred_replay_rate
        from json_each(@names) j cross join bucket_pacer p where p.bucket = j.value`,
@@ -91,6 +97,7 @@ export function statsSamples(
         attempts: s.attempts.all(window) as AttemptGroupRow[],
         rejections: s.rejections.all() as RejectionRow[],
         deferrals: s.deferrals.all({ names }) as DeferralRow[],
+        dispositions: s.dispositions.all({ names }) as DispositionRow[],
       },
       (id) => s.receivedAt.get(id) as number | undefined,
     ),

@@ -489,7 +489,7 @@ export class SqliteStore implements Store {
     return pruneRequests(
       this.#raw,
       (buckets as Bucket[]).map((b) => b.name),
-      options,
+      { ...options, nowMs: options.nowMs ?? this.#clock.now() },
       hooks,
     );
   }

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { StoredVerdict } from '../../../src/store/store.js';
-import { captured, DEST, submitAll, T0, type Ctx } from './harness.js';
+import { selectReplay } from '../../../src/replay/select-replay.js';
+import { captured, DEST, idAt, submitAll, T0, type Ctx } from './harness.js';
 
 const VERIFIED: StoredVerdict = { scheme: 'github', result: 'verified', reason: null };
 const INVALID: StoredVerdict = { scheme: 'github', result: 'invalid', reason: 'signature_mismatch' };
@@ -100,6 +101,178 @@ export function providerContract(ctx: Ctx): void {
       } finally {
         await importer.close();
       }
+    });
+  });
+
+  describe('provider: reads', () => {
+    /** A bucket with one of each: accepted verified (delivered later), quarantined, duplicate, handshake, accepted without delivery. */
+    async function mixed(): Promise<{ accepted: string; quarantined: string; duplicate: string; handshake: string; none: string }> {
+      const { store } = ctx.set;
+      await store.createBucket({ name: 'm', destination: DEST });
+      const dedup = { key: 'h:k', windowMs: WINDOW };
+      const [accepted, quarantined, duplicate, handshake] = await submitAll(ctx.set, [
+        captured('m', T0, { verdict: VERIFIED, dedup }),
+        captured('m', T0 + 1, { disposition: 'quarantined', verdict: INVALID }),
+        captured('m', T0 + 2, { verdict: VERIFIED, dedup }),
+        captured('m', T0 + 3, { disposition: 'handshake', method: 'GET' }),
+      ]);
+      const [none] = await submitAll(
+        ctx.set,
+        [captured('m', T0 + 4, { verdict: { scheme: 'github', result: 'missing', reason: null } })],
+        false,
+      );
+      return { accepted: accepted!, quarantined: quarantined!, duplicate: duplicate!, handshake: handshake!, none: none! };
+    }
+
+    it('listings: a disposition state reads those requests only; none is accepted without a delivery; verdicts filter', async () => {
+      const { store } = ctx.set;
+      const ids = await mixed();
+      const list = async (filter: Parameters<typeof store.listRequests>[1]) =>
+        (await store.listRequests('m', filter, { limit: 50 })).requests.map((r) => [r.id, r.state, r.disposition]);
+      assert.deepEqual(await list({ states: ['quarantined'] }), [[ids.quarantined, 'quarantined', 'quarantined']]);
+      assert.deepEqual(await list({ states: ['duplicate'] }), [[ids.duplicate, 'duplicate', 'duplicate']]);
+      assert.deepEqual(await list({ states: ['handshake'] }), [[ids.handshake, 'handshake', 'handshake']]);
+      assert.deepEqual(await list({ states: ['none'] }), [[ids.none, 'none', 'accepted']]);
+      assert.deepEqual(await list({ states: ['pending', 'quarantined'] }), [
+        [ids.quarantined, 'quarantined', 'quarantined'],
+        [ids.accepted, 'pending', 'accepted'],
+      ]);
+      // No state: everything, newest first, each with its disposition and verdict.
+      const all = (await store.listRequests('m', {}, { limit: 50 })).requests;
+      assert.deepEqual(
+        all.map((r) => [r.state, r.verdict?.result ?? null]),
+        [
+          ['none', 'missing'],
+          ['handshake', null],
+          ['duplicate', 'verified'],
+          ['quarantined', 'invalid'],
+          ['pending', 'verified'],
+        ],
+      );
+      assert.deepEqual(all[3]!.verdict, INVALID);
+      assert.deepEqual(await list({ verified: ['invalid', 'missing'] }), [
+        [ids.none, 'none', 'accepted'],
+        [ids.quarantined, 'quarantined', 'quarantined'],
+      ]);
+      assert.deepEqual(await list({ verified: ['verified'], states: ['duplicate'] }), [[ids.duplicate, 'duplicate', 'duplicate']]);
+      assert.deepEqual(await list({ verified: ['unverified'] }), []);
+      // A status filter needs a delivery: the dispositions have none.
+      assert.deepEqual(await list({ states: ['quarantined'], status: { class: 5 } }), []);
+      // Pages through the disposition index by id.
+      const p1 = await store.listRequests('m', { states: ['quarantined', 'duplicate', 'handshake'] }, { limit: 2 });
+      assert.deepEqual(
+        p1.requests.map((r) => r.id),
+        [ids.handshake, ids.duplicate],
+      );
+      const p2 = await store.listRequests('m', { states: ['quarantined', 'duplicate', 'handshake'] }, { limit: 2, before: p1.nextCursor! });
+      assert.deepEqual(
+        p2.requests.map((r) => r.id),
+        [ids.quarantined],
+      );
+      assert.equal(p2.nextCursor, null);
+      assert.equal(await store.countRequests('m', { states: ['quarantined', 'duplicate', 'handshake'] }), 3);
+      assert.equal(await store.countRequests('m', { states: ['none'] }), 1);
+      assert.equal(await store.countRequests('m', { verified: ['verified'] }), 2);
+      const iterated = [];
+      for await (const r of store.iterateRequests('m', { states: ['duplicate'] })) iterated.push(r);
+      assert.equal(iterated.length, 1);
+      assert.equal(iterated[0]!.duplicateOf, ids.accepted);
+      assert.equal(iterated[0]!.dedupKey, 'h:k');
+      assert.deepEqual(iterated[0]!.verdict, VERIFIED);
+    });
+
+    it('counts, stats, overview and tail report dispositions; none stays accepted-without-delivery', async () => {
+      const { store } = ctx.set;
+      const ids = await mixed();
+      const states = { duplicate: 1, handshake: 1, none: 1, pending: 1, quarantined: 1 };
+      assert.deepEqual((await store.bucketCounts('m')).states, states);
+      assert.deepEqual((await store.allBucketCounts()).get('m')!.states, states);
+      const overview = await store.bucketOverview({ limit: 10, sinceMs: T0, binMs: 1000, bins: 0 });
+      assert.deepEqual(overview.buckets[0]!.counts.states, states);
+      const stats = await store.statsSamples({ sinceMs: T0, untilMs: T0 + 1000 });
+      const m = stats.buckets.find((b) => b.bucket === 'm')!;
+      assert.deepEqual(m.dispositions, { duplicate: 1, handshake: 1, quarantined: 1 });
+      assert.equal(m.requests, 5);
+      const { events } = await store.tail('m', { requestId: '', sinceMs: T0, seen: [] });
+      const byId = new Map(events.flatMap((e) => (e.kind === 'request' ? [[e.request.id, e.request] as const] : [])));
+      assert.equal(byId.get(ids.quarantined)!.disposition, 'quarantined');
+      assert.equal(byId.get(ids.quarantined)!.state, 'quarantined');
+      assert.deepEqual(byId.get(ids.quarantined)!.verdict, INVALID);
+      assert.equal(byId.get(ids.accepted)!.disposition, 'accepted');
+    });
+  });
+
+  describe('provider: retention and delete', () => {
+    it('prune deletes old non-accepted requests whatever the states named, and expired dedup keys', async () => {
+      const { store } = ctx.set;
+      await store.createBucket({ name: 'p', destination: DEST });
+      const dedup = { key: 'h:x', windowMs: WINDOW };
+      const [orig, dup, q, h] = await submitAll(ctx.set, [
+        captured('p', T0, { dedup }),
+        captured('p', T0 + 1, { dedup }),
+        captured('p', T0 + 2, { disposition: 'quarantined', verdict: INVALID }),
+        captured('p', T0 + 3, { disposition: 'handshake' }),
+      ]);
+      const [none] = await submitAll(ctx.set, [captured('p', T0 + 4)], false);
+      const [young] = await submitAll(ctx.set, [captured('p', T0 + 10_000, { disposition: 'handshake' })]);
+      const options = { bucket: 'p', receivedBeforeMs: T0 + 5_000, states: ['delivered' as const], nowMs: T0 + 1000 };
+      // Not yet expired: the key stays.
+      const dry = await store.prune({ ...options, dryRun: true });
+      assert.equal(dry.requests, 3);
+      assert.equal(dry.dedupKeys, 0);
+      const r = await store.prune({ ...options, dryRun: false });
+      assert.equal(r.requests, 3);
+      for (const id of [dup!, q!, h!]) assert.equal(await store.getRequest(id), undefined);
+      for (const id of [orig!, none!, young!]) assert.ok(await store.getRequest(id), 'kept');
+      // The key is still live: a copy is a duplicate of the original.
+      const [copy] = await submitAll(ctx.set, [captured('p', T0 + 2000, { dedup })]);
+      assert.equal((await store.getRequest(copy!))!.duplicateOf, orig);
+      // Once expired, prune deletes it (a dry run counts it first).
+      assert.equal((await store.prune({ ...options, nowMs: T0 + WINDOW, dryRun: true })).dedupKeys, 1);
+      assert.equal((await store.prune({ ...options, nowMs: T0 + WINDOW, dryRun: false })).dedupKeys, 1);
+      assert.equal((await store.prune({ ...options, nowMs: T0 + WINDOW, dryRun: false })).dedupKeys, 0);
+    });
+
+    it('bucket delete purges its dedup keys: a new bucket of that name starts with none', async () => {
+      const { store } = ctx.set;
+      await store.createBucket({ name: 'd', destination: DEST });
+      const dedup = { key: 'h:y', windowMs: WINDOW };
+      await submitAll(ctx.set, [captured('d', T0, { dedup })]);
+      await store.deleteBucket('d', { force: true });
+      await store.createBucket({ name: 'd', destination: DEST });
+      const [again] = await submitAll(ctx.set, [captured('d', T0 + 1, { dedup })]);
+      assert.equal((await store.getRequest(again!))!.disposition, 'accepted');
+    });
+  });
+
+  describe('provider: replay', () => {
+    it('selects only accepted requests unless the state is named; a replayed quarantined request becomes accepted and delivered', async () => {
+      const { store } = ctx.set;
+      await store.createBucket({ name: 'r', destination: DEST });
+      const [ok, q] = await submitAll(ctx.set, [
+        captured('r', T0),
+        captured('r', T0 + 1, { disposition: 'quarantined', verdict: INVALID }),
+      ]);
+      const base = { bucket: 'r', all: true, to: null };
+      const plain = await selectReplay(store, { ...base, filter: {} });
+      assert.deepEqual(plain.ids, [ok]);
+      const named = await selectReplay(store, { ...base, all: false, filter: { states: ['quarantined'] } });
+      assert.deepEqual(named.ids, [q]);
+      await assert.rejects(selectReplay(store, { ...base, all: false, filter: { ids: [q!] } }), /--state quarantined/);
+      await store.createReplay({
+        id: idAt(T0 + 5),
+        bucket: 'r',
+        requestIds: [q!],
+        selection: {},
+        destination: null,
+        rate: null,
+        nowMs: T0 + 5,
+      });
+      const after = await store.getRequest(q!);
+      assert.equal(after!.disposition, 'accepted');
+      assert.equal(after!.state, 'pending');
+      assert.deepEqual(after!.verdict, INVALID, 'the verdict stays as evidence');
+      assert.deepEqual((await store.bucketCounts('r')).states, { pending: 2 });
     });
   });
 }

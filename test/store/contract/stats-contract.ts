@@ -126,6 +126,7 @@ export function statsContract(ctx: Ctx): void {
         attempts: [],
         rejected: {},
         deferred: {},
+        dispositions: {},
       });
       assert.deepEqual(
         { ...s!, attempts: sortedAttempts(s!) },
@@ -146,6 +147,7 @@ export function statsContract(ctx: Ctx): void {
           ],
           rejected: { too_large: 1 },
           deferred: {},
+          dispositions: {},
         },
       );
       const one = await store.statsSamples({ ...window, bucket: 'q' });
@@ -199,6 +201,7 @@ export function statsContract(ctx: Ctx): void {
           o: { requests: 1, bytes: 70, deliveries: 1, attempts: 1, keptLive: 0 },
         },
         reclaimedBytes: 0,
+        dedupKeys: 0,
       });
       assert.equal((await store.getRequest(d1!))?.state, 'delivered', 'a dry run deletes nothing');
 
@@ -217,6 +220,7 @@ export function statsContract(ctx: Ctx): void {
           keptLive: 1,
           buckets: { r: { requests: 3, bytes: 60, deliveries: 2, attempts: 2, keptLive: 1 } },
           reclaimedBytes: 0,
+          dedupKeys: 0,
         },
       );
       assert.ok(real.reclaimedBytes >= 0);
