@@ -19,6 +19,7 @@ import type {
   ListRequestsOptions,
   NewBucket,
   NewReplay,
+  VerdictsApplied,
   ProcessRecord,
   PruneResult,
   PurgeResult,
@@ -250,6 +251,10 @@ export class RemoteStore implements Store {
     });
     if (body.replay === null) throw new AppError('not_found', `nothing to replay: no request of ${input.bucket} matches any more`);
     return replayFromJson(body);
+  }
+
+  async applyVerdicts(): Promise<VerdictsApplied> {
+    throw remoteUnsupported('requests verify');
   }
 
   async getReplay(id: string): Promise<Replay | undefined> {

@@ -13,6 +13,8 @@ export type ErrorCode =
   /** `--verify` or `--sign` with no secret from any source (exit 2, HTTP 400). */
   | 'secret_required'
   | 'not_found'
+  /** `requests verify` on a bucket without `--verify`: there is nothing to check against (exit 2). */
+  | 'verify_not_configured'
   | 'bucket_exists'
   | 'bucket_not_empty'
   | 'bucket_deleting'
@@ -78,6 +80,7 @@ const exitByCode: Partial<Record<ErrorCode, number>> = {
   timeout_exceeds_lease: ExitCode.usage,
   destination_refused: ExitCode.usage,
   not_found: ExitCode.notFound,
+  verify_not_configured: ExitCode.usage,
   bucket_exists: ExitCode.failure,
   bucket_not_empty: ExitCode.failure,
   bucket_deleting: ExitCode.failure,

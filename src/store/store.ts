@@ -167,6 +167,19 @@ export type RequestState = Exclude<DeliveryState, 'superseded'> | 'held' | 'none
 /** The request states retention may remove (src/retention/rules.ts). */
 export type PrunableState = Extract<RequestState, 'delivered' | 'failed' | 'exhausted' | 'none'>;
 
+export interface VerdictUpdate {
+  id: string;
+  verdict: StoredVerdict;
+  release: boolean;
+}
+
+export interface VerdictsApplied {
+  /** Requests whose verdict was written. */
+  updated: number;
+  /** Ids released from quarantine (accepted now). */
+  released: string[];
+}
+
 export interface StoredRequest {
   id: string;
   bucket: string;
@@ -320,6 +333,13 @@ export interface Store extends ProcessRegistry {
   requestBatch(bucket: string, filter: RequestFilter, cursor: RequestBatchCursor | null, options?: IterateOptions): Promise<RequestBatch>;
   countRequests(bucket: string, filter: RequestFilter): Promise<number>;
   getRequest(id: string): Promise<StoredRequest | undefined>;
+  /**
+   * `requests verify`: stores re-checked verdicts of the bucket's requests (ids of another bucket or
+   * gone are skipped); with `release`, a quarantined request whose new verdict is `verified` becomes
+   * accepted and gets its first delivery (generation 1, pending, due now) when the bucket has a
+   * destination. One short transaction per call: callers send at most 200 updates at a time.
+   */
+  applyVerdicts(bucket: string, updates: readonly VerdictUpdate[], nowMs: number): Promise<VerdictsApplied>;
   /** The database's size on disk (`/metrics`): cheap enough to read on every scrape. */
   storageSize(): Promise<StorageSize>;
   /** Raw per-bucket figures for `stats` and `health` (src/stats/stats.ts derives the fields). */

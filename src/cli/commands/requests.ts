@@ -11,6 +11,7 @@ import { makeTailCommand } from './tail.js';
 import { makeRequestsExportCommand } from './requests-export.js';
 import { makeRequestsImportCommand } from './requests-import.js';
 import { makeRequestsListCommand } from './requests-list.js';
+import { makeRequestsVerifyCommand } from './requests-verify.js';
 
 export { requestJson };
 
@@ -36,6 +37,7 @@ export function makeRequestsCommand(io: CliIo): Command {
   requests.addCommand(makeRequestsListCommand(io));
   requests.addCommand(makeRequestsExportCommand(io));
   requests.addCommand(makeRequestsImportCommand(io));
+  requests.addCommand(makeRequestsVerifyCommand(io));
 
   requests.addCommand(
     new Command('show')

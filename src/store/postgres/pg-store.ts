@@ -13,6 +13,8 @@ import {
   type ListRequestsOptions,
   type NewBucket,
   type NewReplay,
+  type VerdictUpdate,
+  type VerdictsApplied,
   type PruneHooks,
   type PruneOptions,
   type PruneResult,
@@ -52,6 +54,7 @@ import { pgDeleteBucket, pgPurgeDeleting } from './pg-delete.js';
 import { pgRequestHistory, pgTail, pgTailAttemptsPage, pgTailRequestsPage } from './pg-history.js';
 import { BUCKETS_CHANNEL, notify } from './pg-notify.js';
 import { createPgPool, migratePostgres, type PgPoolOptions } from './pg-pool.js';
+import { pgApplyVerdicts } from './pg-verdicts.js';
 import { pgCreateReplay, pgGetReplay, pgListReplays, pgReplayProgress } from './pg-replay.js';
 import { pgCountMatching, pgIterateMatching, pgMatchingBatch, pgQueryPage } from './pg-request-query.js';
 import { pgPrune } from './pg-retention.js';
@@ -293,6 +296,10 @@ export class PgStore implements Store {
 
   async requestHistory(id: string): Promise<DeliveryHistory[]> {
     return pgRequestHistory(this.#db, id);
+  }
+
+  async applyVerdicts(bucket: string, updates: readonly VerdictUpdate[], nowMs: number): Promise<VerdictsApplied> {
+    return pgApplyVerdicts(this.#db, bucket, updates, nowMs, this.#useCallerClock);
   }
 
   async createReplay(input: NewReplay): Promise<Replay> {

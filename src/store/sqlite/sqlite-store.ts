@@ -17,6 +17,8 @@ import type {
   ProcessRecord,
   DeliveryHistory,
   NewReplay,
+  VerdictUpdate,
+  VerdictsApplied,
   Replay,
   ReplayProgress,
   TailAttemptsPage,
@@ -63,6 +65,7 @@ import { pruneRequests } from './sqlite-retention.js';
 import { statsSamples } from './sqlite-stats.js';
 import { allBucketCounts } from './sqlite-bucket-counts.js';
 import { bucketOverview } from './sqlite-overview.js';
+import { applyVerdicts } from './sqlite-verdicts.js';
 import { createReplay, getReplay, listReplays, replayProgress } from './sqlite-replay.js';
 import { asyncImporter, openRequestImporter } from './sqlite-import.js';
 
@@ -381,6 +384,10 @@ export class SqliteStore implements Store {
 
   async requestHistory(id: string): Promise<DeliveryHistory[]> {
     return requestHistory(this.#raw, id);
+  }
+
+  async applyVerdicts(bucket: string, updates: readonly VerdictUpdate[], nowMs: number): Promise<VerdictsApplied> {
+    return applyVerdicts(this.#raw, bucket, updates, nowMs);
   }
 
   async createReplay(input: NewReplay): Promise<Replay> {
