@@ -10,6 +10,7 @@ import { providerContract } from './provider-contract.js';
 import { replayContract } from './replay-contract.js';
 import { statsContract } from './stats-contract.js';
 import { settingsContract } from './settings-contract.js';
+import { verdictsContract } from './verdicts-contract.js';
 
 // One suite over every dialect (Kysely's `for (const dialect of DIALECTS)`): the same calls, the
 // same assertions, through the store contract only (src/store/store.ts).
@@ -28,6 +29,7 @@ for (const dialect of DIALECTS) {
     statsContract(ctx);
     providerContract(ctx);
     settingsContract(ctx);
+    verdictsContract(ctx);
   });
 }
 
