@@ -4,6 +4,7 @@ import { systemClock } from '../../shared/clock.js';
 import { AppError } from '../../shared/errors.js';
 import type { Bucket, Store, StoredRequest, VerdictUpdate } from '../../store/store.js';
 import { verifyStored } from '../../verify/verify-stream.js';
+import { isRemoteStore, remoteUnsupported } from '../../remote/remote-store.js';
 import { withStore } from '../context.js';
 import { addFilterOptions, filterFromOptions, type FilterOptions } from '../filter-options.js';
 import { print, printJson, usage, type CliIo } from '../io.js';
@@ -111,6 +112,8 @@ Examples:
       const filter = filterFromOptions(opts, systemClock.now());
       if (ids.length > 0 && Object.keys(filter).length > 0) throw usage('filters go with --bucket, not with request ids');
       await withStore(cmd, io, async (store) => {
+        // Refused before reading anything: the admin API has no route to store verdicts yet.
+        if (isRemoteStore(store)) throw remoteUnsupported('requests verify');
         const summary: VerifySummary = { checked: 0, verified: 0, invalid: 0, missing: 0, expired: 0, released: 0 };
         if (opts.bucket !== undefined) {
           const bucket = await store.getBucket(opts.bucket);
