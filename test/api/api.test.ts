@@ -214,7 +214,20 @@ for (const dialect of DIALECTS) {
         assert.equal(all.json.next_cursor, null);
         assert.deepEqual(
           Object.keys(all.json.requests[0]).sort(),
-          ['attempts', 'generation', 'id', 'last_status', 'method', 'path', 'query', 'received_at', 'size', 'state'].sort(),
+          [
+            'attempts',
+            'disposition',
+            'generation',
+            'id',
+            'last_status',
+            'method',
+            'path',
+            'query',
+            'received_at',
+            'size',
+            'state',
+            'verification',
+          ].sort(),
         );
 
         // 30m before the server's (manual) clock: the hour-old request is out.

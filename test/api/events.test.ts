@@ -67,6 +67,7 @@ for (const dialect of DIALECTS)
       assert.deepEqual(Object.keys(onA[0]!.got[0]!.data).sort(), [
         'at',
         'bucket',
+        'disposition',
         'event',
         'id',
         'method',
@@ -74,6 +75,7 @@ for (const dialect of DIALECTS)
         'query',
         'size',
         'state',
+        'verification',
       ]);
 
       // A finished attempt is an attempt event, as requests tail --json.
@@ -257,6 +259,8 @@ describe('admin api: GET /events', () => {
       query: null,
       size: 7,
       state: 'pending',
+      disposition: 'accepted',
+      verification: null,
       bucket: 'ev',
     });
     await readUntil(reader, s, (t) => t.includes(': heartbeat'));

@@ -79,7 +79,7 @@ describe('admin api: OpenAPI document', () => {
     const list = doc.paths['/buckets/{name}/requests']!.get!;
     assert.deepEqual(
       list.parameters!.filter((p) => p.in === 'query').map((p) => p.name),
-      ['state', 'since', 'until', 'method', 'path', 'header', 'search', 'status', 'id', 'limit', 'cursor'],
+      ['state', 'since', 'until', 'method', 'path', 'header', 'search', 'status', 'id', 'verified', 'limit', 'cursor'],
     );
     for (const [path, ops] of Object.entries(doc.paths)) {
       for (const [method, op] of Object.entries(ops)) {
