@@ -279,9 +279,18 @@ describe('drain cost follows due work, not the number of buckets', () => {
     b.ingest('p', {});
     const retryAt = Number(b.raw.prepare(`select next_attempt_at from deliveries where bucket = 'r'`).pluck().get());
     // The migrator runs only migrations named after the last one run: the later ones go too (each
-    // is safe to run again, once 2026-12-05T00's and 2026-12-07T02's tables are dropped).
+    // is safe to run again, once 2026-12-05T00's and 2026-12-07T02's tables are dropped and
+    // 2026-12-07T00's columns, index and table are undone).
+    const providerBucketColumns = ['verify_scheme', 'verify_secrets', 'verify_tolerance_ms', 'handshakes', 'verify_token']
+      .concat(['graph_client_state', 'methods', 'dedup_key', 'dedup_window_ms', 'sign_scheme', 'sign_secrets', 'on_invalid'])
+      .map((c) => `alter table buckets drop column ${c};`)
+      .join(' ');
+    const providerRequestColumns = ['disposition', 'verify_scheme', 'verify_result', 'verify_reason', 'dedup_key', 'duplicate_of']
+      .map((c) => `alter table requests drop column ${c};`)
+      .join(' ');
     b.raw.exec(`drop table bucket_due; drop table bucket_pacer; drop table replay_pacer; drop table workers; drop table settings;
                 alter table attempts drop column worker_id;
+                drop index requests_by_disposition; drop table dedup_keys; ${providerBucketColumns} ${providerRequestColumns}
                 delete from hookbucket_migration where name >= '2026-12-03T03-bucket-due'`);
     await migrate(b.raw);
     const rows = b.raw.prepare('select bucket, next_due_at from bucket_due order by bucket').all();
