@@ -570,6 +570,7 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
         ],
         rejected: { too_large: 3 },
         deferred: {},
+        dispositions: {},
       });
       assert.deepEqual(all.buckets[1], {
         bucket: 'p',
@@ -583,6 +584,7 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
         attempts: [],
         rejected: { paused: 1 },
         deferred: {},
+        dispositions: {},
       });
 
       const named = await pgStatsSamples(db, { bucket: 'z', sinceMs: since, untilMs: until });
@@ -621,7 +623,7 @@ describe('PostgreSQL store operations: replay, stats, prune, delete', { skip: se
       const options = { bucket: 'b', receivedBeforeMs: cutoff, states: ['delivered', 'none'] as const, dryRun: true };
       const dry = await pgPrune(db, options);
       const expected = { requests: 2, bytes: 6, deliveries: 2, attempts: 2, keptLive: 1 };
-      assert.deepEqual(dry, { ...expected, buckets: { b: expected }, reclaimedBytes: 0 });
+      assert.deepEqual(dry, { ...expected, buckets: { b: expected }, reclaimedBytes: 0, dedupKeys: 0 });
       assert.equal(await count(db, 'requests', 'bucket', 'b'), 5);
 
       const progress: number[] = [];

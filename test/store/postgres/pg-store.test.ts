@@ -694,6 +694,10 @@ describe('PgStore', { skip: server === undefined ? PG_SKIP_REASON : false }, () 
         peer: '127.0.0.1',
         state: 'none',
         rawTrailers: trailers,
+        disposition: 'accepted',
+        verdict: null,
+        dedupKey: null,
+        duplicateOf: null,
       });
       const r2 = await store.getRequest(ids[2]!);
       assert.ok(r2!.body.equals(nonUtf8));
