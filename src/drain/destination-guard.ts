@@ -30,13 +30,12 @@ import {
 
 export const DESTINATION_REFUSED = 'destination_refused';
 
-export class DestinationRefusedError extends Error {
+/** forward() reads its code (the attempt's error class) and message (the attempt's evidence). */
+class DestinationRefusedError extends Error {
   readonly code = DESTINATION_REFUSED;
-  readonly reason: string;
   constructor(j: Extract<Judgement, { allowed: false }>) {
     super(j.message);
     this.name = 'DestinationRefusedError';
-    this.reason = j.reason;
   }
 }
 
@@ -59,10 +58,6 @@ export class DestinationGuard {
 
   constructor(options: { lookup?: LookupAll } = {}) {
     this.#lookupAll = options.lookup ?? ((h, o, cb) => dnsLookup(h, o, cb));
-  }
-
-  get policy(): DestinationPolicy {
-    return this.#policy;
   }
 
   /**
