@@ -12,8 +12,9 @@
  *   returns it as a transport error of that class, and the attempt row keeps the message.
  *
  * The setting is read by the worker (every SETTINGS_FRESH_MS) and handed to update(); with `any`
- * (the default) the connector is undici's own, untouched. A stricter setting also closes the open
- * keep-alive connections whose peer it now refuses, so a pooled connection does not outlive it.
+ * (the default) the connector is undici's own, and each connection it makes is only noted: a
+ * stricter setting closes the open keep-alive connections whose peer it now refuses, so a pooled
+ * connection does not outlive it.
  */
 import { lookup as dnsLookup, type LookupAddress, type LookupAllOptions } from 'node:dns';
 import type { Socket } from 'node:net';
@@ -30,13 +31,12 @@ import {
 
 export const DESTINATION_REFUSED = 'destination_refused';
 
-export class DestinationRefusedError extends Error {
+/** forward() reads its code (the attempt's error class) and message (the attempt's evidence). */
+class DestinationRefusedError extends Error {
   readonly code = DESTINATION_REFUSED;
-  readonly reason: string;
   constructor(j: Extract<Judgement, { allowed: false }>) {
     super(j.message);
     this.name = 'DestinationRefusedError';
-    this.reason = j.reason;
   }
 }
 
@@ -59,10 +59,6 @@ export class DestinationGuard {
 
   constructor(options: { lookup?: LookupAll } = {}) {
     this.#lookupAll = options.lookup ?? ((h, o, cb) => dnsLookup(h, o, cb));
-  }
-
-  get policy(): DestinationPolicy {
-    return this.#policy;
   }
 
   /**

@@ -16,14 +16,13 @@ export const ERROR_CLASSES: readonly TransportErrorClass[] = ['refused', 'reset'
  * (undici's UND_ERR_INVALID_ARG, e.g. a header value with a control byte in a row written before
  * import checked for them). Sending it again sends the same bytes, so it is never retried, and
  * `--retry-on` has no word for it.
- */
-export type ErrorClass = TransportErrorClass | 'unsendable' | 'destination_refused';
-/*
+ *
  * `destination_refused`: the `destinations` setting refused the address the destination resolved
  * to (src/drain/destination-guard.ts), before any byte was sent. Retried on the schedule whatever
  * `--retry-on` says, like a connection error: the setting, or the DNS answer, may change before the
  * schedule gives up, and every refused attempt stays as evidence.
  */
+export type ErrorClass = TransportErrorClass | 'unsendable' | 'destination_refused';
 
 export type Outcome = { kind: 'response'; status: number } | { kind: 'error'; errorClass: ErrorClass };
 

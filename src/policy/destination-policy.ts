@@ -246,20 +246,20 @@ const KIND_TEXT: Record<RefusalReason, string> = {
 export function judgeAddress(address: string, policy: DestinationPolicy, host?: string): Judgement {
   if (policy.kind === 'any') return { allowed: true };
   const parsed = parseIp(address);
-  const setting = formatDestinationPolicy(policy);
-  if (parsed === undefined) return refuse('reserved', `${address} is not an IP address`, setting);
+  if (parsed === undefined) return refuse('reserved', `${address} is not an IP address`, policy);
   const ip = unmapped(parsed);
   if (policy.networks.some((n) => inNetwork(ip, n) || inNetwork(parsed, n))) return { allowed: true };
   const kind = addressKind(ip);
   const shown = host === undefined ? address : `${host} (${address})`;
-  if (kind === 'metadata') return refuse(kind, `${shown} is ${KIND_TEXT.metadata}`, setting);
+  if (kind === 'metadata') return refuse(kind, `${shown} is ${KIND_TEXT.metadata}`, policy);
   if (host !== undefined && hostListed(host, policy.hosts)) return { allowed: true };
-  if (kind === 'public') return policy.public ? { allowed: true } : refuse('not_listed', `${shown} is ${KIND_TEXT.not_listed}`, setting);
-  return refuse(kind, `${shown} is ${KIND_TEXT[kind]}`, setting);
+  if (kind === 'public') return policy.public ? { allowed: true } : refuse('not_listed', `${shown} is ${KIND_TEXT.not_listed}`, policy);
+  return refuse(kind, `${shown} is ${KIND_TEXT[kind]}`, policy);
 }
 
-function refuse(reason: RefusalReason, what: string, setting: string): Judgement {
-  return { allowed: false, reason, message: `destination refused: ${what} (settings: destinations ${setting})` };
+/** The setting is formatted for the message only here: an allowed address (every connection's case) costs no formatting. */
+function refuse(reason: RefusalReason, what: string, policy: DestinationPolicy): Judgement {
+  return { allowed: false, reason, message: `destination refused: ${what} (settings: destinations ${formatDestinationPolicy(policy)})` };
 }
 
 /** Every address must be allowed (a name that resolves to one refused address is refused: DNS picks the address, not us). */

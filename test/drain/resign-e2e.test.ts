@@ -5,6 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Webhook } from 'standardwebhooks';
 import Stripe from 'stripe';
+import { headerValues } from '../../src/policy/verify.js';
 import { BIN, runCli } from '../helpers/cli.js';
 import { startConsumer, type Consumer, type Received } from '../helpers/consumer.js';
 import { tempDir } from '../helpers/temp-dir.js';
@@ -17,11 +18,7 @@ import { until } from '../helpers/until.js';
 
 const STRIPE_SECRET = 'whsec_e2e_stripe_endpoint_secret';
 
-function header(r: Received, name: string): string[] {
-  const out: string[] = [];
-  for (let i = 0; i < r.rawHeaders.length; i += 2) if (r.rawHeaders[i]!.toLowerCase() === name) out.push(r.rawHeaders[i + 1]!);
-  return out;
-}
+const header = (r: Received, name: string): string[] => headerValues(r.rawHeaders, name);
 
 describe('a Stripe event verified at the bucket, re-signed, checked with standardwebhooks (real binary)', () => {
   const t = tempDir('hookbucket-resign-e2e-');

@@ -3,7 +3,7 @@ import { createHmac } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { Webhook } from 'standardwebhooks';
-import { parseVerifyScheme } from '../../src/policy/verify.js';
+import { headerValues, parseVerifyScheme } from '../../src/policy/verify.js';
 import { newId } from '../../src/shared/ids.js';
 import type { ProviderSettings } from '../../src/store/store.js';
 import { generateSigningSecret } from '../../src/verify/sign.js';
@@ -27,11 +27,7 @@ function provider(over: Partial<ProviderSettings>): Partial<ProviderSettings> {
 }
 
 /** Every value of a header as it arrived, whatever its case. */
-function all(r: Received, name: string): string[] {
-  const out: string[] = [];
-  for (let i = 0; i < r.rawHeaders.length; i += 2) if (r.rawHeaders[i]!.toLowerCase() === name) out.push(r.rawHeaders[i + 1]!);
-  return out;
-}
+const all = (r: Received, name: string): string[] => headerValues(r.rawHeaders, name);
 
 function one(r: Received, name: string): string {
   const v = all(r, name);
