@@ -203,7 +203,7 @@ describe('scale-out on PostgreSQL (2 receivers, 3 workers, the real binary)', {
     );
   });
 
-  it(`the rate between the 100th and the 900th arrival never exceeds ${RATE_PER_S}/s + ${RATE_TOLERANCE * 100}% (a shortfall is reported)`, (t) => {
+  it(`the rate between the 100th and the 900th arrival is within ±${RATE_TOLERANCE * 100}% of ${RATE_PER_S}/s`, (t) => {
     const sorted = [...run.list].sort((a, b) => a.at - b.at);
     const from = sorted[99]!.at;
     const to = sorted[899]!.at;
@@ -224,20 +224,18 @@ describe('scale-out on PostgreSQL (2 receivers, 3 workers, the real binary)', {
     t.diagnostic(
       `${rate.toFixed(2)}/s; at most ${arrivalPeak.count} arrivals in any 1 s; per 100 arrivals ${segments.join(' ')}; longest pauses ${gaps.map((g) => `${g.ms} ms before #${g.arrival}`).join(', ')}`,
     );
-    // The upper bound is the safety property, and holds whatever the load: tokens are taken on the
+    // Both bounds are asserted. The upper one holds whatever the load: tokens are taken on the
     // database clock, one interval apart, and each attempt waits for its token's time. The lower
-    // bound is measured and reported, not failed. Workers take tokens up to a horizon ahead
-    // (src/drain/worker.ts CLAIM_HORIZON_MS; 90 ms here, concurrency 10 less one token), so a
-    // claim late by less than that loses none, and the killed worker costs the 5 tokens it may
-    // hold ahead (0.6% of the 800). On this shared 2-core machine, with other jobs loading it
-    // (load average 5 to 8), claims still came later than the horizon in 4 of 10 runs and the
-    // rate sagged to 85.5-96.1/s; the other 6 held 98.6-99.8/s (README "Several receivers and
-    // workers"). Asserting ±2% would fail such runs.
+    // one needs claims on time: workers take tokens up to a horizon ahead (src/drain/worker.ts
+    // CLAIM_HORIZON_MS; 90 ms here, concurrency 10 less one token), so a claim late by less than
+    // that loses none, and the killed worker costs the up to 5 tokens it may hold ahead (0.6% of
+    // the 800). Run alone, as CI's `npm run test:scale` step runs it, ten runs on 2026-12-07 gave
+    // 98.51 to 99.85/s. With other jobs sharing the 2 cores (load average 5 to 8, 2026-12-05),
+    // claims came later than the horizon in 4 of 10 runs and the rate sagged to 85.5-96.1/s: this
+    // test needs the cores to itself (docs/reliability.md "Several workers on PostgreSQL").
     assert.ok(
-      rate <= RATE_PER_S * (1 + RATE_TOLERANCE),
-      `sustained rate ${rate.toFixed(2)}/s, above ${RATE_PER_S}/s + ${RATE_TOLERANCE * 100}%`,
+      Math.abs(rate - RATE_PER_S) <= RATE_PER_S * RATE_TOLERANCE,
+      `sustained rate ${rate.toFixed(2)}/s, outside ${RATE_PER_S}/s ±${RATE_TOLERANCE * 100}%`,
     );
-    if (rate < RATE_PER_S * (1 - RATE_TOLERANCE))
-      t.diagnostic(`below the issue's target of ${RATE_PER_S}/s ±${RATE_TOLERANCE * 100}%: ${rate.toFixed(2)}/s`);
   });
 });
