@@ -123,7 +123,11 @@ export interface VerifyPlan {
 export function headerValues(rawHeaders: readonly string[], name: string): string[] {
   const lower = name.toLowerCase();
   const out: string[] = [];
-  for (let i = 0; i + 1 < rawHeaders.length; i += 2) if (rawHeaders[i]!.toLowerCase() === lower) out.push(rawHeaders[i + 1]!);
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    const n = rawHeaders[i]!;
+    // Only a name of the same length can match: most are skipped without lower-casing a copy.
+    if (n.length === lower.length && n.toLowerCase() === lower) out.push(rawHeaders[i + 1]!);
+  }
   return out;
 }
 
@@ -181,7 +185,7 @@ export function planVerify(scheme: VerifyScheme, rawHeaders: readonly string[]):
       if (values === null) return refuse(name, 'missing', 'no_signature_header');
       let t: string | null = null;
       const sigs: string[] = [];
-      for (const item of values.join(',').split(',')) {
+      for (const item of (values.length === 1 ? values[0]! : values.join(',')).split(',')) {
         const eq = item.indexOf('=');
         if (eq < 0) continue;
         const k = item.slice(0, eq).trim();

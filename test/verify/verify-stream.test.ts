@@ -10,7 +10,7 @@ import { sign as githubSign } from '@octokit/webhooks-methods';
 import { Webhook } from 'standardwebhooks';
 import Stripe from 'stripe';
 import { parseVerifyScheme, secretKey, type VerifyScheme } from '../../src/policy/verify.js';
-import { secretFingerprint, startVerify, verifyStored } from '../../src/verify/verify-stream.js';
+import { hmacPads, secretFingerprint, startVerify, verifyStored } from '../../src/verify/verify-stream.js';
 
 const NOW = Date.UTC(2026, 11, 5, 12, 0, 0);
 const NOW_S = Math.floor(NOW / 1000);
@@ -158,6 +158,29 @@ describe('every scheme verifies what its provider signs', () => {
       });
     });
   }
+});
+
+describe('HMAC from prepared pads', () => {
+  it('equals createHmac for keys shorter than, equal to and longer than the 64-byte block, both algorithms, any chunking', () => {
+    for (const algorithm of ['sha256', 'sha1'] as const) {
+      for (const keyLength of [0, 1, 20, 32, 63, 64, 65, 100, 200]) {
+        const key = randomBytes(keyLength);
+        for (const bodyLength of [0, 1, 64, 2048, 70_000]) {
+          const body = randomBytes(bodyLength);
+          const prefix = Buffer.from('1700000000.', 'utf8');
+          const expected = createHmac(algorithm, key).update(prefix).update(body).digest();
+          const pads = hmacPads(algorithm, key);
+          const inner = pads.inner.copy().update(prefix);
+          // Fed in uneven chunks, as a body streams in.
+          for (let at = 0; at < body.length; at += 1 + (at % 7) * 997) inner.update(body.subarray(at, at + 1 + (at % 7) * 997));
+          const got = pads.outer.copy().update(inner.digest()).digest();
+          assert.deepEqual(got, expected, `${algorithm}, key ${keyLength} B, body ${bodyLength} B`);
+        }
+        // The pads are prepared once per key buffer and reused, unchanged by use.
+        assert.equal(hmacPads(algorithm, key), hmacPads(algorithm, key));
+      }
+    }
+  });
 });
 
 describe('binary bodies', () => {
