@@ -18,6 +18,7 @@ import { EventEmitter } from 'node:events';
 import { Agent, type Dispatcher } from 'undici';
 import type { ErrorClass } from '../policy/classify.js';
 import type { ForwardTarget } from '../policy/forward-target.js';
+import { keepsForwardHeader, originalHeaderName } from '../policy/resign.js';
 import { DESTINATION_REFUSED, type DestinationGuard } from './destination-guard.js';
 
 /** Bytes of the response body kept as evidence; the rest is not read. */
@@ -47,9 +48,6 @@ export interface ProviderHeaders {
   verified?: string | null;
 }
 
-/** The headers a re-signed attempt carries; a `--forward-header` of one of these names would break the signature. */
-const SIGNATURE_HEADERS: ReadonlySet<string> = new Set(['webhook-id', 'webhook-timestamp', 'webhook-signature']);
-
 /**
  * The flat header list to send: the stored list filtered as above (plus the headers `Connection`
  * names, every stored `x-hookbucket-*` header, and any stored header a bucket `--forward-header`
@@ -58,10 +56,10 @@ const SIGNATURE_HEADERS: ReadonlySet<string> = new Set(['webhook-id', 'webhook-t
  * forges (an `x-hookbucket-verified`, say) reaches the consumer as if hookbucket had set it.
  *
  * A re-signed attempt (`provider.signature`) forwards the stored `webhook-*` headers (a Standard
- * Webhooks sender's own) as `x-hookbucket-original-<name>`, in place, so that no `webhook-*`
- * header is sent twice and the consumer sees only hookbucket's; the signature headers follow ours,
- * and a bucket forward header named like one of them is left out. `provider.verified` adds
- * `x-hookbucket-verified` after our three.
+ * Webhooks sender's own) as `x-hookbucket-original-<name>`, in place, even when a bucket forward
+ * header has the name (src/policy/resign.ts originalHeaderName), so that no `webhook-*` header is
+ * sent twice and none is lost; the signature headers follow ours, and a bucket forward header named
+ * like one of them is left out. `provider.verified` adds `x-hookbucket-verified` after our three.
  */
 export function forwardHeaders(
   rawHeaders: readonly string[],
@@ -70,20 +68,25 @@ export function forwardHeaders(
   provider: ProviderHeaders = {},
 ): string[] {
   const signed = provider.signature !== undefined;
-  // The fixed set covers most requests; names from `extra` and `Connection` go in a set of their own.
-  let named: Set<string> | undefined;
-  for (const [name] of extra) if (!signed || !SIGNATURE_HEADERS.has(name.toLowerCase())) (named ??= new Set()).add(name.toLowerCase());
+  // The fixed set covers most requests. Names from `extra` (replaced) and from `Connection`
+  // (hop-by-hop, dropped whatever their name) go in sets of their own: a re-signed attempt renames
+  // a stored webhook-* header instead of letting a forward header replace it.
+  let replaced: Set<string> | undefined;
+  let hop: Set<string> | undefined;
+  for (const [name] of extra) if (!signed || keepsForwardHeader(name)) (replaced ??= new Set()).add(name.toLowerCase());
   for (let i = 0; i < rawHeaders.length; i += 2) {
     if (rawHeaders[i]!.toLowerCase() === 'connection') {
-      for (const token of rawHeaders[i + 1]!.split(',')) if (token.trim() !== '') (named ??= new Set()).add(token.trim().toLowerCase());
+      for (const token of rawHeaders[i + 1]!.split(',')) if (token.trim() !== '') (hop ??= new Set()).add(token.trim().toLowerCase());
     }
   }
   const out: string[] = [];
   for (let i = 0; i < rawHeaders.length; i += 2) {
-    const lower = rawHeaders[i]!.toLowerCase();
-    if (ALWAYS_DROPPED.has(lower) || named?.has(lower) || lower.startsWith('proxy-') || lower.startsWith('x-hookbucket-')) continue;
-    if (signed && lower.startsWith('webhook-')) out.push(`x-hookbucket-original-${rawHeaders[i]!}`, rawHeaders[i + 1]!);
-    else out.push(rawHeaders[i]!, rawHeaders[i + 1]!);
+    const name = rawHeaders[i]!;
+    const lower = name.toLowerCase();
+    if (ALWAYS_DROPPED.has(lower) || hop?.has(lower) || lower.startsWith('proxy-') || lower.startsWith('x-hookbucket-')) continue;
+    const original = signed ? originalHeaderName(name) : null;
+    if (original !== null) out.push(original, rawHeaders[i + 1]!);
+    else if (!replaced?.has(lower)) out.push(name, rawHeaders[i + 1]!);
   }
   out.push(
     'x-hookbucket-request-id',
@@ -95,7 +98,7 @@ export function forwardHeaders(
   );
   if (provider.verified !== undefined && provider.verified !== null) out.push('x-hookbucket-verified', provider.verified);
   if (signed) out.push(...provider.signature!);
-  for (const [name, value] of extra) if (!signed || !SIGNATURE_HEADERS.has(name.toLowerCase())) out.push(name, value);
+  for (const [name, value] of extra) if (!signed || keepsForwardHeader(name)) out.push(name, value);
   return out;
 }
 

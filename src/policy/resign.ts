@@ -75,6 +75,28 @@ export function signPlan(
   return { kind: 'sign', id: webhookId(request.id, request.dedupKey), secrets: sign.secrets };
 }
 
+/** The headers a re-signed attempt carries, in the order it sends them. */
+export const SIGNATURE_HEADERS: readonly string[] = ['webhook-id', 'webhook-timestamp', 'webhook-signature'];
+
+/**
+ * The name a stored header goes out under on a re-signed attempt; null: not a `webhook-*` header,
+ * so the usual rules apply (src/drain/forward.ts). A `webhook-*` header, a Standard Webhooks
+ * sender's own, goes as `x-hookbucket-original-<name>` (its case kept), so no `webhook-*` header is
+ * sent twice and the consumer checks only hookbucket's signature. Always: also when a bucket
+ * `--forward-header` has its name. Renamed, it no longer collides with that header, and dropping it
+ * in favour of the forward header (the rule for other names) would lose the sender's value without
+ * a word. Decided on the name alone: the `x-hookbucket-` namespace is hookbucket's, so a stored
+ * `x-hookbucket-original-*` is dropped before it could pass as one of these.
+ */
+export function originalHeaderName(name: string): string | null {
+  return name.toLowerCase().startsWith('webhook-') ? `x-hookbucket-original-${name}` : null;
+}
+
+/** Whether a bucket `--forward-header` goes out on a re-signed attempt: one named like a signature header would break it. */
+export function keepsForwardHeader(name: string): boolean {
+  return !SIGNATURE_HEADERS.includes(name.toLowerCase());
+}
+
 /**
  * The `x-hookbucket-verified` value: the scheme the request was verified with, on a bucket that
  * verifies; null (no header) for any other request.

@@ -171,13 +171,25 @@ export interface VerdictUpdate {
   id: string;
   verdict: StoredVerdict;
   release: boolean;
+  /**
+   * The request's dedup key, when the bucket de-duplicates and the request carries one: extracted
+   * from its stored headers and body as ingest extracts it (ingest registers keys only for accepted
+   * requests, so a quarantined one has none stored). Used on release only, inside its transaction
+   * and as ingest's commit uses CapturedRequest.dedup, with the request's own `received_at` as the
+   * arrival time: a key held by another request whose hold outlasts that arrival (`expires_at >
+   * received_at`) makes the released request a `duplicate` of it, with no delivery; otherwise it
+   * takes the key until `received_at + windowMs`.
+   */
+  dedup?: { key: string; windowMs: number };
 }
 
 export interface VerdictsApplied {
   /** Requests whose verdict was written. */
   updated: number;
-  /** Ids released from quarantine (accepted now). */
+  /** Ids released from quarantine (accepted now, with a first delivery when the bucket has a destination). */
   released: string[];
+  /** Requests that left quarantine as duplicates (VerdictUpdate.dedup): no delivery. */
+  duplicates: Array<{ id: string; duplicateOf: string }>;
 }
 
 export interface StoredRequest {

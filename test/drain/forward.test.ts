@@ -164,6 +164,38 @@ describe('forwardHeaders: the stored list minus the dropped set, then ours, then
         'prod',
       ]);
     });
+    it('re-signed: a stored webhook-* header a bucket forward header names is renamed, not replaced; Connection still drops', () => {
+      const stored = [
+        'Webhook-Source',
+        'sender',
+        'webhook-id',
+        'msg_orig',
+        'X-Env',
+        'dev',
+        'Connection',
+        'webhook-hop',
+        'webhook-hop',
+        'h',
+      ];
+      const extra: Array<[string, string]> = [
+        ['Webhook-Source', 'bucket'],
+        ['X-Env', 'prod'],
+      ];
+      assert.deepEqual(forwardHeaders(stored, meta, extra, { signature: sig }), [
+        'x-hookbucket-original-Webhook-Source',
+        'sender',
+        'x-hookbucket-original-webhook-id',
+        'msg_orig',
+        ...ours,
+        ...sig,
+        'Webhook-Source',
+        'bucket',
+        'X-Env',
+        'prod',
+      ]);
+      // Not re-signed: the forward header replaces the stored one of its name, as for any header.
+      assert.deepEqual(forwardHeaders(['Webhook-Source', 'sender'], meta, extra), [...ours, 'Webhook-Source', 'bucket', 'X-Env', 'prod']);
+    });
   });
 
   it('does not change the stored list it is given', () => {

@@ -1,6 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { signPlan, verifiedHeader, webhookId, type ResignSettings, type VerdictLike } from '../../src/policy/resign.js';
+import {
+  keepsForwardHeader,
+  originalHeaderName,
+  signPlan,
+  verifiedHeader,
+  webhookId,
+  type ResignSettings,
+  type VerdictLike,
+} from '../../src/policy/resign.js';
 
 const ID = '019af3c2-7f00-7000-8000-000000000001';
 const SIGN = { scheme: 'standard' as const, secrets: ['whsec_a', 'whsec_b'] };
@@ -69,4 +77,28 @@ describe('verifiedHeader', () => {
     ['not verifying (any more), verified: none', { verify: null, sign: SIGN }, verdict('verified'), null],
   ];
   for (const [name, settings, v, want] of cases) it(name, () => assert.equal(verifiedHeader(settings, v), want));
+});
+
+describe('originalHeaderName: a stored webhook-* header on a re-signed attempt is renamed, never dropped', () => {
+  const cases: Array<[string, string, string | null]> = [
+    ['webhook-id', 'webhook-id', 'x-hookbucket-original-webhook-id'],
+    ['its case kept', 'Webhook-Signature', 'x-hookbucket-original-Webhook-Signature'],
+    ['any webhook-* name, not only the three signature headers', 'WEBHOOK-Attempt', 'x-hookbucket-original-WEBHOOK-Attempt'],
+    ['a name only containing webhook-: not renamed', 'X-Webhook-Id', null],
+    ['webhook without the dash: not renamed', 'webhookid', null],
+    ['another header: not renamed', 'Stripe-Signature', null],
+  ];
+  for (const [name, header, want] of cases) it(name, () => assert.equal(originalHeaderName(header), want));
+});
+
+describe('keepsForwardHeader: a bucket --forward-header on a re-signed attempt', () => {
+  const cases: Array<[string, boolean]> = [
+    ['webhook-id', false],
+    ['Webhook-Timestamp', false],
+    ['WEBHOOK-SIGNATURE', false],
+    // Kept: it goes out beside the stored header of its name, which is renamed (originalHeaderName).
+    ['Webhook-Source', true],
+    ['X-Env', true],
+  ];
+  for (const [name, want] of cases) it(`${name}: ${want ? 'kept' : 'left out'}`, () => assert.equal(keepsForwardHeader(name), want));
 });

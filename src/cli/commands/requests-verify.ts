@@ -1,5 +1,6 @@
 import { Command } from 'commander';
-import { secretKey } from '../../policy/verify.js';
+import { extractDedupKey } from '../../policy/dedup.js';
+import { schemeText, secretKey } from '../../policy/verify.js';
 import { systemClock } from '../../shared/clock.js';
 import { AppError } from '../../shared/errors.js';
 import type { Bucket, Store, StoredRequest, VerdictUpdate } from '../../store/store.js';
@@ -26,7 +27,10 @@ export interface VerifySummary {
   invalid: number;
   missing: number;
   expired: number;
+  /** Quarantined requests accepted now, each with its first delivery when the bucket has a destination. */
   released: number;
+  /** Quarantined requests that verify but repeat an event already accepted (its dedup key is held): no delivery. */
+  duplicates: number;
 }
 
 /** The bucket's current verify settings, or exit 2: a bucket without --verify has nothing to check against. */
@@ -51,13 +55,16 @@ async function run(
   release: boolean,
 ): Promise<VerifySummary> {
   const v = verifyOf(bucket);
-  const summary: VerifySummary = { checked: 0, verified: 0, invalid: 0, missing: 0, expired: 0, released: 0 };
+  const dedup = bucket.provider.dedup;
+  const scheme = schemeText(v.scheme);
+  const summary = emptySummary();
   const progress = createProgress(io);
   let pending: VerdictUpdate[] = [];
   const flush = async () => {
     if (pending.length === 0) return;
     const applied = await store.applyVerdicts(bucket.name, pending, systemClock.now());
     summary.released += applied.released.length;
+    summary.duplicates += applied.duplicates.length;
     pending = [];
   };
   try {
@@ -66,7 +73,18 @@ async function run(
       const verdict = verifyStored(v.scheme, v.keys, r.rawHeaders, r.body, r.receivedAt, v.toleranceMs);
       summary.checked++;
       summary[verdict.result]++;
-      pending.push({ id: r.id, verdict: { scheme: verdict.scheme, result: verdict.result, reason: verdict.reason }, release });
+      const update: VerdictUpdate = {
+        id: r.id,
+        verdict: { scheme: verdict.scheme, result: verdict.result, reason: verdict.reason },
+        release,
+      };
+      // The key ingest would have registered had the request verified then (src/ingest/routes.ts):
+      // ingest stores none for a quarantined request, so it is read from the stored bytes here.
+      if (release && verdict.result === 'verified' && dedup !== null) {
+        const key = extractDedupKey(dedup.key, scheme, r.rawHeaders, r.body);
+        if (key !== null) update.dedup = { key, windowMs: dedup.windowMs };
+      }
+      pending.push(update);
       if (pending.length >= VERDICT_BATCH) await flush();
       progress.update(summary.checked, total, `${summary.checked}/${total} requests checked`);
     }
@@ -95,6 +113,11 @@ from when it was received, and its stored verdict is replaced. With --release, a
 request that now verifies is accepted and gets its first delivery (when the bucket has a
 destination). Requests that still fail stay as they are; nothing is deleted.
 
+On a bucket with --dedup, a released request is checked like one arriving at its received time:
+if another request with its key was accepted meanwhile (the sender's retry, verified after the
+fix), it becomes a duplicate of that one and is not delivered; otherwise it registers its key
+until received time + --dedup-window. --json counts these as "duplicates", apart from "released".
+
 Not available through --api yet: run it on the server's host with --db.
 
 Exit codes: 0 it ran (even if some requests still fail), 2 usage or the bucket has no --verify
@@ -114,7 +137,7 @@ Examples:
       await withStore(cmd, io, async (store) => {
         // Refused before reading anything: the admin API has no route to store verdicts yet.
         if (isRemoteStore(store)) throw remoteUnsupported('requests verify');
-        const summary: VerifySummary = { checked: 0, verified: 0, invalid: 0, missing: 0, expired: 0, released: 0 };
+        const summary = emptySummary();
         if (opts.bucket !== undefined) {
           const bucket = await store.getBucket(opts.bucket);
           if (!bucket) throw new AppError('not_found', `bucket ${opts.bucket} not found`);
@@ -145,10 +168,16 @@ Examples:
         print(
           io,
           `checked ${summary.checked}: ${summary.verified} verified, ${summary.invalid} invalid, ${summary.missing} missing, ${summary.expired} expired` +
-            (opts.release ? `; ${summary.released} released from quarantine` : ''),
+            (opts.release
+              ? `; ${summary.released} released from quarantine, ${summary.duplicates} duplicate${summary.duplicates === 1 ? '' : 's'} (not delivered)`
+              : ''),
         );
       });
     });
+}
+
+function emptySummary(): VerifySummary {
+  return { checked: 0, verified: 0, invalid: 0, missing: 0, expired: 0, released: 0, duplicates: 0 };
 }
 
 async function* iterate<T>(items: readonly T[]): AsyncIterable<T> {

@@ -36,6 +36,7 @@ export function verdictsContract(ctx: Ctx): void {
       );
       assert.equal(out.updated, 3);
       assert.deepEqual(out.released, [q]);
+      assert.deepEqual(out.duplicates, []);
       const r = await store.getRequest(q!);
       assert.equal(r!.disposition, 'accepted');
       assert.equal(r!.state, 'pending');
@@ -63,7 +64,7 @@ export function verdictsContract(ctx: Ctx): void {
       await store.createBucket({ name: 'b', destination: DEST });
       const [q] = await submitAll(ctx.set, [captured('b', T0, { disposition: 'quarantined', verdict: INVALID })]);
       const out = await store.applyVerdicts('b', [{ id: q!, verdict: VERIFIED, release: false }], LATER);
-      assert.deepEqual(out, { updated: 1, released: [] });
+      assert.deepEqual(out, { updated: 1, released: [], duplicates: [] });
       const r = await store.getRequest(q!);
       assert.equal(r!.state, 'quarantined');
       assert.deepEqual(r!.verdict, VERIFIED);
@@ -85,12 +86,112 @@ export function verdictsContract(ctx: Ctx): void {
         ],
         LATER,
       );
-      assert.deepEqual(out, { updated: 1, released: [q] });
+      assert.deepEqual(out, { updated: 1, released: [q], duplicates: [] });
       const r = await store.getRequest(q!);
       assert.equal(r!.disposition, 'accepted');
       assert.equal(r!.state, 'none');
       assert.equal((await store.getRequest(other!))!.state, 'quarantined');
       await assert.rejects(store.applyVerdicts('nope', [], LATER), (e: { code?: string }) => e.code === 'not_found');
+    });
+  });
+
+  describe('verdicts: release on a bucket with dedup', () => {
+    const WINDOW = 60_000;
+    const key = (k: string) => ({ key: k, windowMs: WINDOW });
+
+    it("the sender's verified retry holds the key: the released original becomes its duplicate, never delivered", async () => {
+      const { store } = ctx.set;
+      await store.createBucket({ name: 'b', destination: DEST });
+      // Ingest registers no key for a quarantined request; the retry, verified after the fix, takes it.
+      const [original] = await submitAll(ctx.set, [captured('b', T0, { disposition: 'quarantined', verdict: INVALID })]);
+      const [retry] = await submitAll(ctx.set, [captured('b', T0 + 1_000, { verdict: VERIFIED, dedup: key('j:evt_1') })]);
+      const out = await store.applyVerdicts('b', [{ id: original!, verdict: VERIFIED, release: true, dedup: key('j:evt_1') }], LATER);
+      assert.deepEqual(out, { updated: 1, released: [], duplicates: [{ id: original!, duplicateOf: retry! }] });
+      const r = await store.getRequest(original!);
+      assert.equal(r!.disposition, 'duplicate');
+      assert.equal(r!.state, 'duplicate');
+      assert.equal(r!.duplicateOf, retry);
+      assert.equal(r!.dedupKey, 'j:evt_1');
+      assert.deepEqual(r!.verdict, VERIFIED);
+      assert.deepEqual(await store.requestHistory(original!), []);
+      // Only the retry is ever delivered.
+      assert.deepEqual(
+        (await claim(ctx.set, 'b', LATER)).claimed.map((a) => a.requestId),
+        [retry],
+      );
+      assert.equal(await store.countRequests('b', { states: ['duplicate'] }), 1);
+      // Released again: it is no longer quarantined, so nothing changes.
+      const again = await store.applyVerdicts('b', [{ id: original!, verdict: VERIFIED, release: true, dedup: key('j:evt_1') }], LATER);
+      assert.deepEqual(again, { updated: 1, released: [], duplicates: [] });
+    });
+
+    it('released first, the original takes the key: a retry within the window of its arrival is the duplicate', async () => {
+      const { store } = ctx.set;
+      await store.createBucket({ name: 'b', destination: DEST });
+      const [original, other] = await submitAll(ctx.set, [
+        captured('b', T0, { disposition: 'quarantined', verdict: INVALID }),
+        captured('b', T0 + 1, { disposition: 'quarantined', verdict: INVALID }),
+      ]);
+      const out = await store.applyVerdicts(
+        'b',
+        [
+          { id: original!, verdict: VERIFIED, release: true, dedup: key('j:evt_2') },
+          // No key in the request (or no dedup on the bucket): released as before.
+          { id: other!, verdict: VERIFIED, release: true },
+        ],
+        T0 + 10,
+      );
+      assert.deepEqual(out, { updated: 2, released: [original, other], duplicates: [] });
+      const r = await store.getRequest(original!);
+      assert.equal(r!.disposition, 'accepted');
+      assert.equal(r!.dedupKey, 'j:evt_2');
+      assert.equal(r!.duplicateOf, null);
+      assert.equal((await store.getRequest(other!))!.dedupKey, null);
+      const [retry] = await submitAll(ctx.set, [captured('b', T0 + WINDOW - 1, { verdict: VERIFIED, dedup: key('j:evt_2') })]);
+      assert.equal((await store.getRequest(retry!))!.duplicateOf, original);
+      assert.deepEqual((await claim(ctx.set, 'b', T0 + WINDOW)).claimed.map((a) => a.requestId).sort(), [original, other].sort());
+    });
+
+    it("the window counts from the released request's arrival, not from the release", async () => {
+      const { store } = ctx.set;
+      await store.createBucket({ name: 'b', destination: DEST });
+      const [original] = await submitAll(ctx.set, [captured('b', T0, { disposition: 'quarantined', verdict: INVALID })]);
+      // Released an hour later (past the window): it takes the key until T0 + WINDOW.
+      const out = await store.applyVerdicts('b', [{ id: original!, verdict: VERIFIED, release: true, dedup: key('j:evt_3') }], LATER);
+      assert.deepEqual(out.released, [original]);
+      const [late] = await submitAll(ctx.set, [captured('b', T0 + WINDOW, { verdict: VERIFIED, dedup: key('j:evt_3') })]);
+      assert.equal((await store.getRequest(late!))!.disposition, 'accepted');
+      // A key whose hold ended before the quarantined request arrived does not make it a duplicate.
+      const [old] = await submitAll(ctx.set, [captured('b', T0 + 2 * WINDOW, { disposition: 'quarantined', verdict: INVALID })]);
+      await submitAll(ctx.set, [captured('b', T0 + WINDOW - 5, { verdict: VERIFIED, dedup: key('j:evt_4') })]);
+      const freed = await store.applyVerdicts('b', [{ id: old!, verdict: VERIFIED, release: true, dedup: key('j:evt_4') }], LATER);
+      assert.deepEqual(freed, { updated: 1, released: [old], duplicates: [] });
+      // It took the key over: a copy arriving after it repeats it.
+      const [copy] = await submitAll(ctx.set, [captured('b', T0 + 2 * WINDOW + 1, { verdict: VERIFIED, dedup: key('j:evt_4') })]);
+      assert.equal((await store.getRequest(copy!))!.duplicateOf, old);
+    });
+
+    it('two quarantined copies of one event released together: the older is accepted, the newer is its duplicate', async () => {
+      const { store } = ctx.set;
+      await store.createBucket({ name: 'b', destination: DEST });
+      const [first, second] = await submitAll(ctx.set, [
+        captured('b', T0, { disposition: 'quarantined', verdict: INVALID }),
+        captured('b', T0 + 5, { disposition: 'quarantined', verdict: INVALID }),
+      ]);
+      // Given newest first: the outcome follows the requests' order, not the call's.
+      const out = await store.applyVerdicts(
+        'b',
+        [
+          { id: second!, verdict: VERIFIED, release: true, dedup: key('h:msg_1') },
+          { id: first!, verdict: VERIFIED, release: true, dedup: key('h:msg_1') },
+        ],
+        LATER,
+      );
+      assert.deepEqual(out, { updated: 2, released: [first], duplicates: [{ id: second!, duplicateOf: first! }] });
+      assert.deepEqual(
+        (await claim(ctx.set, 'b', LATER)).claimed.map((a) => a.requestId),
+        [first],
+      );
     });
   });
 }
