@@ -1,18 +1,22 @@
 import { Command } from 'commander';
-import { secretKey } from '../../policy/verify.js';
+import { isRemoteStore } from '../../remote/remote-store.js';
 import { systemClock } from '../../shared/clock.js';
-import { AppError } from '../../shared/errors.js';
-import type { Bucket, Store, StoredRequest, VerdictUpdate } from '../../store/store.js';
-import { verifyStored } from '../../verify/verify-stream.js';
-import { isRemoteStore, remoteUnsupported } from '../../remote/remote-store.js';
+import type { Store } from '../../store/store.js';
+import {
+  addSummary,
+  emptySummary,
+  planBucket,
+  planIds,
+  verifyStep,
+  type VerifyStep,
+  type VerifySummary,
+  type VerifyTarget,
+} from '../../verify/recheck.js';
 import { withStore } from '../context.js';
 import { addFilterOptions, filterFromOptions, type FilterOptions } from '../filter-options.js';
 import { print, printJson, usage, type CliIo } from '../io.js';
 import { bucketNameArg } from '../parsers.js';
 import { createProgress } from '../progress.js';
-
-/** Updates per store call: each is one short transaction, so ingest never waits long. */
-const VERDICT_BATCH = 200;
 
 interface VerifyOpts extends FilterOptions {
   bucket?: string;
@@ -20,57 +24,32 @@ interface VerifyOpts extends FilterOptions {
   json?: boolean;
 }
 
-export interface VerifySummary {
-  checked: number;
-  verified: number;
-  invalid: number;
-  missing: number;
-  expired: number;
-  released: number;
+/**
+ * One batch of a target: here on the database, or through --api by the server (which holds the
+ * secrets), with the same walk and verdicts (src/verify/recheck.ts).
+ */
+function stepper(store: Store, release: boolean): (target: VerifyTarget, cursor: string | null) => Promise<VerifyStep> {
+  if (isRemoteStore(store)) return (target, cursor) => store.verifyStep(target.bucket.name, target.filter, cursor, release);
+  return (target, cursor) => verifyStep(store, store, target, cursor, { release, nowMs: systemClock.now() });
 }
 
-/** The bucket's current verify settings, or exit 2: a bucket without --verify has nothing to check against. */
-function verifyOf(bucket: Bucket) {
-  const v = bucket.provider.verify;
-  if (v === null) {
-    throw new AppError(
-      'verify_not_configured',
-      `bucket ${bucket.name} does not verify senders: set a scheme and secret first (bucket update ${bucket.name} --verify <scheme> --verify-secret …)`,
-    );
-  }
-  return { scheme: v.scheme, keys: v.secrets.map((s) => secretKey(v.scheme, s)), toleranceMs: v.toleranceMs };
-}
-
-/** Re-checks requests against their bucket's current secrets and stores the verdicts, in batches. */
-async function run(
-  io: CliIo,
-  store: Store,
-  bucket: Bucket,
-  requests: AsyncIterable<StoredRequest>,
-  total: number,
-  release: boolean,
-): Promise<VerifySummary> {
-  const v = verifyOf(bucket);
-  const summary: VerifySummary = { checked: 0, verified: 0, invalid: 0, missing: 0, expired: 0, released: 0 };
+/** Re-checks each target to its end, batch by batch, with a progress bar on a terminal. */
+async function run(io: CliIo, store: Store, targets: readonly VerifyTarget[], release: boolean): Promise<VerifySummary> {
+  const step = stepper(store, release);
+  const summary = emptySummary();
   const progress = createProgress(io);
-  let pending: VerdictUpdate[] = [];
-  const flush = async () => {
-    if (pending.length === 0) return;
-    const applied = await store.applyVerdicts(bucket.name, pending, systemClock.now());
-    summary.released += applied.released.length;
-    pending = [];
-  };
   try {
-    for await (const r of requests) {
-      // Measured from the request's arrival, as at ingest: a late re-check is not "expired" by itself.
-      const verdict = verifyStored(v.scheme, v.keys, r.rawHeaders, r.body, r.receivedAt, v.toleranceMs);
-      summary.checked++;
-      summary[verdict.result]++;
-      pending.push({ id: r.id, verdict: { scheme: verdict.scheme, result: verdict.result, reason: verdict.reason }, release });
-      if (pending.length >= VERDICT_BATCH) await flush();
-      progress.update(summary.checked, total, `${summary.checked}/${total} requests checked`);
+    let total = 0;
+    for (const t of targets) total += t.filter.ids?.length ?? (await store.countRequests(t.bucket.name, t.filter));
+    for (const t of targets) {
+      let cursor: string | null = null;
+      do {
+        const done: VerifyStep = await step(t, cursor);
+        addSummary(summary, done.summary);
+        cursor = done.next;
+        progress.update(summary.checked, Math.max(total, summary.checked), `${summary.checked}/${total} requests checked`);
+      } while (cursor !== null);
     }
-    await flush();
   } finally {
     progress.stop();
   }
@@ -95,7 +74,8 @@ from when it was received, and its stored verdict is replaced. With --release, a
 request that now verifies is accepted and gets its first delivery (when the bucket has a
 destination). Requests that still fail stay as they are; nothing is deleted.
 
-Not available through --api yet: run it on the server's host with --db.
+With --api, the server re-checks them (it holds the secrets), one batch per call of its
+POST /api/buckets/{name}/verify; the output and exit codes are those of a run with --db.
 
 Exit codes: 0 it ran (even if some requests still fail), 2 usage or the bucket has no --verify
 (verify_not_configured), 4 unknown bucket or request id, 1 other errors.
@@ -112,35 +92,9 @@ Examples:
       const filter = filterFromOptions(opts, systemClock.now());
       if (ids.length > 0 && Object.keys(filter).length > 0) throw usage('filters go with --bucket, not with request ids');
       await withStore(cmd, io, async (store) => {
-        // Refused before reading anything: the admin API has no route to store verdicts yet.
-        if (isRemoteStore(store)) throw remoteUnsupported('requests verify');
-        const summary: VerifySummary = { checked: 0, verified: 0, invalid: 0, missing: 0, expired: 0, released: 0 };
-        if (opts.bucket !== undefined) {
-          const bucket = await store.getBucket(opts.bucket);
-          if (!bucket) throw new AppError('not_found', `bucket ${opts.bucket} not found`);
-          verifyOf(bucket);
-          const total = await store.countRequests(bucket.name, filter);
-          add(summary, await run(io, store, bucket, store.iterateRequests(bucket.name, filter), total, opts.release === true));
-        } else {
-          // Every id is looked up first: an unknown one changes nothing (exit 4).
-          const byBucket = new Map<string, StoredRequest[]>();
-          for (const id of [...new Set(ids)]) {
-            const r = await store.getRequest(id);
-            if (!r) throw new AppError('not_found', `request ${id} not found`);
-            byBucket.set(r.bucket, [...(byBucket.get(r.bucket) ?? []), r]);
-          }
-          const buckets: Bucket[] = [];
-          for (const name of byBucket.keys()) {
-            const bucket = await store.getBucket(name);
-            if (!bucket) throw new AppError('not_found', `bucket ${name} not found`);
-            verifyOf(bucket);
-            buckets.push(bucket);
-          }
-          for (const bucket of buckets) {
-            const list = byBucket.get(bucket.name)!;
-            add(summary, await run(io, store, bucket, iterate(list), list.length, opts.release === true));
-          }
-        }
+        // Everything is checked before anything changes: an unknown bucket or id, or one that does not verify.
+        const targets = opts.bucket !== undefined ? [await planBucket(store, opts.bucket, filter)] : await planIds(store, ids);
+        const summary = await run(io, store, targets, opts.release === true);
         if (opts.json) return printJson(io, summary);
         print(
           io,
@@ -149,12 +103,4 @@ Examples:
         );
       });
     });
-}
-
-async function* iterate<T>(items: readonly T[]): AsyncIterable<T> {
-  yield* items;
-}
-
-function add(into: VerifySummary, more: VerifySummary): void {
-  for (const k of Object.keys(into) as Array<keyof VerifySummary>) into[k] += more[k];
 }
