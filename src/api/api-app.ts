@@ -75,6 +75,7 @@ import {
   RequestPageSchema,
   StatsSchema,
   StoredRequestSchema,
+  VerifyStepSchema,
 } from './api-schemas.js';
 import { BucketCreateBody, BucketPatchBody, settingsOpts } from './bucket-body.js';
 import { takeStreamSlot } from '../admin/limits.js';
@@ -88,6 +89,7 @@ import { checkDestinationAllowed } from '../options/destination-check.js';
 import { SETTING_KEYS, settingViews, setSetting } from '../settings/settings.js';
 import { settingJson, settingsJson } from '../settings/settings-json.js';
 import { DEFAULT_LEASE_MS } from '../policy/lease-fit.js';
+import { checkIdsInBucket, planBucket, verifyStep } from '../verify/recheck.js';
 
 export interface ApiConfig {
   /** Where the app is mounted, for the OpenAPI document's `servers` (default `/api`). */
@@ -589,6 +591,50 @@ export function createApiApp(deps: ApiDeps): OpenAPIHono {
         'X-Content-Type-Options': 'nosniff',
         'Cache-Control': 'no-store',
       });
+    },
+  );
+
+  const VerifyBody = z
+    .strictObject({
+      ...filterFields,
+      release: z
+        .boolean()
+        .optional()
+        .openapi({ description: 'quarantined requests that now verify become accepted and go on to delivery (--release)' }),
+      cursor: z
+        .string()
+        .max(200)
+        .optional()
+        .openapi({ description: "the previous call's next_cursor; omitted: start from the oldest matching request" }),
+    })
+    .openapi('VerifyRequest');
+
+  app.openapi(
+    createRoute({
+      method: 'post',
+      path: '/buckets/{name}/verify',
+      summary:
+        "Re-check one batch of the bucket's matching requests against its current verify secrets and store the verdicts (requests verify --json); loop on next_cursor",
+      description:
+        'No filter: every request of the bucket. An id given must be a request of this bucket (404 otherwise). Each call checks at most 500 requests (or 8 MiB of bodies), oldest first, among those stored when the first call ran.',
+      tags: ['requests'],
+      request: { params: BucketNameParam, body: { content: { 'application/json': { schema: VerifyBody } }, required: true } },
+      responses: {
+        200: json(VerifyStepSchema, 'the counts of this batch, and the cursor of the next'),
+        400: E400,
+        404: E404,
+        503: E503,
+      },
+    }),
+    async (c) => {
+      const { name } = c.req.valid('param');
+      const { release, cursor, ...q } = c.req.valid('json');
+      const filter = filterFromOptions(filterOptions(q), clock.now());
+      // Checked again on every call: a bucket deleted or no longer verifying since the last one stops the walk.
+      const target = await planBucket(reads, name, filter);
+      if (cursor === undefined && filter.ids !== undefined) await checkIdsInBucket(reads, name, filter.ids);
+      const step = await verifyStep(reads, store, target, cursor ?? null, { release: release === true, nowMs: clock.now() });
+      return c.json({ ...step.summary, next_cursor: step.next }, 200);
     },
   );
 

@@ -20,6 +20,7 @@ const STATUS_BY_CODE: Readonly<Partial<Record<ErrorCode | 'body_too_large' | 'un
   raw_to_terminal: 400,
   timeout_exceeds_lease: 400,
   destination_refused: 400,
+  verify_not_configured: 400,
   not_found: 404,
   unknown_bucket: 404,
   bucket_exists: 409,

@@ -301,6 +301,25 @@ export const DryRunSchema = z
   })
   .openapi('ReplayDryRun');
 
+/** One step of `requests verify`: its counts (`requests verify --json`) and where the next goes on. */
+export const VerifyStepSchema = z
+  .object({
+    checked: z.number().openapi({ description: 'requests checked in this call' }),
+    verified: z.number(),
+    invalid: z.number(),
+    missing: z.number(),
+    expired: z.number(),
+    released: z.number().openapi({ description: 'quarantined requests accepted (and due for delivery) by this call' }),
+    duplicates: z.number().openapi({
+      description: 'quarantined requests that verify but whose dedup key another request holds: stored as duplicate, not delivered',
+    }),
+    next_cursor: z
+      .string()
+      .nullable()
+      .openapi({ description: 'pass back as cursor, with the same body, for the next batch; null when done' }),
+  })
+  .openapi('VerifyStep');
+
 export const NothingToReplaySchema = z.object({ replay: z.null(), count: z.literal(0) }).openapi('NothingToReplay');
 
 /** `stats --json`: the fields are README "stats"; the schema names the frame and lets the fields through. */

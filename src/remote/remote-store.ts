@@ -40,6 +40,8 @@ import type {
   WorkerHolder,
 } from '../store/store.js';
 import type { ApiClient } from './api-client.js';
+import { filterJson } from '../options/request-filter.js';
+import type { VerifyStep, VerifySummary } from '../verify/recheck.js';
 import { settingsFromJson } from '../settings/settings-json.js';
 import {
   bucketBody,
@@ -253,8 +255,31 @@ export class RemoteStore implements Store {
     return replayFromJson(body);
   }
 
-  async applyVerdicts(): Promise<VerdictsApplied> {
-    throw remoteUnsupported('requests verify');
+  applyVerdicts(): Promise<VerdictsApplied> {
+    // The CLI's requests verify goes through verifyStep: the secrets stay on the server, which checks.
+    throw remoteUnsupported('storing verdicts checked here');
+  }
+
+  /**
+   * POST /api/buckets/{name}/verify: the server re-checks one batch of the target (the same
+   * src/verify/recheck.ts walk as a local run) and hands back the cursor of the next; the filter
+   * goes with absolute times, so every call selects the same requests.
+   */
+  async verifyStep(bucket: string, filter: RequestFilter, cursor: string | null, release: boolean): Promise<VerifyStep> {
+    const { body } = await this.api.json('POST', `/buckets/${b(bucket)}/verify`, {
+      body: { ...filterJson(filter), release, ...(cursor !== null ? { cursor } : {}) },
+    });
+    const j = body as VerifySummary & { next_cursor: string | null };
+    const summary = {
+      checked: j.checked,
+      verified: j.verified,
+      invalid: j.invalid,
+      missing: j.missing,
+      expired: j.expired,
+      released: j.released,
+      duplicates: j.duplicates,
+    };
+    return { summary, next: j.next_cursor };
   }
 
   async getReplay(id: string): Promise<Replay | undefined> {

@@ -13,7 +13,7 @@ export type ErrorCode =
   /** `--verify` or `--sign` with no secret from any source (exit 2, HTTP 400). */
   | 'secret_required'
   | 'not_found'
-  /** `requests verify` on a bucket without `--verify`: there is nothing to check against (exit 2). */
+  /** `requests verify` on a bucket without `--verify`: there is nothing to check against (exit 2, HTTP 400). */
   | 'verify_not_configured'
   | 'bucket_exists'
   | 'bucket_not_empty'

@@ -64,6 +64,7 @@ describe('admin api: OpenAPI document', () => {
       'get /requests/{id}/body',
       'get /buckets/{name}/export',
       'post /buckets/{name}/replays',
+      'post /buckets/{name}/verify',
       'get /replays',
       'get /replays/{id}',
       'get /stats',

@@ -1,19 +1,22 @@
 import { Command } from 'commander';
-import { extractDedupKey } from '../../policy/dedup.js';
-import { schemeText, secretKey } from '../../policy/verify.js';
+import { isRemoteStore } from '../../remote/remote-store.js';
 import { systemClock } from '../../shared/clock.js';
-import { AppError } from '../../shared/errors.js';
-import type { Bucket, Store, StoredRequest, VerdictUpdate } from '../../store/store.js';
-import { verifyStored } from '../../verify/verify-stream.js';
-import { isRemoteStore, remoteUnsupported } from '../../remote/remote-store.js';
+import type { Store } from '../../store/store.js';
+import {
+  addSummary,
+  emptySummary,
+  planBucket,
+  planIds,
+  verifyStep,
+  type VerifyStep,
+  type VerifySummary,
+  type VerifyTarget,
+} from '../../verify/recheck.js';
 import { withStore } from '../context.js';
 import { addFilterOptions, filterFromOptions, type FilterOptions } from '../filter-options.js';
 import { print, printJson, usage, type CliIo } from '../io.js';
 import { bucketNameArg } from '../parsers.js';
 import { createProgress } from '../progress.js';
-
-/** Updates per store call: each is one short transaction, so ingest never waits long. */
-const VERDICT_BATCH = 200;
 
 interface VerifyOpts extends FilterOptions {
   bucket?: string;
@@ -21,74 +24,32 @@ interface VerifyOpts extends FilterOptions {
   json?: boolean;
 }
 
-export interface VerifySummary {
-  checked: number;
-  verified: number;
-  invalid: number;
-  missing: number;
-  expired: number;
-  /** Quarantined requests accepted now, each with its first delivery when the bucket has a destination. */
-  released: number;
-  /** Quarantined requests that verify but repeat an event already accepted (its dedup key is held): no delivery. */
-  duplicates: number;
+/**
+ * One batch of a target: here on the database, or through --api by the server (which holds the
+ * secrets), with the same walk and verdicts (src/verify/recheck.ts).
+ */
+function stepper(store: Store, release: boolean): (target: VerifyTarget, cursor: string | null) => Promise<VerifyStep> {
+  if (isRemoteStore(store)) return (target, cursor) => store.verifyStep(target.bucket.name, target.filter, cursor, release);
+  return (target, cursor) => verifyStep(store, store, target, cursor, { release, nowMs: systemClock.now() });
 }
 
-/** The bucket's current verify settings, or exit 2: a bucket without --verify has nothing to check against. */
-function verifyOf(bucket: Bucket) {
-  const v = bucket.provider.verify;
-  if (v === null) {
-    throw new AppError(
-      'verify_not_configured',
-      `bucket ${bucket.name} does not verify senders: set a scheme and secret first (bucket update ${bucket.name} --verify <scheme> --verify-secret …)`,
-    );
-  }
-  return { scheme: v.scheme, keys: v.secrets.map((s) => secretKey(v.scheme, s)), toleranceMs: v.toleranceMs };
-}
-
-/** Re-checks requests against their bucket's current secrets and stores the verdicts, in batches. */
-async function run(
-  io: CliIo,
-  store: Store,
-  bucket: Bucket,
-  requests: AsyncIterable<StoredRequest>,
-  total: number,
-  release: boolean,
-): Promise<VerifySummary> {
-  const v = verifyOf(bucket);
-  const dedup = bucket.provider.dedup;
-  const scheme = schemeText(v.scheme);
+/** Re-checks each target to its end, batch by batch, with a progress bar on a terminal. */
+async function run(io: CliIo, store: Store, targets: readonly VerifyTarget[], release: boolean): Promise<VerifySummary> {
+  const step = stepper(store, release);
   const summary = emptySummary();
   const progress = createProgress(io);
-  let pending: VerdictUpdate[] = [];
-  const flush = async () => {
-    if (pending.length === 0) return;
-    const applied = await store.applyVerdicts(bucket.name, pending, systemClock.now());
-    summary.released += applied.released.length;
-    summary.duplicates += applied.duplicates.length;
-    pending = [];
-  };
   try {
-    for await (const r of requests) {
-      // Measured from the request's arrival, as at ingest: a late re-check is not "expired" by itself.
-      const verdict = verifyStored(v.scheme, v.keys, r.rawHeaders, r.body, r.receivedAt, v.toleranceMs);
-      summary.checked++;
-      summary[verdict.result]++;
-      const update: VerdictUpdate = {
-        id: r.id,
-        verdict: { scheme: verdict.scheme, result: verdict.result, reason: verdict.reason },
-        release,
-      };
-      // The key ingest would have registered had the request verified then (src/ingest/routes.ts):
-      // ingest stores none for a quarantined request, so it is read from the stored bytes here.
-      if (release && verdict.result === 'verified' && dedup !== null) {
-        const key = extractDedupKey(dedup.key, scheme, r.rawHeaders, r.body);
-        if (key !== null) update.dedup = { key, windowMs: dedup.windowMs };
-      }
-      pending.push(update);
-      if (pending.length >= VERDICT_BATCH) await flush();
-      progress.update(summary.checked, total, `${summary.checked}/${total} requests checked`);
+    let total = 0;
+    for (const t of targets) total += t.filter.ids?.length ?? (await store.countRequests(t.bucket.name, t.filter));
+    for (const t of targets) {
+      let cursor: string | null = null;
+      do {
+        const done: VerifyStep = await step(t, cursor);
+        addSummary(summary, done.summary);
+        cursor = done.next;
+        progress.update(summary.checked, Math.max(total, summary.checked), `${summary.checked}/${total} requests checked`);
+      } while (cursor !== null);
     }
-    await flush();
   } finally {
     progress.stop();
   }
@@ -118,7 +79,8 @@ if another request with its key was accepted meanwhile (the sender's retry, veri
 fix), it becomes a duplicate of that one and is not delivered; otherwise it registers its key
 until received time + --dedup-window. --json counts these as "duplicates", apart from "released".
 
-Not available through --api yet: run it on the server's host with --db.
+With --api, the server re-checks them (it holds the secrets), one batch per call of its
+POST /api/buckets/{name}/verify; the output and exit codes are those of a run with --db.
 
 Exit codes: 0 it ran (even if some requests still fail), 2 usage or the bucket has no --verify
 (verify_not_configured), 4 unknown bucket or request id, 1 other errors.
@@ -135,35 +97,9 @@ Examples:
       const filter = filterFromOptions(opts, systemClock.now());
       if (ids.length > 0 && Object.keys(filter).length > 0) throw usage('filters go with --bucket, not with request ids');
       await withStore(cmd, io, async (store) => {
-        // Refused before reading anything: the admin API has no route to store verdicts yet.
-        if (isRemoteStore(store)) throw remoteUnsupported('requests verify');
-        const summary = emptySummary();
-        if (opts.bucket !== undefined) {
-          const bucket = await store.getBucket(opts.bucket);
-          if (!bucket) throw new AppError('not_found', `bucket ${opts.bucket} not found`);
-          verifyOf(bucket);
-          const total = await store.countRequests(bucket.name, filter);
-          add(summary, await run(io, store, bucket, store.iterateRequests(bucket.name, filter), total, opts.release === true));
-        } else {
-          // Every id is looked up first: an unknown one changes nothing (exit 4).
-          const byBucket = new Map<string, StoredRequest[]>();
-          for (const id of [...new Set(ids)]) {
-            const r = await store.getRequest(id);
-            if (!r) throw new AppError('not_found', `request ${id} not found`);
-            byBucket.set(r.bucket, [...(byBucket.get(r.bucket) ?? []), r]);
-          }
-          const buckets: Bucket[] = [];
-          for (const name of byBucket.keys()) {
-            const bucket = await store.getBucket(name);
-            if (!bucket) throw new AppError('not_found', `bucket ${name} not found`);
-            verifyOf(bucket);
-            buckets.push(bucket);
-          }
-          for (const bucket of buckets) {
-            const list = byBucket.get(bucket.name)!;
-            add(summary, await run(io, store, bucket, iterate(list), list.length, opts.release === true));
-          }
-        }
+        // Everything is checked before anything changes: an unknown bucket or id, or one that does not verify.
+        const targets = opts.bucket !== undefined ? [await planBucket(store, opts.bucket, filter)] : await planIds(store, ids);
+        const summary = await run(io, store, targets, opts.release === true);
         if (opts.json) return printJson(io, summary);
         print(
           io,
@@ -174,16 +110,4 @@ Examples:
         );
       });
     });
-}
-
-function emptySummary(): VerifySummary {
-  return { checked: 0, verified: 0, invalid: 0, missing: 0, expired: 0, released: 0, duplicates: 0 };
-}
-
-async function* iterate<T>(items: readonly T[]): AsyncIterable<T> {
-  yield* items;
-}
-
-function add(into: VerifySummary, more: VerifySummary): void {
-  for (const k of Object.keys(into) as Array<keyof VerifySummary>) into[k] += more[k];
 }
