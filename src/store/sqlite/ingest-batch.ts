@@ -6,6 +6,34 @@ import type { SqliteDb } from './open.js';
 import type { IngestItem, RejectionCount } from './writer-protocol.js';
 
 /**
+ * A request's dedup key: `liveKey.get(bucket, key, atMs)` is the request holding it at `atMs`
+ * (its hold outlasts that time), `takeKey.run(bucket, key, requestId, expiresAt)` takes it. Ingest
+ * and `requests verify --release` (sqlite-verdicts.ts) judge keys with these same two statements.
+ */
+export function dedupKeyStatements(db: SqliteDb) {
+  return {
+    liveKey: db.prepare('select request_id from dedup_keys where bucket = ? and key = ? and expires_at > ?').pluck(),
+    takeKey: db.prepare(
+      `insert into dedup_keys (bucket, key, request_id, expires_at) values (?, ?, ?, ?)
+       on conflict (bucket, key) do update set request_id = excluded.request_id, expires_at = excluded.expires_at`,
+    ),
+  };
+}
+
+/**
+ * An accepted request's first delivery (generation 1, pending, `initial`):
+ * `run(id, requestId, bucket, nextAttemptAt, createdAt, updatedAt)`. Made at ingest, and by a
+ * release from quarantine (sqlite-verdicts.ts).
+ */
+export function firstDeliveryStatement(db: SqliteDb) {
+  return db.prepare(
+    `insert into deliveries (id, request_id, bucket, destination, generation, state, attempts, next_attempt_at,
+       lease_until, trigger, replay_id, deferrals, last_deferral_reason, created_at, updated_at)
+     values (?, ?, ?, null, 1, 'pending', 0, ?, null, 'initial', null, 0, null, ?, ?)`,
+  );
+}
+
+/**
  * One group-commit transaction: every request that arrived together, its first delivery (when the
  * bucket has a destination) and buffered rejection counts. Cached better-sqlite3 statements: Kysely
  * would prepare each statement anew on every call, which is measurable on the hot path.
@@ -20,16 +48,8 @@ export function createBatchWriter(db: SqliteDb) {
   // Dedup (CapturedRequest.dedup): the key's live holder, else this request takes the key. Both run
   // under the batch's write lock, so two requests with one key can never both be accepted; within a
   // batch the first in order wins, since the second sees the first's key.
-  const liveKey = db.prepare('select request_id from dedup_keys where bucket = ? and key = ? and expires_at > ?').pluck();
-  const takeKey = db.prepare(
-    `insert into dedup_keys (bucket, key, request_id, expires_at) values (?, ?, ?, ?)
-     on conflict (bucket, key) do update set request_id = excluded.request_id, expires_at = excluded.expires_at`,
-  );
-  const insertDelivery = db.prepare(
-    `insert into deliveries (id, request_id, bucket, destination, generation, state, attempts, next_attempt_at,
-       lease_until, trigger, replay_id, deferrals, last_deferral_reason, created_at, updated_at)
-     values (?, ?, ?, null, 1, 'pending', 0, ?, null, 'initial', null, 0, null, ?, ?)`,
-  );
+  const { liveKey, takeKey } = dedupKeyStatements(db);
+  const insertDelivery = firstDeliveryStatement(db);
   // A deleting bucket (tombstone, sqlite-delete.ts) is no bucket to store into.
   const bucketExists = db.prepare('select 1 from buckets where name = ? and deleting_at is null').pluck();
   const lowerDue = lowerDueStatement(db);

@@ -15,6 +15,7 @@ import { bucketNotFound } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import type { VerdictUpdate, VerdictsApplied } from '../store.js';
 import { lowerDueStatement } from './bucket-due.js';
+import { dedupKeyStatements, firstDeliveryStatement } from './ingest-batch.js';
 import type { SqliteDb } from './open.js';
 
 export function applyVerdicts(db: SqliteDb, bucket: string, updates: readonly VerdictUpdate[], nowMs: number): VerdictsApplied {
@@ -24,17 +25,9 @@ export function applyVerdicts(db: SqliteDb, bucket: string, updates: readonly Ve
   );
   const accept = db.prepare(`update requests set disposition = 'accepted', dedup_key = coalesce(?, dedup_key) where id = ?`);
   const markDuplicate = db.prepare(`update requests set disposition = 'duplicate', duplicate_of = ?, dedup_key = ? where id = ?`);
-  // The same two statements as ingest's (ingest-batch.ts): the key's live holder, else take the key.
-  const liveKey = db.prepare('select request_id from dedup_keys where bucket = ? and key = ? and expires_at > ?').pluck();
-  const takeKey = db.prepare(
-    `insert into dedup_keys (bucket, key, request_id, expires_at) values (?, ?, ?, ?)
-     on conflict (bucket, key) do update set request_id = excluded.request_id, expires_at = excluded.expires_at`,
-  );
-  const insertDelivery = db.prepare(
-    `insert into deliveries (id, request_id, bucket, destination, generation, state, attempts, next_attempt_at,
-       lease_until, trigger, replay_id, deferrals, last_deferral_reason, created_at, updated_at)
-     values (?, ?, ?, null, 1, 'pending', 0, ?, null, 'initial', null, 0, null, ?, ?)`,
-  );
+  // Ingest's own statements (ingest-batch.ts): the key's live holder, else take the key; the first delivery.
+  const { liveKey, takeKey } = dedupKeyStatements(db);
+  const insertDelivery = firstDeliveryStatement(db);
   const lowerDue = lowerDueStatement(db);
   const sorted = [...updates].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   return db
