@@ -132,12 +132,16 @@ export function headerValues(rawHeaders: readonly string[], name: string): strin
 }
 
 const DIGITS = /^\d{1,15}$/;
-const HEX = /^[0-9a-fA-F]+$/;
 
 function decode(value: string, encoding: SignatureEncoding): Buffer | null {
   const v = value.trim();
   if (v.length === 0) return null;
-  if (encoding === 'hex') return HEX.test(v) && v.length % 2 === 0 ? Buffer.from(v, 'hex') : null;
+  if (encoding === 'hex') {
+    // Buffer.from stops at the first character that is not hex, so only a value made wholly of
+    // hex pairs decodes to half its length (the same rule as /^[0-9a-fA-F]+$/ with an even length).
+    const bytes = Buffer.from(v, 'hex');
+    return bytes.length * 2 === v.length ? bytes : null;
+  }
   return BASE64.test(v) && v.length % 4 === 0 ? Buffer.from(v, 'base64') : null;
 }
 
@@ -170,11 +174,10 @@ function oneTimestamp(rawHeaders: readonly string[], name: string): string | nul
  */
 export function planVerify(scheme: VerifyScheme, rawHeaders: readonly string[]): Planned {
   const name = schemeText(scheme);
-  const algorithm = schemeAlgorithm(scheme);
   const plan = (prefix: string, candidates: Buffer[], timestampMs: number | null): Planned =>
     candidates.length === 0
       ? refuse(name, 'invalid', 'malformed_signature_header')
-      : { plan: { scheme: name, algorithm, prefix: Buffer.from(prefix, 'utf8'), candidates, timestampMs } };
+      : { plan: { scheme: name, algorithm: schemeAlgorithm(scheme), prefix: Buffer.from(prefix, 'utf8'), candidates, timestampMs } };
   const need = (header: string): string[] | null => {
     const v = headerValues(rawHeaders, header);
     return v.length === 0 ? null : v;
@@ -183,18 +186,26 @@ export function planVerify(scheme: VerifyScheme, rawHeaders: readonly string[]):
     case 'stripe': {
       const values = need('stripe-signature');
       if (values === null) return refuse(name, 'missing', 'no_signature_header');
+      // `k=v` items separated by commas, read in place (this runs for every request into the bucket).
+      const header = values.length === 1 ? values[0]! : values.join(',');
       let t: string | null = null;
-      const sigs: string[] = [];
-      for (const item of (values.length === 1 ? values[0]! : values.join(',')).split(',')) {
-        const eq = item.indexOf('=');
-        if (eq < 0) continue;
-        const k = item.slice(0, eq).trim();
-        const v = item.slice(eq + 1).trim();
-        if (k === 't') t = t === null ? v : 'duplicate';
-        else if (k === 'v1') sigs.push(v);
+      const candidates: Buffer[] = [];
+      for (let at = 0; at < header.length; ) {
+        let end = header.indexOf(',', at);
+        if (end < 0) end = header.length;
+        const eq = header.indexOf('=', at);
+        if (eq >= 0 && eq < end) {
+          const k = header.slice(at, eq).trim();
+          if (k === 't') t = t === null ? header.slice(eq + 1, end).trim() : 'duplicate';
+          else if (k === 'v1') {
+            const d = decode(header.slice(eq + 1, end), 'hex');
+            if (d !== null) candidates.push(d);
+          }
+        }
+        at = end + 1;
       }
       if (t === null || !DIGITS.test(t)) return refuse(name, 'invalid', 'malformed_timestamp');
-      return plan(`${t}.`, prefixed(sigs, '', 'hex'), Number(t) * 1000);
+      return plan(`${t}.`, candidates, Number(t) * 1000);
     }
     case 'github':
     case 'meta': {

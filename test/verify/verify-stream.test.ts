@@ -10,7 +10,7 @@ import { sign as githubSign } from '@octokit/webhooks-methods';
 import { Webhook } from 'standardwebhooks';
 import Stripe from 'stripe';
 import { parseVerifyScheme, secretKey, type VerifyScheme } from '../../src/policy/verify.js';
-import { hmacPads, secretFingerprint, startVerify, verifyStored } from '../../src/verify/verify-stream.js';
+import { hmacPads, secretFingerprint, startVerify, VerifyStream, verifyStored } from '../../src/verify/verify-stream.js';
 
 const NOW = Date.UTC(2026, 11, 5, 12, 0, 0);
 const NOW_S = Math.floor(NOW / 1000);
@@ -161,24 +161,53 @@ describe('every scheme verifies what its provider signs', () => {
 });
 
 describe('HMAC from prepared pads', () => {
-  it('equals createHmac for keys shorter than, equal to and longer than the 64-byte block, both algorithms, any chunking', () => {
+  // VerifyStream's own two paths (one chunk hashed at the end; several fed as they stream in)
+  // against createHmac, and against the same HMAC with one bit flipped.
+  const judge = (algorithm: 'sha256' | 'sha1', key: Buffer, prefix: Buffer, chunks: Buffer[], candidate: Buffer) => {
+    const plan = { scheme: 'test', algorithm, prefix, candidates: [candidate], timestampMs: null };
+    const stream = new VerifyStream(plan, [key]);
+    for (const c of chunks) stream.update(c);
+    return stream.finish(NOW, TOL).result;
+  };
+  it('equals createHmac for keys shorter than, equal to and longer than the 64-byte block, both algorithms, one chunk or many', () => {
     for (const algorithm of ['sha256', 'sha1'] as const) {
-      for (const keyLength of [0, 1, 20, 32, 63, 64, 65, 100, 200]) {
+      for (const keyLength of [1, 20, 32, 63, 64, 65, 100, 200]) {
         const key = randomBytes(keyLength);
-        for (const bodyLength of [0, 1, 64, 2048, 70_000]) {
+        // Large before small: the reused scratch must never leak a longer body's tail into a shorter one's HMAC.
+        for (const bodyLength of [70_000, 0, 1, 64, 2048, 65_536]) {
           const body = randomBytes(bodyLength);
           const prefix = Buffer.from('1700000000.', 'utf8');
           const expected = createHmac(algorithm, key).update(prefix).update(body).digest();
-          const pads = hmacPads(algorithm, key);
-          const inner = pads.inner.copy().update(prefix);
-          // Fed in uneven chunks, as a body streams in.
-          for (let at = 0; at < body.length; at += 1 + (at % 7) * 997) inner.update(body.subarray(at, at + 1 + (at % 7) * 997));
-          const got = pads.outer.copy().update(inner.digest()).digest();
-          assert.deepEqual(got, expected, `${algorithm}, key ${keyLength} B, body ${bodyLength} B`);
+          const wrong = Buffer.from(expected);
+          wrong[bodyLength % wrong.length]! ^= 1;
+          const uneven: Buffer[] = [];
+          for (let at = 0; at < body.length; at += 1 + (at % 7) * 997) uneven.push(body.subarray(at, at + 1 + (at % 7) * 997));
+          for (const [how, chunks] of [
+            ['one chunk', [body]],
+            ['uneven chunks', uneven],
+          ] as const) {
+            const label = `${algorithm}, key ${keyLength} B, body ${bodyLength} B, ${how}`;
+            assert.equal(judge(algorithm, key, prefix, [...chunks], expected), 'verified', label);
+            assert.equal(judge(algorithm, key, prefix, [...chunks], wrong), 'invalid', label);
+          }
         }
-        // The pads are prepared once per key buffer and reused, unchanged by use.
+        // The pads are prepared once per key buffer and reused.
         assert.equal(hmacPads(algorithm, key), hmacPads(algorithm, key));
       }
+    }
+  });
+  it('checks every key: a later key of several may be the one that matches', () => {
+    const body = randomBytes(2048);
+    const keys = [randomBytes(32), randomBytes(32), randomBytes(32)];
+    const prefix = Buffer.from('v0:1700000000:', 'utf8');
+    for (const k of keys) {
+      const candidate = createHmac('sha256', k).update(prefix).update(body).digest();
+      const stream = new VerifyStream(
+        { scheme: 'test', algorithm: 'sha256', prefix, candidates: [randomBytes(32), candidate], timestampMs: null },
+        keys,
+      );
+      stream.update(body);
+      assert.equal(stream.finish(NOW, TOL).result, 'verified');
     }
   });
 });
