@@ -3,10 +3,13 @@ import { createHmac } from 'node:crypto';
 import { describe, it } from 'node:test';
 import Stripe from 'stripe';
 import {
+  type BenchBucket,
   MAX_RATIO,
+  medianInterval,
   parseVerifyCostOptions,
   type RoundCpu,
   roundCpu,
+  roundOrder,
   schedstatNs,
   stripeSignature,
   summarizeCost,
@@ -39,24 +42,70 @@ describe('bench/verify-cost: pure parts', () => {
         ['12', 300],
       ],
     );
-    const r = roundCpu('stripe', 100, 10, d, 20);
-    assert.deepEqual(r, { bucket: 'stripe', requests: 100, mainNs: 30, totalNs: 43, statNs: 200_000 });
+    const r = roundCpu('stripe', 4, 100, 10, d, 20);
+    assert.deepEqual(r, { bucket: 'stripe', round: 4, requests: 100, mainNs: 30, totalNs: 43, statNs: 200_000 });
   });
 
-  it('the ratio is of medians over rounds, and the budget is on all threads', () => {
-    const r = (bucket: RoundCpu['bucket'], totalNs: number, mainNs = totalNs / 2): RoundCpu => ({
+  it('cycles through all six orders, so each bucket follows each other one equally often', () => {
+    const orders = Array.from({ length: 6 }, (_, i) => roundOrder(i).join(' '));
+    assert.equal(new Set(orders).size, 6);
+    assert.deepEqual(roundOrder(6), roundOrder(0));
+    const follows = new Map<string, number>();
+    for (let i = 0; i < 6; i++) {
+      const o = roundOrder(i);
+      for (let j = 1; j < o.length; j++) follows.set(`${o[j - 1]}>${o[j]}`, (follows.get(`${o[j - 1]}>${o[j]}`) ?? 0) + 1);
+    }
+    assert.deepEqual([...follows.values()], [2, 2, 2, 2, 2, 2]);
+  });
+
+  it('the median interval comes from order statistics of Binomial(n, 1/2)', () => {
+    const ints = (n: number) => Array.from({ length: n }, (_, i) => n - i); // n, n−1, …, 1: sorted inside
+    // n = 30: P(X ≤ 9) = 0.0214, P(X ≤ 10) = 0.0494, so the 10th smallest and 10th largest (95.7%).
+    const m30 = medianInterval(ints(30));
+    assert.deepEqual([m30.median, m30.low, m30.high, m30.n], [15.5, 10, 21, 30]);
+    assert.ok(Math.abs(m30.coverage - 0.9572) < 1e-4, String(m30.coverage));
+    // n = 9: the 2nd and 8th (P(X ≤ 1) = 10/512, coverage 96.1%); the 3rd and 7th would give 82%.
+    const m9 = medianInterval(ints(9));
+    assert.deepEqual([m9.median, m9.low, m9.high], [5, 2, 8]);
+    assert.ok(Math.abs(m9.coverage - (1 - 20 / 512)) < 1e-12);
+    // n = 5: even the whole range covers only 1 − 2/32 = 93.75%, and says so.
+    const m5 = medianInterval([3, 1, 2, 5, 4]);
+    assert.deepEqual([m5.median, m5.low, m5.high, m5.coverage], [3, 1, 5, 0.9375]);
+    assert.equal(medianInterval([]).n, 0);
+    assert.ok(Number.isNaN(medianInterval([]).median));
+  });
+
+  it('pairs buckets within a round, and judges the budget on the whole interval', () => {
+    const r = (bucket: BenchBucket, round: number, totalNs: number): RoundCpu => ({
       bucket,
+      round,
       requests: 1,
-      mainNs,
+      mainNs: totalNs / 2,
       totalNs,
       statNs: totalNs,
     });
-    const s = summarizeCost([r('plain', 100), r('stripe', 104), r('plain', 90), r('stripe', 150), r('plain', 110), r('stripe', 103)]);
-    assert.equal(s.plain.totalNs, 100);
-    assert.equal(s.stripe.totalNs, 104);
-    assert.equal(s.ratio.total, 1.04);
-    assert.equal(s.withinBudget, true);
-    assert.equal(summarizeCost([r('plain', 100), r('stripe', 100 * MAX_RATIO + 1)]).withinBudget, false);
+    // Rounds drift from 100 to 290 ns; within each, stripe is 1.02 × plain and control 1.00 ×.
+    const rounds: RoundCpu[] = [];
+    for (let i = 0; i < 20; i++) {
+      const base = 100 + i * 10;
+      rounds.push(r('plain', i, base), r('stripe', i, base * 1.02), r('control', i, base));
+    }
+    const s = summarizeCost(rounds);
+    assert.equal(s.paired.stripe.n, 20);
+    assert.ok(Math.abs(s.paired.stripe.median - 1.02) < 1e-9);
+    assert.ok(Math.abs(s.paired.control.median - 1) < 1e-9);
+    assert.equal(s.budget, 'met');
+    assert.equal(s.plain.totalNs, 195);
+    assert.ok(Math.abs(s.ratio.total - 1.02) < 1e-9);
+
+    // Every round over the budget: missed. Half over, half under: the interval straddles it.
+    const over = rounds.map((x) => (x.bucket === 'stripe' ? { ...x, totalNs: (x.totalNs / 1.02) * 1.08 } : x));
+    assert.equal(summarizeCost(over).budget, 'missed');
+    const mixed = rounds.map((x) => (x.bucket === 'stripe' ? { ...x, totalNs: (x.totalNs / 1.02) * (x.round % 2 ? 1.08 : 1.02) } : x));
+    assert.equal(summarizeCost(mixed).budget, 'not settled');
+    // A round missing its plain measurement gives no pair.
+    assert.equal(summarizeCost(rounds.filter((x) => !(x.round === 3 && x.bucket === 'plain'))).paired.stripe.n, 19);
+    assert.ok(MAX_RATIO === 1.05);
   });
 
   it("signs as Stripe's own library does", () => {
@@ -67,7 +116,7 @@ describe('bench/verify-cost: pure parts', () => {
   });
 
   it('options', () => {
-    assert.deepEqual(parseVerifyCostOptions([]), { rounds: 7, requests: 4000, json: false });
+    assert.deepEqual(parseVerifyCostOptions([]), { rounds: 30, requests: 2000, json: false });
     assert.deepEqual(parseVerifyCostOptions(['--rounds', '3', '--requests', '500', '--json']), { rounds: 3, requests: 500, json: true });
     assert.throws(() => parseVerifyCostOptions(['--rounds', '0']), /--rounds/);
   });
