@@ -116,7 +116,7 @@ describe('bench/verify-cost: pure parts', () => {
   });
 
   it('options', () => {
-    assert.deepEqual(parseVerifyCostOptions([]), { rounds: 30, requests: 2000, json: false });
+    assert.deepEqual(parseVerifyCostOptions([]), { rounds: 100, requests: 2000, json: false });
     assert.deepEqual(parseVerifyCostOptions(['--rounds', '3', '--requests', '500', '--json']), { rounds: 3, requests: 500, json: true });
     assert.throws(() => parseVerifyCostOptions(['--rounds', '0']), /--rounds/);
   });
