@@ -5,6 +5,7 @@
  *
  *   npm run bench:verify                         # 100 rounds of 2000 requests per bucket (about 3 min)
  *   npm run bench:verify -- --rounds 3 --requests 500    # a quick smoke run
+ *   npm run bench:verify -- --destination https://consumer.example/hook   # each request also writes a delivery row
  *   npm run bench:verify -- --json > out.json    # report on stderr, JSON on stdout
  *
  * Why CPU and not wall clock: on a shared 2-core machine throughput ratios move by more than the
@@ -82,14 +83,29 @@ const CLI_BIN = resolve(here, '../src/cli/bin.js');
 export interface VerifyCostOptions {
   rounds: number;
   requests: number;
+  /** Every bucket's destination (never contacted: serve runs with --no-worker), so each request also writes its delivery row; null: none. */
+  destination: string | null;
   json: boolean;
 }
 
 export function parseVerifyCostOptions(argv: string[]): VerifyCostOptions {
-  const v = parseFlags(argv, { rounds: { type: 'string' }, requests: { type: 'string' }, json: { type: 'boolean', default: false } });
+  const v = parseFlags(argv, {
+    rounds: { type: 'string' },
+    requests: { type: 'string' },
+    destination: { type: 'string' },
+    json: { type: 'boolean', default: false },
+  });
+  let destination: string | null = null;
+  if (v.destination !== undefined) {
+    if (!URL.canParse(v.destination) || !/^https?:$/.test(new URL(v.destination).protocol)) {
+      throw new Error(`--destination must be an http(s) URL, got ${JSON.stringify(v.destination)}`);
+    }
+    destination = v.destination;
+  }
   return {
     rounds: intOption('--rounds', v.rounds, 100, 1, 1000),
     requests: intOption('--requests', v.requests, 2000, 100, 1_000_000),
+    destination,
     json: v.json === true,
   };
 }
@@ -280,7 +296,7 @@ async function drive(
 async function main(): Promise<number> {
   const opts = optionsOrUsage(
     () => parseVerifyCostOptions(process.argv.slice(2)),
-    'node dist/bench/verify-cost.js [--rounds <n>] [--requests <n per round>] [--json]',
+    'node dist/bench/verify-cost.js [--rounds <n>] [--requests <n per round>] [--destination <url>] [--json]',
   );
   if (!opts) return 2;
   const sigint = abortOnSigint();
@@ -292,13 +308,15 @@ async function main(): Promise<number> {
   let pool: Pool | undefined;
   try {
     // The CLI makes the database (and migrates it); the verifying bucket is made through the store.
-    await cli(dbPath, tmp, ['bucket', 'create', 'plain']);
-    await cli(dbPath, tmp, ['bucket', 'create', 'control']);
-    await cli(dbPath, tmp, ['bucket', 'create', LAST_BUCKET]);
+    const to = opts.destination === null ? [] : ['--destination', opts.destination];
+    await cli(dbPath, tmp, ['bucket', 'create', 'plain', ...to]);
+    await cli(dbPath, tmp, ['bucket', 'create', 'control', ...to]);
+    await cli(dbPath, tmp, ['bucket', 'create', LAST_BUCKET, ...to]);
     const store = await SqliteStore.open({ path: dbPath, durability: 'full', busyTimeoutMs: 5000, clock: systemClock });
     try {
       await store.createBucket({
         name: 'stripe',
+        destination: opts.destination,
         provider: { verify: { scheme: parseVerifyScheme('stripe'), secrets: [SECRET], toleranceMs: 5 * 60_000, onInvalid: 'reject' } },
       });
     } finally {
@@ -362,7 +380,7 @@ async function main(): Promise<number> {
     const interval = (m: MedianInterval) =>
       `${fixed(m.median, 3)} (${Math.round(m.coverage * 100)}% interval ${fixed(m.low, 3)} to ${fixed(m.high, 3)})`;
     const lines = [
-      `verification CPU cost: ${opts.rounds} rounds of ${opts.requests} requests per bucket, 2 KiB JSON bodies, ${CONNECTIONS} connections`,
+      `verification CPU cost: ${opts.rounds} rounds of ${opts.requests} requests per bucket, 2 KiB JSON bodies, ${CONNECTIONS} connections, ${opts.destination === null ? 'no destination' : `destination ${opts.destination} (not contacted)`}`,
       `(µs of serve CPU per request; ${os.cpus().length} CPUs, load ${os
         .loadavg()
         .map((l) => l.toFixed(2))

@@ -116,8 +116,16 @@ describe('bench/verify-cost: pure parts', () => {
   });
 
   it('options', () => {
-    assert.deepEqual(parseVerifyCostOptions([]), { rounds: 100, requests: 2000, json: false });
-    assert.deepEqual(parseVerifyCostOptions(['--rounds', '3', '--requests', '500', '--json']), { rounds: 3, requests: 500, json: true });
+    assert.deepEqual(parseVerifyCostOptions([]), { rounds: 100, requests: 2000, destination: null, json: false });
+    assert.deepEqual(parseVerifyCostOptions(['--rounds', '3', '--requests', '500', '--json']), {
+      rounds: 3,
+      requests: 500,
+      destination: null,
+      json: true,
+    });
+    assert.equal(parseVerifyCostOptions(['--destination', 'https://consumer.example/hook']).destination, 'https://consumer.example/hook');
+    assert.throws(() => parseVerifyCostOptions(['--destination', 'consumer.example']), /--destination/);
+    assert.throws(() => parseVerifyCostOptions(['--destination', 'ftp://consumer.example/']), /--destination/);
     assert.throws(() => parseVerifyCostOptions(['--rounds', '0']), /--rounds/);
   });
 });
