@@ -132,16 +132,14 @@ export function headerValues(rawHeaders: readonly string[], name: string): strin
 }
 
 const DIGITS = /^\d{1,15}$/;
+const HEX = /^[0-9a-fA-F]+$/;
 
 function decode(value: string, encoding: SignatureEncoding): Buffer | null {
   const v = value.trim();
   if (v.length === 0) return null;
-  if (encoding === 'hex') {
-    // Buffer.from stops at the first character that is not hex, so only a value made wholly of
-    // hex pairs decodes to half its length (the same rule as /^[0-9a-fA-F]+$/ with an even length).
-    const bytes = Buffer.from(v, 'hex');
-    return bytes.length * 2 === v.length ? bytes : null;
-  }
+  // The regex, not Buffer.from's own stop at a non-hex character: Node reads only the low byte of
+  // each UTF-16 unit there, so 'š' (U+0161) would decode as 'a'.
+  if (encoding === 'hex') return HEX.test(v) && v.length % 2 === 0 ? Buffer.from(v, 'hex') : null;
   return BASE64.test(v) && v.length % 4 === 0 ? Buffer.from(v, 'base64') : null;
 }
 
@@ -190,11 +188,17 @@ export function planVerify(scheme: VerifyScheme, rawHeaders: readonly string[]):
       const header = values.length === 1 ? values[0]! : values.join(',');
       let t: string | null = null;
       const candidates: Buffer[] = [];
+      // `eq` only moves forward (searched again only once an item has passed it), so a header of
+      // many items without `=` is read in linear time, not rescanned to its end for each item.
+      let eq = -1;
       for (let at = 0; at < header.length; ) {
         let end = header.indexOf(',', at);
         if (end < 0) end = header.length;
-        const eq = header.indexOf('=', at);
-        if (eq >= 0 && eq < end) {
+        if (eq < at) {
+          eq = header.indexOf('=', at);
+          if (eq < 0) eq = header.length;
+        }
+        if (eq < end) {
           const k = header.slice(at, eq).trim();
           if (k === 't') t = t === null ? header.slice(eq + 1, end).trim() : 'duplicate';
           else if (k === 'v1') {

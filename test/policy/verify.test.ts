@@ -100,6 +100,20 @@ describe('planVerify reads the headers each scheme signs with', () => {
       verdict: ['invalid', 'malformed_signature_header'],
     },
     {
+      name: 'stripe, 60,000 items without = before the real ones (read once, not rescanned per item)',
+      scheme: 'stripe',
+      headers: ['Stripe-Signature', `${','.repeat(30_000)}${'x,'.repeat(15_000)}t=1700000000,v1=${hex32}`],
+      prefix: '1700000000.',
+      candidates: 1,
+      timestampMs: 1_700_000_000_000,
+    },
+    {
+      name: 'stripe, 60,000 commas and no =',
+      scheme: 'stripe',
+      headers: ['Stripe-Signature', ','.repeat(60_000)],
+      verdict: ['invalid', 'malformed_timestamp'],
+    },
+    {
       name: 'stripe without the header',
       scheme: 'stripe',
       headers: ['Content-Type', 'application/json'],
@@ -152,6 +166,12 @@ describe('planVerify reads the headers each scheme signs with', () => {
       name: 'github, a space inside the hex',
       scheme: 'github',
       headers: ['x-hub-signature-256', `sha256=${hex32.slice(0, 32)} ${hex32.slice(32)}`],
+      verdict: ['invalid', 'malformed_signature_header'],
+    },
+    {
+      name: 'github, a character above U+00FF whose low byte is a hex digit',
+      scheme: 'github',
+      headers: ['x-hub-signature-256', `sha256=\u0161${hex32.slice(1)}`],
       verdict: ['invalid', 'malformed_signature_header'],
     },
     {

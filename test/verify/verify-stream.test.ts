@@ -171,10 +171,11 @@ describe('HMAC from prepared pads', () => {
   };
   it('equals createHmac for keys shorter than, equal to and longer than the 64-byte block, both algorithms, one chunk or many', () => {
     for (const algorithm of ['sha256', 'sha1'] as const) {
-      for (const keyLength of [1, 20, 32, 63, 64, 65, 100, 200]) {
+      for (const keyLength of [0, 1, 20, 32, 63, 64, 65, 100, 200]) {
         const key = randomBytes(keyLength);
-        // Large before small: the reused scratch must never leak a longer body's tail into a shorter one's HMAC.
-        for (const bodyLength of [70_000, 0, 1, 64, 2048, 65_536]) {
+        // 70,000 bytes stream in; the rest are one chunk each, largest first, so the reused scratch
+        // would leak a longer body's tail into a shorter one's HMAC if it were hashed past the body.
+        for (const bodyLength of [70_000, 65_536, 2048, 64, 1, 0]) {
           const body = randomBytes(bodyLength);
           const prefix = Buffer.from('1700000000.', 'utf8');
           const expected = createHmac(algorithm, key).update(prefix).update(body).digest();
@@ -202,12 +203,16 @@ describe('HMAC from prepared pads', () => {
     const prefix = Buffer.from('v0:1700000000:', 'utf8');
     for (const k of keys) {
       const candidate = createHmac('sha256', k).update(prefix).update(body).digest();
-      const stream = new VerifyStream(
-        { scheme: 'test', algorithm: 'sha256', prefix, candidates: [randomBytes(32), candidate], timestampMs: null },
-        keys,
-      );
-      stream.update(body);
-      assert.equal(stream.finish(NOW, TOL).result, 'verified');
+      // One chunk (hashed at the end) and two (streamed): each key's digest is compared before the next one's is made.
+      for (const chunks of [[body], [body.subarray(0, 1000), body.subarray(1000)]]) {
+        const plan = { scheme: 'test', algorithm: 'sha256' as const, prefix, candidates: [randomBytes(32), candidate], timestampMs: null };
+        const stream = new VerifyStream(plan, keys);
+        for (const c of chunks) stream.update(c);
+        assert.equal(stream.finish(NOW, TOL).result, 'verified', `key ${keys.indexOf(k)}, ${chunks.length} chunk(s)`);
+        const wrong = new VerifyStream({ ...plan, candidates: [randomBytes(32)] }, keys);
+        for (const c of chunks) wrong.update(c);
+        assert.equal(wrong.finish(NOW, TOL).result, 'invalid');
+      }
     }
   });
 });
