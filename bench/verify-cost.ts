@@ -18,8 +18,9 @@
  *
  * What runs: the real CLI binary (`serve --no-worker --no-admin`, durability full) on a fresh
  * SQLite file, three buckets, by default without a destination (so the store's share, and with
- * it the denominator, is as small as it gets; `--destination` gives each one): `plain` (no verification), `stripe` (`--verify stripe`,
- * `--on-invalid reject`, so every 2xx is a verified request) and `control`, a twin of `plain`.
+ * it the denominator, is as small as it gets; `--destination` gives each one): `plain` (no
+ * verification), `stripe` (`--verify stripe`, `--on-invalid reject`, so every 2xx is a verified
+ * request) and `control`, a twin of `plain`.
  * Every request carries the same headers (a valid Stripe-Signature included) and the same 2 KiB
  * JSON body; only the bucket differs. The load: this process, undici with 8 connections kept alive
  * and 8 requests in flight.
@@ -28,8 +29,8 @@
  * in turn (roundOrder); one unmeasured warm-up round comes first. A bucket's cost moves a lot from
  * one round to the next (WAL checkpoints, garbage collection, the writer's batch sizes), and it
  * drifts over a run, so each round gives its own ratio, stripe / plain, from two measurements a
- * second or two apart, and the figure is the median of those paired ratios, with an interval of at least 95%
- * for that median from order statistics (no assumption about the distribution). `control` / plain
+ * second or two apart, and the figure is the median of those paired ratios, with an interval of
+ * at least 95% for that median from order statistics (no assumption about the distribution). `control` / plain
  * is read the same way: an A/A check of the harness, whose interval shows the noise the stripe
  * figure carries. The budget counts as met when the whole interval is at or under it, missed when
  * the whole interval is over it, and not settled otherwise. Per-round ratios spread by about ±10%
@@ -135,9 +136,8 @@ export type BenchBucket = (typeof BENCH_BUCKETS)[number];
 /**
  * Round `index`'s order: the six orders of the three buckets in turn: over each six rounds, each
  * bucket goes first, second and last equally often, and within a round it follows each other
- * bucket equally often. What a round leaves
- * behind (garbage to collect, a WAL to checkpoint) lands in the next measurement; with one fixed
- * cycle it would always land on the same bucket.
+ * bucket equally often. What a round leaves behind (garbage to collect, a WAL to checkpoint) lands
+ * in the next measurement; with one fixed cycle it would always land on the same bucket.
  */
 export function roundOrder(index: number): BenchBucket[] {
   return [...ORDERS[index % ORDERS.length]!];

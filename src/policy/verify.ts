@@ -172,10 +172,11 @@ function oneTimestamp(rawHeaders: readonly string[], name: string): string | nul
  */
 export function planVerify(scheme: VerifyScheme, rawHeaders: readonly string[]): Planned {
   const name = schemeText(scheme);
+  const algorithm = schemeAlgorithm(scheme);
   const plan = (prefix: string, candidates: Buffer[], timestampMs: number | null): Planned =>
     candidates.length === 0
       ? refuse(name, 'invalid', 'malformed_signature_header')
-      : { plan: { scheme: name, algorithm: schemeAlgorithm(scheme), prefix: Buffer.from(prefix, 'utf8'), candidates, timestampMs } };
+      : { plan: { scheme: name, algorithm, prefix: Buffer.from(prefix, 'utf8'), candidates, timestampMs } };
   const need = (header: string): string[] | null => {
     const v = headerValues(rawHeaders, header);
     return v.length === 0 ? null : v;

@@ -56,16 +56,19 @@ export function hmacPads(algorithm: HmacAlgorithm, key: Buffer): HmacPads {
  * Why the one-chunk path is written the way it is. Node 20 allocates a new ArrayBuffer for every
  * Buffer a hash returns and for every 8 KiB pool slab `Buffer.allocUnsafe` draws from; on this
  * machine each costs about 1 µs and more work for the GC, more than hashing 2 KiB does (measured
- * in a loop: `hash(…, 'buffer')` of 96 bytes 1,420 ns, of the same bytes as a `'binary'` (latin1) string
- * 239 ns). So the HMAC's input is assembled in a reused scratch buffer, each hash returns a 'binary' (latin1)
- * string (one char per byte, so `write(…, 'binary')` puts the exact bytes back), and the digest
- * lands in a reused buffer per algorithm. All of it is synchronous on the one event loop: no two
- * checks use the scratch at once, and nothing keeps a reference to it.
+ * in a loop: `hash(…, 'buffer')` of 96 bytes 1,420 ns, of the same bytes as a 'binary' (latin1)
+ * string 239 ns). So the HMAC's input is assembled in a reused scratch buffer, each hash returns a
+ * 'binary' string (one char per byte, so `write(…, 'binary')` puts the exact bytes back), and the
+ * digest lands in a reused buffer per algorithm. All of it is synchronous on the one event loop:
+ * no two checks use the scratch at once, and nothing keeps a reference to it.
  */
 let scratch = Buffer.allocUnsafeSlow(4 * 1024);
-const digestScratch: Record<HmacAlgorithm, Buffer> = { sha256: Buffer.alloc(32), sha1: Buffer.alloc(20) };
+const digestScratch: Record<HmacAlgorithm, Buffer> = {
+  sha256: Buffer.alloc(DIGEST_BYTES.sha256),
+  sha1: Buffer.alloc(DIGEST_BYTES.sha1),
+};
 
-/** `H(key ⊕ opad ‖ inner)` into the algorithm's digest scratch, `inner` being the inner digest as a 'binary' (latin1) string. */
+/** `H(key ⊕ opad ‖ inner)` into the algorithm's digest scratch; `inner` is the inner digest as a 'binary' string. */
 function outerDigest(algorithm: HmacAlgorithm, pads: HmacPads, inner: string): Buffer {
   pads.outerInput.write(inner, HMAC_BLOCK_BYTES, 'binary');
   const out = digestScratch[algorithm];
