@@ -111,10 +111,19 @@ export function secretKey(scheme: VerifyScheme, secret: string): Buffer {
 export interface VerifyPlan {
   scheme: string;
   algorithm: HmacAlgorithm;
-  /** Bytes signed before the body (`<t>.` for Stripe); empty for body-only schemes. */
-  prefix: Buffer;
-  /** The signatures the request carries, decoded to bytes; any one matching passes. */
-  candidates: Buffer[];
+  /**
+   * The bytes signed before the body (`<t>.` for Stripe; empty for body-only schemes), as a byte
+   * string: one char per byte, so the edge writes it as latin1. It is made of header values, which
+   * arrive that way (Node reads header bytes as latin1), so it goes into the HMAC as the sender's
+   * bytes.
+   */
+  prefix: string;
+  /**
+   * The signatures the request carries, trimmed (hex also lower-cased), each checked to be
+   * well-formed in `encoding`; any one matching passes.
+   */
+  candidates: string[];
+  encoding: SignatureEncoding;
   /** The signed timestamp, when the scheme has one and applies a tolerance to it. */
   timestampMs: number | null;
 }
@@ -134,13 +143,15 @@ export function headerValues(rawHeaders: readonly string[], name: string): strin
 const DIGITS = /^\d{1,15}$/;
 const HEX = /^[0-9a-fA-F]+$/;
 
-function decode(value: string, encoding: SignatureEncoding): Buffer | null {
+/** The value, trimmed, when it is well-formed `encoding` (non-empty); otherwise null. */
+function wellFormed(value: string, encoding: SignatureEncoding): string | null {
   const v = value.trim();
   if (v.length === 0) return null;
-  // The regex, not Buffer.from's own stop at a non-hex character: Node reads only the low byte of
-  // each UTF-16 unit there, so 'š' (U+0161) would decode as 'a'.
-  if (encoding === 'hex') return HEX.test(v) && v.length % 2 === 0 ? Buffer.from(v, 'hex') : null;
-  return BASE64.test(v) && v.length % 4 === 0 ? Buffer.from(v, 'base64') : null;
+  // The regex, not Buffer's own stop at a non-hex character: Node reads only the low byte of each
+  // UTF-16 unit there, so 'š' (U+0161) would decode as 'a'.
+  // Hex in lower case: one spelling per byte string, so the edge compares it as text.
+  if (encoding === 'hex') return HEX.test(v) && v.length % 2 === 0 ? v.toLowerCase() : null;
+  return BASE64.test(v) && v.length % 4 === 0 ? v : null;
 }
 
 type Planned = { plan: VerifyPlan } | { verdict: VerifyVerdict };
@@ -148,15 +159,34 @@ type Planned = { plan: VerifyPlan } | { verdict: VerifyVerdict };
 const refuse = (scheme: string, result: 'missing' | 'invalid', reason: string): Planned => ({ verdict: { scheme, result, reason } });
 
 /** Candidates from header values of the form `<prefix><encoded>`; values without the prefix are ignored. */
-function prefixed(values: readonly string[], prefix: string, encoding: SignatureEncoding): Buffer[] {
-  const out: Buffer[] = [];
+function prefixed(values: readonly string[], prefix: string, encoding: SignatureEncoding): string[] {
+  const out: string[] = [];
   for (const v of values) {
     const t = v.trim();
     if (!t.startsWith(prefix)) continue;
-    const d = decode(t.slice(prefix.length), encoding);
+    const d = wellFormed(t.slice(prefix.length), encoding);
     if (d !== null) out.push(d);
   }
   return out;
+}
+
+/** A plan, or `malformed_signature_header` when no candidate was well-formed. */
+function planned(
+  scheme: string,
+  algorithm: HmacAlgorithm,
+  prefix: string,
+  candidates: string[],
+  encoding: SignatureEncoding,
+  timestampMs: number | null,
+): Planned {
+  if (candidates.length === 0) return refuse(scheme, 'invalid', 'malformed_signature_header');
+  return { plan: { scheme, algorithm, prefix, candidates, encoding, timestampMs } };
+}
+
+/** Every value of the header, or null when there is none. */
+function present(rawHeaders: readonly string[], name: string): string[] | null {
+  const v = headerValues(rawHeaders, name);
+  return v.length === 0 ? null : v;
 }
 
 function oneTimestamp(rawHeaders: readonly string[], name: string): string | null | 'malformed' {
@@ -173,22 +203,14 @@ function oneTimestamp(rawHeaders: readonly string[], name: string): string | nul
 export function planVerify(scheme: VerifyScheme, rawHeaders: readonly string[]): Planned {
   const name = schemeText(scheme);
   const algorithm = schemeAlgorithm(scheme);
-  const plan = (prefix: string, candidates: Buffer[], timestampMs: number | null): Planned =>
-    candidates.length === 0
-      ? refuse(name, 'invalid', 'malformed_signature_header')
-      : { plan: { scheme: name, algorithm, prefix: Buffer.from(prefix, 'utf8'), candidates, timestampMs } };
-  const need = (header: string): string[] | null => {
-    const v = headerValues(rawHeaders, header);
-    return v.length === 0 ? null : v;
-  };
   switch (scheme.kind) {
     case 'stripe': {
-      const values = need('stripe-signature');
+      const values = present(rawHeaders, 'stripe-signature');
       if (values === null) return refuse(name, 'missing', 'no_signature_header');
       // `k=v` items separated by commas, read in place (this runs for every request into the bucket).
       const header = values.length === 1 ? values[0]! : values.join(',');
       let t: string | null = null;
-      const candidates: Buffer[] = [];
+      const candidates: string[] = [];
       // `eq` only moves forward (searched again only once an item has passed it), so a header of
       // many items without `=` is read in linear time, not rescanned to its end for each item.
       let eq = -1;
@@ -203,39 +225,46 @@ export function planVerify(scheme: VerifyScheme, rawHeaders: readonly string[]):
           const k = header.slice(at, eq).trim();
           if (k === 't') t = t === null ? header.slice(eq + 1, end).trim() : 'duplicate';
           else if (k === 'v1') {
-            const d = decode(header.slice(eq + 1, end), 'hex');
+            const d = wellFormed(header.slice(eq + 1, end), 'hex');
             if (d !== null) candidates.push(d);
           }
         }
         at = end + 1;
       }
       if (t === null || !DIGITS.test(t)) return refuse(name, 'invalid', 'malformed_timestamp');
-      return plan(`${t}.`, candidates, Number(t) * 1000);
+      return planned(name, algorithm, `${t}.`, candidates, 'hex', Number(t) * 1000);
     }
     case 'github':
     case 'meta': {
-      const values = need('x-hub-signature-256');
+      const values = present(rawHeaders, 'x-hub-signature-256');
       if (values === null) return refuse(name, 'missing', 'no_signature_header');
-      return plan('', prefixed(values, 'sha256=', 'hex'), null);
+      return planned(name, algorithm, '', prefixed(values, 'sha256=', 'hex'), 'hex', null);
     }
     case 'shopify': {
-      const values = need('x-shopify-hmac-sha256');
+      const values = present(rawHeaders, 'x-shopify-hmac-sha256');
       if (values === null) return refuse(name, 'missing', 'no_signature_header');
-      return plan('', prefixed(values, '', 'base64'), null);
+      return planned(name, algorithm, '', prefixed(values, '', 'base64'), 'base64', null);
     }
     case 'slack':
     case 'zoom': {
       const [sigHeader, tsHeader] =
         scheme.kind === 'slack' ? ['x-slack-signature', 'x-slack-request-timestamp'] : ['x-zm-signature', 'x-zm-request-timestamp'];
-      const values = need(sigHeader);
+      const values = present(rawHeaders, sigHeader);
       if (values === null) return refuse(name, 'missing', 'no_signature_header');
       const ts = oneTimestamp(rawHeaders, tsHeader);
       if (ts === null) return refuse(name, 'missing', 'no_timestamp_header');
       if (ts === 'malformed') return refuse(name, 'invalid', 'malformed_timestamp');
-      return plan(`v0:${ts}:`, prefixed(values, 'v0=', 'hex'), scheme.kind === 'slack' ? Number(ts) * 1000 : null);
+      return planned(
+        name,
+        algorithm,
+        `v0:${ts}:`,
+        prefixed(values, 'v0=', 'hex'),
+        'hex',
+        scheme.kind === 'slack' ? Number(ts) * 1000 : null,
+      );
     }
     case 'standard': {
-      const values = need('webhook-signature');
+      const values = present(rawHeaders, 'webhook-signature');
       if (values === null) return refuse(name, 'missing', 'no_signature_header');
       const ids = headerValues(rawHeaders, 'webhook-id');
       if (ids.length === 0) return refuse(name, 'missing', 'no_id_header');
@@ -244,22 +273,23 @@ export function planVerify(scheme: VerifyScheme, rawHeaders: readonly string[]):
       if (ts === null) return refuse(name, 'missing', 'no_timestamp_header');
       if (ts === 'malformed') return refuse(name, 'invalid', 'malformed_timestamp');
       const sigs = values.join(' ').split(' ');
-      return plan(`${ids[0]!}.${ts}.`, prefixed(sigs, 'v1,', 'base64'), Number(ts) * 1000);
+      // The id is a header value, so already the sender's bytes (see VerifyPlan.prefix).
+      return planned(name, algorithm, `${ids[0]!}.${ts}.`, prefixed(sigs, 'v1,', 'base64'), 'base64', Number(ts) * 1000);
     }
     case 'dropbox': {
-      const values = need('x-dropbox-signature');
+      const values = present(rawHeaders, 'x-dropbox-signature');
       if (values === null) return refuse(name, 'missing', 'no_signature_header');
-      return plan('', prefixed(values, '', 'hex'), null);
+      return planned(name, algorithm, '', prefixed(values, '', 'hex'), 'hex', null);
     }
     case 'twitter': {
-      const values = need('x-twitter-webhooks-signature');
+      const values = present(rawHeaders, 'x-twitter-webhooks-signature');
       if (values === null) return refuse(name, 'missing', 'no_signature_header');
-      return plan('', prefixed(values, 'sha256=', 'base64'), null);
+      return planned(name, algorithm, '', prefixed(values, 'sha256=', 'base64'), 'base64', null);
     }
     case 'hmac': {
-      const values = need(scheme.header);
+      const values = present(rawHeaders, scheme.header);
       if (values === null) return refuse(name, 'missing', 'no_signature_header');
-      return plan('', prefixed(values, scheme.prefix, scheme.encoding), null);
+      return planned(name, algorithm, '', prefixed(values, scheme.prefix, scheme.encoding), scheme.encoding, null);
     }
   }
 }

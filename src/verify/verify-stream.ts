@@ -2,11 +2,20 @@
  * The HMAC half of sender verification (the headers and the verdict are policy/verify.ts): one
  * HMAC per secret over the scheme's prefix and the body. A body of one chunk is hashed when it
  * ends; a longer one chunk by chunk as it streams in, so a 100 MiB body is never hashed in one
- * piece at the end (see VerifyStream). The comparison is constant-time
- * (`crypto.timingSafeEqual`) against every candidate the request carries, with no early exit.
+ * piece at the end (see VerifyStream). Every candidate the request carries is compared, with no
+ * early exit: hex ones as text in a constant-time loop (sameText), base64 ones as bytes with
+ * `crypto.timingSafeEqual`.
  */
 import { createHash, type Hash, hash, timingSafeEqual } from 'node:crypto';
-import { type HmacAlgorithm, judgeVerify, planVerify, type VerifyPlan, type VerifyScheme, type VerifyVerdict } from '../policy/verify.js';
+import {
+  type HmacAlgorithm,
+  judgeVerify,
+  planVerify,
+  type SignatureEncoding,
+  type VerifyPlan,
+  type VerifyScheme,
+  type VerifyVerdict,
+} from '../policy/verify.js';
 
 /** SHA-1's and SHA-256's block size: the HMAC pads are one block (RFC 2104). */
 const HMAC_BLOCK_BYTES = 64;
@@ -57,33 +66,81 @@ export function hmacPads(algorithm: HmacAlgorithm, key: Buffer): HmacPads {
  * Buffer a hash returns and for every 8 KiB pool slab `Buffer.allocUnsafe` draws from; on this
  * machine each costs about 1 µs and more work for the GC, more than hashing 2 KiB does (measured
  * in a loop: `hash(…, 'buffer')` of 96 bytes 1,420 ns, of the same bytes as a 'binary' (latin1)
- * string 239 ns). So the HMAC's input is assembled in a reused scratch buffer, each hash returns a
- * 'binary' string (one char per byte, so `write(…, 'binary')` puts the exact bytes back), and the
- * digest lands in a reused buffer per algorithm. All of it is synchronous on the one event loop:
- * no two checks use the scratch at once, and nothing keeps a reference to it.
+ * string 239 ns). So the HMAC's input is assembled in a reused scratch buffer, the inner hash
+ * returns a 'binary' string (one char per byte, so `write(…, 'binary')` puts the exact bytes
+ * back), and the outer one returns text to compare. Inside serve each call into Node's C++ costs
+ * about as much again as the work it does (its code is cold between requests), so the path makes
+ * as few as it can: a hex signature is compared as text, with no decoding (see finish). All of it
+ * is synchronous on the one event loop: no two checks use the scratch at once, and nothing keeps
+ * a reference to it.
  */
 let scratch = Buffer.allocUnsafeSlow(4 * 1024);
+/** Whose `key ⊕ ipad` the scratch's first block holds: the same key's next check leaves it there. */
+let scratchPads: HmacPads | null = null;
+/** A prefix up to this long is copied char by char: cheaper than a call into C++ for the few bytes most schemes sign first. */
+const PREFIX_LOOP_MAX = 64;
 const digestScratch: Record<HmacAlgorithm, Buffer> = {
   sha256: Buffer.alloc(DIGEST_BYTES.sha256),
   sha1: Buffer.alloc(DIGEST_BYTES.sha1),
 };
 
-/** `H(key ⊕ opad ‖ inner)` into the algorithm's digest scratch; `inner` is the inner digest as a 'binary' string. */
-function outerDigest(algorithm: HmacAlgorithm, pads: HmacPads, inner: string): Buffer {
+/** `H(key ⊕ opad ‖ inner)` as `encoding` text; `inner` is the inner digest as a 'binary' string. */
+function outerHash(algorithm: HmacAlgorithm, pads: HmacPads, inner: string, encoding: 'hex' | 'binary'): string {
   pads.outerInput.write(inner, HMAC_BLOCK_BYTES, 'binary');
-  const out = digestScratch[algorithm];
-  out.write(hash(algorithm, pads.outerInput, 'binary'), 0, 'binary');
-  return out;
+  return hash(algorithm, pads.outerInput, encoding);
 }
 
-/** `H(opad ‖ H(ipad ‖ prefix ‖ body))` in two one-shot hashes, for a body held in one piece; valid until the next call. */
-function oneShotHmac(algorithm: HmacAlgorithm, pads: HmacPads, prefix: Buffer, body: Uint8Array): Buffer {
+/** `H(key ⊕ ipad ‖ prefix ‖ body)` as a 'binary' string, in one one-shot hash, for a body held in one piece. */
+function oneShotInner(algorithm: HmacAlgorithm, pads: HmacPads, prefix: string, body: Uint8Array): string {
+  // The prefix is a byte string (VerifyPlan.prefix): as many bytes as chars.
   const length = HMAC_BLOCK_BYTES + prefix.length + body.length;
-  if (scratch.length < length) scratch = Buffer.allocUnsafeSlow(length);
-  pads.ipad.copy(scratch, 0);
-  prefix.copy(scratch, HMAC_BLOCK_BYTES);
+  if (scratch.length < length) {
+    scratch = Buffer.allocUnsafeSlow(length);
+    scratchPads = null;
+  }
+  if (scratchPads !== pads) {
+    scratch.set(pads.ipad, 0);
+    scratchPads = pads;
+  }
+  if (prefix.length <= PREFIX_LOOP_MAX) {
+    for (let i = 0; i < prefix.length; i++) scratch[HMAC_BLOCK_BYTES + i] = prefix.charCodeAt(i);
+  } else scratch.write(prefix, HMAC_BLOCK_BYTES, 'latin1');
   scratch.set(body, HMAC_BLOCK_BYTES + prefix.length);
-  return outerDigest(algorithm, pads, hash(algorithm, scratch.subarray(0, length), 'binary'));
+  return hash(algorithm, new Uint8Array(scratch.buffer, scratch.byteOffset, length), 'binary');
+}
+
+/**
+ * Equal texts, compared without an early exit once the lengths agree (a digest's length is public:
+ * it is the algorithm's). The same loop as Stripe's own Node library uses for its signatures.
+ */
+export function sameText(a: string, b: string): boolean {
+  if (a.length !== b.length) return false;
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) diff |= a.charCodeAt(i) ^ b.charCodeAt(i);
+  return diff === 0;
+}
+
+/**
+ * Reused buffers base64 candidates are decoded into, one per candidate of the digest's length (a
+ * request carries one or two); kept like the scratch above, so decoding allocates nothing.
+ */
+const candidateSlots: Record<HmacAlgorithm, Buffer[]> = { sha256: [], sha1: [] };
+
+/**
+ * Decodes the candidates that are as long as the algorithm's digest (no other can match) into
+ * their slots; returns how many. Valid until the next call.
+ */
+function decodeCandidates(algorithm: HmacAlgorithm, candidates: readonly string[], encoding: SignatureEncoding): number {
+  const size = DIGEST_BYTES[algorithm];
+  const slots = candidateSlots[algorithm];
+  let n = 0;
+  for (const c of candidates) {
+    // Well-formed (planVerify checked), so its decoded length is exact.
+    if (Buffer.byteLength(c, encoding) !== size) continue;
+    if (n === slots.length) slots.push(Buffer.alloc(size));
+    slots[n++]!.write(c, 0, encoding);
+  }
+  return n;
 }
 
 /**
@@ -116,7 +173,7 @@ export class VerifyStream {
       const first = this.#first;
       this.#first = null;
       this.#streaming = this.#keys.map((k) => {
-        const inner = hmacPads(this.#plan.algorithm, k).inner.copy().update(this.#plan.prefix);
+        const inner = hmacPads(this.#plan.algorithm, k).inner.copy().update(this.#plan.prefix, 'latin1');
         if (first !== null) inner.update(first);
         return inner;
       });
@@ -126,19 +183,26 @@ export class VerifyStream {
 
   /** The verdict; `nowMs` is the arrival time the tolerance is measured from. */
   finish(nowMs: number, toleranceMs: number): VerifyVerdict {
-    const { algorithm, prefix, candidates } = this.#plan;
+    const { algorithm, prefix, candidates, encoding } = this.#plan;
     const streaming = this.#streaming;
+    // Hex signatures are compared as text: planVerify lower-cased them, and hex text has one
+    // spelling per byte string. Base64 text has more than one (the last char's spare bits), so
+    // base64 signatures are decoded and compared as bytes.
+    const asText = encoding === 'hex';
+    const slots = candidateSlots[algorithm];
+    const n = asText ? 0 : decodeCandidates(algorithm, candidates, encoding);
     let matched = false;
     for (let i = 0; i < this.#keys.length; i++) {
       const pads = hmacPads(algorithm, this.#keys[i]!);
-      // Compared at once: the digest lives in a scratch buffer the next key's HMAC overwrites.
-      const digest =
-        streaming !== null
-          ? outerDigest(algorithm, pads, streaming[i]!.digest('binary'))
-          : oneShotHmac(algorithm, pads, prefix, this.#first ?? EMPTY);
-      for (const c of candidates) {
-        // The digest's length is public (it is the algorithm's); only equal lengths are compared.
-        if (c.length === digest.length && timingSafeEqual(c, digest)) matched = true;
+      const inner = streaming !== null ? streaming[i]!.digest('binary') : oneShotInner(algorithm, pads, prefix, this.#first ?? EMPTY);
+      // Every candidate is compared, with no early exit, each key's before the next key's HMAC.
+      if (asText) {
+        const digest = outerHash(algorithm, pads, inner, 'hex');
+        for (const c of candidates) if (sameText(c, digest)) matched = true;
+      } else {
+        const digest = digestScratch[algorithm];
+        digest.write(outerHash(algorithm, pads, inner, 'binary'), 0, 'binary');
+        for (let j = 0; j < n; j++) if (timingSafeEqual(slots[j]!, digest)) matched = true;
       }
     }
     return judgeVerify(this.#plan, matched, nowMs, toleranceMs);

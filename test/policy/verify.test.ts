@@ -221,6 +221,15 @@ describe('planVerify reads the headers each scheme signs with', () => {
       timestampMs: 1_700_000_000_000,
     },
     {
+      // A UTF-8 id ('é' is C3 A9 on the wire, read by Node as the latin1 'Ã©') is signed as its bytes.
+      name: 'standard, an id with bytes over 0x7f',
+      scheme: 'standard',
+      headers: ['webhook-id', 'msg_\u00c3\u00a9', 'webhook-timestamp', '1700000000', 'webhook-signature', `v1,${b64_32}`],
+      prefix: 'msg_\u00e9.1700000000.',
+      candidates: 1,
+      timestampMs: 1_700_000_000_000,
+    },
+    {
       name: 'standard without id',
       scheme: 'standard',
       headers: ['webhook-timestamp', '1', 'webhook-signature', `v1,${b64_32}`],
@@ -265,7 +274,7 @@ describe('planVerify reads the headers each scheme signs with', () => {
         return;
       }
       assert.ok('plan' in planned, `expected a plan, got ${JSON.stringify(planned)}`);
-      assert.equal(planned.plan.prefix.toString('utf8'), c.prefix);
+      assert.equal(Buffer.from(planned.plan.prefix, 'latin1').toString('utf8'), c.prefix);
       assert.equal(planned.plan.candidates.length, c.candidates);
       assert.equal(planned.plan.timestampMs, c.timestampMs);
     });
@@ -276,8 +285,9 @@ describe('judgeVerify checks the signature, then the tolerance', () => {
   const plan = (timestampMs: number | null): VerifyPlan => ({
     scheme: 'stripe',
     algorithm: 'sha256',
-    prefix: Buffer.alloc(0),
+    prefix: '',
     candidates: [],
+    encoding: 'hex',
     timestampMs,
   });
   const T = 1_700_000_000_000;

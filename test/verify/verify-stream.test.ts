@@ -10,7 +10,7 @@ import { sign as githubSign } from '@octokit/webhooks-methods';
 import { Webhook } from 'standardwebhooks';
 import Stripe from 'stripe';
 import { parseVerifyScheme, secretKey, type VerifyScheme } from '../../src/policy/verify.js';
-import { hmacPads, secretFingerprint, startVerify, VerifyStream, verifyStored } from '../../src/verify/verify-stream.js';
+import { hmacPads, sameText, secretFingerprint, startVerify, VerifyStream, verifyStored } from '../../src/verify/verify-stream.js';
 
 const NOW = Date.UTC(2026, 11, 5, 12, 0, 0);
 const NOW_S = Math.floor(NOW / 1000);
@@ -163,8 +163,10 @@ describe('every scheme verifies what its provider signs', () => {
 describe('HMAC from prepared pads', () => {
   // VerifyStream's own two paths (one chunk hashed at the end; several fed as they stream in)
   // against createHmac, and against the same HMAC with one bit flipped.
-  const judge = (algorithm: 'sha256' | 'sha1', key: Buffer, prefix: Buffer, chunks: Buffer[], candidate: Buffer) => {
-    const plan = { scheme: 'test', algorithm, prefix, candidates: [candidate], timestampMs: null };
+  // The candidate goes in as hex or base64 by the body's length, so both decodings are driven.
+  const judge = (algorithm: 'sha256' | 'sha1', key: Buffer, prefix: string, chunks: Buffer[], candidate: Buffer) => {
+    const encoding = chunks.length % 2 === 0 ? ('hex' as const) : ('base64' as const);
+    const plan = { scheme: 'test', algorithm, prefix, candidates: [candidate.toString(encoding)], encoding, timestampMs: null };
     const stream = new VerifyStream(plan, [key]);
     for (const c of chunks) stream.update(c);
     return stream.finish(NOW, TOL).result;
@@ -177,8 +179,10 @@ describe('HMAC from prepared pads', () => {
         // would leak a longer body's tail into a shorter one's HMAC if it were hashed past the body.
         for (const bodyLength of [70_000, 65_536, 2048, 64, 1, 0]) {
           const body = randomBytes(bodyLength);
-          const prefix = Buffer.from('1700000000.', 'utf8');
-          const expected = createHmac(algorithm, key).update(prefix).update(body).digest();
+          // A byte string with bytes over 0x7f (as a latin1 header value carries them): hashed as
+          // those bytes; under odd keys one past the 64 chars copied char by char.
+          const prefix = keyLength % 2 === 0 ? '1700000000.\u00e9\u00ff.' : `msg_${'\u00e9x'.repeat(50)}.1700000000.`;
+          const expected = createHmac(algorithm, key).update(Buffer.from(prefix, 'latin1')).update(body).digest();
           const wrong = Buffer.from(expected);
           wrong[bodyLength % wrong.length]! ^= 1;
           const uneven: Buffer[] = [];
@@ -200,16 +204,25 @@ describe('HMAC from prepared pads', () => {
   it('checks every key: a later key of several may be the one that matches', () => {
     const body = randomBytes(2048);
     const keys = [randomBytes(32), randomBytes(32), randomBytes(32)];
-    const prefix = Buffer.from('v0:1700000000:', 'utf8');
+    const prefix = 'v0:1700000000:';
     for (const k of keys) {
-      const candidate = createHmac('sha256', k).update(prefix).update(body).digest();
+      const candidate = createHmac('sha256', k).update(prefix).update(body).digest('hex');
       // One chunk (hashed at the end) and two (streamed): each key's digest is compared before the next one's is made.
       for (const chunks of [[body], [body.subarray(0, 1000), body.subarray(1000)]]) {
-        const plan = { scheme: 'test', algorithm: 'sha256' as const, prefix, candidates: [randomBytes(32), candidate], timestampMs: null };
+        // A SHA-1-length candidate (never compared), a wrong one, then the right one: three slots.
+        const others = [randomBytes(20).toString('hex'), randomBytes(32).toString('hex')];
+        const plan = {
+          scheme: 'test',
+          algorithm: 'sha256' as const,
+          prefix,
+          candidates: [...others, candidate],
+          encoding: 'hex' as const,
+          timestampMs: null,
+        };
         const stream = new VerifyStream(plan, keys);
         for (const c of chunks) stream.update(c);
         assert.equal(stream.finish(NOW, TOL).result, 'verified', `key ${keys.indexOf(k)}, ${chunks.length} chunk(s)`);
-        const wrong = new VerifyStream({ ...plan, candidates: [randomBytes(32)] }, keys);
+        const wrong = new VerifyStream({ ...plan, candidates: others }, keys);
         for (const c of chunks) wrong.update(c);
         assert.equal(wrong.finish(NOW, TOL).result, 'invalid');
       }
@@ -217,7 +230,66 @@ describe('HMAC from prepared pads', () => {
   });
 });
 
+describe('sameText compares without an early exit, once the lengths agree', () => {
+  const table: [string, string, string, boolean][] = [
+    ['equal', 'ab12', 'ab12', true],
+    ['both empty', '', '', true],
+    ['first char differs', 'bb12', 'ab12', false],
+    ['last char differs', 'ab13', 'ab12', false],
+    ['case differs', 'AB12', 'ab12', false],
+    ['one is a prefix of the other', 'ab1', 'ab12', false],
+    ['longer', 'ab120', 'ab12', false],
+  ];
+  for (const [name, a, b, want] of table) it(name, () => assert.equal(sameText(a, b), want));
+});
+
+describe('signature text', () => {
+  it('upper-case hex verifies as its lower-case spelling', () => {
+    const body = Buffer.from('{"id":"evt_1"}');
+    const sig = createHmac('sha256', 'k').update(body).digest('hex');
+    const scheme = parseVerifyScheme('github');
+    for (const text of [sig, sig.toUpperCase()]) {
+      const v = verifyStored(scheme, [Buffer.from('k')], ['X-Hub-Signature-256', `sha256=${text}`], body, NOW, TOL);
+      assert.equal(v.result, 'verified', text);
+    }
+  });
+  it('base64 verifies as bytes: another spelling of the same bytes (spare bits set) passes, other bytes do not', () => {
+    const body = Buffer.from('{"id":"evt_1"}');
+    const sig = createHmac('sha256', 'k').update(body).digest('base64');
+    // 32 bytes are 43 base64 chars and '=': the last char's low 2 bits are spare (0 from an encoder), and Buffer ignores them.
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
+    const last = alphabet.indexOf(sig[42]!);
+    const spare = `${sig.slice(0, 42)}${alphabet[last | 1]}=`;
+    assert.notEqual(spare, sig);
+    assert.deepEqual(Buffer.from(spare, 'base64'), Buffer.from(sig, 'base64'));
+    const other = `${sig.slice(0, 42)}${alphabet[last ^ 4]}=`;
+    const scheme = parseVerifyScheme('shopify');
+    const judge = (text: string) => verifyStored(scheme, [Buffer.from('k')], ['X-Shopify-Hmac-Sha256', text], body, NOW, TOL).result;
+    assert.equal(judge(sig), 'verified');
+    assert.equal(judge(spare), 'verified');
+    assert.equal(judge(other), 'invalid');
+  });
+});
+
 describe('binary bodies', () => {
+  it('a Standard Webhooks id with bytes over 0x7f is signed as the bytes the sender sent', () => {
+    // Node reads header bytes as latin1: the UTF-8 'é' (C3 A9) arrives as the two chars 'Ã©'.
+    const key = randomBytes(32);
+    const id = Buffer.from('msg_\u00e9', 'utf8');
+    const body = Buffer.from('{"id":"evt_1"}');
+    const signed = Buffer.concat([id, Buffer.from(`.${NOW_S}.`), body]);
+    const sig = createHmac('sha256', key).update(signed).digest('base64');
+    const headers = ['webhook-id', id.toString('latin1'), 'webhook-timestamp', String(NOW_S), 'webhook-signature', `v1,${sig}`];
+    const scheme = parseVerifyScheme('standard');
+    const secret = `whsec_${key.toString('base64')}`;
+    assert.equal(verifyStored(scheme, keys(scheme, [secret]), headers, body, NOW, TOL).result, 'verified');
+    // The same id re-encoded as UTF-8 (what hashing the header's text would do) is other bytes.
+    const reencoded = createHmac('sha256', key)
+      .update(Buffer.concat([Buffer.from(id.toString('latin1'), 'utf8'), signed.subarray(id.length)]))
+      .digest('base64');
+    const wrong = headers.with(5, `v1,${reencoded}`);
+    assert.equal(verifyStored(scheme, keys(scheme, [secret]), wrong, body, NOW, TOL).result, 'invalid');
+  });
   it('are verified over their bytes, not a decoded string', () => {
     const bytes = Buffer.from([0xff, 0x00, 0xfe, 0x80, 0x0a]);
     const sig = createHmac('sha256', 'k').update(bytes).digest('hex');
