@@ -113,9 +113,7 @@ export interface VerifyPlan {
   algorithm: HmacAlgorithm;
   /**
    * The bytes signed before the body (`<t>.` for Stripe; empty for body-only schemes), as a byte
-   * string: one char per byte, so the edge writes it as latin1. It is made of header values, which
-   * arrive that way (Node reads header bytes as latin1), so it goes into the HMAC as the sender's
-   * bytes.
+   * string: one char per byte (each under U+0100), so the edge writes it as latin1.
    */
   prefix: string;
   /**
@@ -127,6 +125,17 @@ export interface VerifyPlan {
   /** The signed timestamp, when the scheme has one and applies a tolerance to it. */
   timestampMs: number | null;
 }
+
+/**
+ * A text's UTF-8 as a byte string (one char per byte); ASCII is its own. A Standard Webhooks id is
+ * signed this way: the reference library encodes `<id>.<timestamp>.<body>` as UTF-8, and a Node
+ * or Python sender writes an id's chars under U+0100 on the wire as single latin1 bytes, which
+ * Node reads back as the same chars.
+ */
+export function utf8Bytes(text: string): string {
+  return ASCII.test(text) ? text : Buffer.from(text, 'utf8').toString('latin1');
+}
+const ASCII = /^[\x00-\x7f]*$/;
 
 /** Every value of a header (names compared case-insensitively), from Node's flat raw list. */
 export function headerValues(rawHeaders: readonly string[], name: string): string[] {
@@ -273,8 +282,8 @@ export function planVerify(scheme: VerifyScheme, rawHeaders: readonly string[]):
       if (ts === null) return refuse(name, 'missing', 'no_timestamp_header');
       if (ts === 'malformed') return refuse(name, 'invalid', 'malformed_timestamp');
       const sigs = values.join(' ').split(' ');
-      // The id is a header value, so already the sender's bytes (see VerifyPlan.prefix).
-      return planned(name, algorithm, `${ids[0]!}.${ts}.`, prefixed(sigs, 'v1,', 'base64'), 'base64', Number(ts) * 1000);
+      // The id is signed as its text's UTF-8, as the reference library signs and checks it (see utf8Bytes).
+      return planned(name, algorithm, `${utf8Bytes(ids[0]!)}.${ts}.`, prefixed(sigs, 'v1,', 'base64'), 'base64', Number(ts) * 1000);
     }
     case 'dropbox': {
       const values = present(rawHeaders, 'x-dropbox-signature');

@@ -66,13 +66,14 @@ export function hmacPads(algorithm: HmacAlgorithm, key: Buffer): HmacPads {
  * Buffer a hash returns and for every 8 KiB pool slab `Buffer.allocUnsafe` draws from; on this
  * machine each costs about 1 µs and more work for the GC, more than hashing 2 KiB does (measured
  * in a loop: `hash(…, 'buffer')` of 96 bytes 1,420 ns, of the same bytes as a 'binary' (latin1)
- * string 239 ns). So the HMAC's input is assembled in a reused scratch buffer, the inner hash
+ * string 239 ns). So the HMAC's input is assembled in a reused scratch buffer and the inner hash
  * returns a 'binary' string (one char per byte, so `write(…, 'binary')` puts the exact bytes
- * back), and the outer one returns text to compare. Inside serve each call into Node's C++ costs
- * about as much again as the work it does (its code is cold between requests), so the path makes
- * as few as it can: a hex signature is compared as text, with no decoding (see finish). All of it
- * is synchronous on the one event loop: no two checks use the scratch at once, and nothing keeps
- * a reference to it.
+ * back). Inside serve each call into Node's C++ costs about as much again as the work it does
+ * (its code is cold between requests), so the path makes as few as it can: the outer hash of a hex
+ * scheme returns hex text, compared as text with no decoding (see finish). All of it is
+ * synchronous on the one event loop, so no two checks use the scratch at once. What the buffers
+ * hold stays until the next check overwrites it: the last body, and the last key's `key ⊕ ipad`
+ * (scratchPads keeps that key's pads reachable too).
  */
 let scratch = Buffer.allocUnsafeSlow(4 * 1024);
 /** Whose `key ⊕ ipad` the scratch's first block holds: the same key's next check leaves it there. */
@@ -120,27 +121,22 @@ export function sameText(a: string, b: string): boolean {
   return diff === 0;
 }
 
-/**
- * Reused buffers base64 candidates are decoded into, one per candidate of the digest's length (a
- * request carries one or two); kept like the scratch above, so decoding allocates nothing.
- */
-const candidateSlots: Record<HmacAlgorithm, Buffer[]> = { sha256: [], sha1: [] };
+/** The reused buffer a base64 candidate is decoded into, per algorithm: decoding allocates nothing. */
+const candidateScratch: Record<HmacAlgorithm, Buffer> = {
+  sha256: Buffer.alloc(DIGEST_BYTES.sha256),
+  sha1: Buffer.alloc(DIGEST_BYTES.sha1),
+};
 
 /**
- * Decodes the candidates that are as long as the algorithm's digest (no other can match) into
- * their slots; returns how many. Valid until the next call.
+ * `candidate` decoded into the algorithm's candidate scratch, or null when it is not the digest's
+ * length (then it cannot match). Valid until the next call.
  */
-function decodeCandidates(algorithm: HmacAlgorithm, candidates: readonly string[], encoding: SignatureEncoding): number {
-  const size = DIGEST_BYTES[algorithm];
-  const slots = candidateSlots[algorithm];
-  let n = 0;
-  for (const c of candidates) {
-    // Well-formed (planVerify checked), so its decoded length is exact.
-    if (Buffer.byteLength(c, encoding) !== size) continue;
-    if (n === slots.length) slots.push(Buffer.alloc(size));
-    slots[n++]!.write(c, 0, encoding);
-  }
-  return n;
+function decodedCandidate(algorithm: HmacAlgorithm, candidate: string, encoding: SignatureEncoding): Buffer | null {
+  const out = candidateScratch[algorithm];
+  // Well-formed (planVerify checked), so byteLength is exact; the write's count is checked as well,
+  // so a short write can never leave an earlier candidate's bytes in the comparison.
+  if (Buffer.byteLength(candidate, encoding) !== out.length) return null;
+  return out.write(candidate, 0, encoding) === out.length ? out : null;
 }
 
 /**
@@ -189,8 +185,6 @@ export class VerifyStream {
     // spelling per byte string. Base64 text has more than one (the last char's spare bits), so
     // base64 signatures are decoded and compared as bytes.
     const asText = encoding === 'hex';
-    const slots = candidateSlots[algorithm];
-    const n = asText ? 0 : decodeCandidates(algorithm, candidates, encoding);
     let matched = false;
     for (let i = 0; i < this.#keys.length; i++) {
       const pads = hmacPads(algorithm, this.#keys[i]!);
@@ -202,7 +196,10 @@ export class VerifyStream {
       } else {
         const digest = digestScratch[algorithm];
         digest.write(outerHash(algorithm, pads, inner, 'binary'), 0, 'binary');
-        for (let j = 0; j < n; j++) if (timingSafeEqual(slots[j]!, digest)) matched = true;
+        for (const c of candidates) {
+          const bytes = decodedCandidate(algorithm, c, encoding);
+          if (bytes !== null && timingSafeEqual(bytes, digest)) matched = true;
+        }
       }
     }
     return judgeVerify(this.#plan, matched, nowMs, toleranceMs);

@@ -163,9 +163,15 @@ describe('every scheme verifies what its provider signs', () => {
 describe('HMAC from prepared pads', () => {
   // VerifyStream's own two paths (one chunk hashed at the end; several fed as they stream in)
   // against createHmac, and against the same HMAC with one bit flipped.
-  // The candidate goes in as hex or base64 by the body's length, so both decodings are driven.
-  const judge = (algorithm: 'sha256' | 'sha1', key: Buffer, prefix: string, chunks: Buffer[], candidate: Buffer) => {
-    const encoding = chunks.length % 2 === 0 ? ('hex' as const) : ('base64' as const);
+  // The candidate goes in as hex (compared as text) or base64 (decoded, compared as bytes).
+  const judge = (
+    algorithm: 'sha256' | 'sha1',
+    key: Buffer,
+    prefix: string,
+    chunks: Buffer[],
+    candidate: Buffer,
+    encoding: 'hex' | 'base64',
+  ) => {
     const plan = { scheme: 'test', algorithm, prefix, candidates: [candidate.toString(encoding)], encoding, timestampMs: null };
     const stream = new VerifyStream(plan, [key]);
     for (const c of chunks) stream.update(c);
@@ -192,8 +198,10 @@ describe('HMAC from prepared pads', () => {
             ['uneven chunks', uneven],
           ] as const) {
             const label = `${algorithm}, key ${keyLength} B, body ${bodyLength} B, ${how}`;
-            assert.equal(judge(algorithm, key, prefix, [...chunks], expected), 'verified', label);
-            assert.equal(judge(algorithm, key, prefix, [...chunks], wrong), 'invalid', label);
+            // Both encodings over both paths, as the key and body lengths vary.
+            const encoding = (keyLength + bodyLength) % 2 === 0 ? 'hex' : 'base64';
+            assert.equal(judge(algorithm, key, prefix, [...chunks], expected, encoding), 'verified', `${label}, ${encoding}`);
+            assert.equal(judge(algorithm, key, prefix, [...chunks], wrong, encoding), 'invalid', `${label}, ${encoding}`);
           }
         }
         // The pads are prepared once per key buffer and reused.
@@ -209,7 +217,7 @@ describe('HMAC from prepared pads', () => {
       const candidate = createHmac('sha256', k).update(prefix).update(body).digest('hex');
       // One chunk (hashed at the end) and two (streamed): each key's digest is compared before the next one's is made.
       for (const chunks of [[body], [body.subarray(0, 1000), body.subarray(1000)]]) {
-        // A SHA-1-length candidate (never compared), a wrong one, then the right one: three slots.
+        // A SHA-1-length candidate (never compared), a wrong one, then the right one.
         const others = [randomBytes(20).toString('hex'), randomBytes(32).toString('hex')];
         const plan = {
           scheme: 'test',
@@ -230,7 +238,7 @@ describe('HMAC from prepared pads', () => {
   });
 });
 
-describe('sameText compares without an early exit, once the lengths agree', () => {
+describe('sameText: equal texts', () => {
   const table: [string, string, string, boolean][] = [
     ['equal', 'ab12', 'ab12', true],
     ['both empty', '', '', true],
@@ -272,23 +280,60 @@ describe('signature text', () => {
 });
 
 describe('binary bodies', () => {
-  it('a Standard Webhooks id with bytes over 0x7f is signed as the bytes the sender sent', () => {
-    // Node reads header bytes as latin1: the UTF-8 'é' (C3 A9) arrives as the two chars 'Ã©'.
+  it('a Standard Webhooks id over ASCII is signed as its UTF-8, as the reference library signs it', () => {
+    // A Node sender writes the id 'msg_é' on the wire as the latin1 byte E9, which Node reads back
+    // as 'é'; the reference library signs the id's UTF-8 (C3 A9).
     const key = randomBytes(32);
-    const id = Buffer.from('msg_\u00e9', 'utf8');
-    const body = Buffer.from('{"id":"evt_1"}');
-    const signed = Buffer.concat([id, Buffer.from(`.${NOW_S}.`), body]);
-    const sig = createHmac('sha256', key).update(signed).digest('base64');
-    const headers = ['webhook-id', id.toString('latin1'), 'webhook-timestamp', String(NOW_S), 'webhook-signature', `v1,${sig}`];
-    const scheme = parseVerifyScheme('standard');
     const secret = `whsec_${key.toString('base64')}`;
-    assert.equal(verifyStored(scheme, keys(scheme, [secret]), headers, body, NOW, TOL).result, 'verified');
-    // The same id re-encoded as UTF-8 (what hashing the header's text would do) is other bytes.
-    const reencoded = createHmac('sha256', key)
-      .update(Buffer.concat([Buffer.from(id.toString('latin1'), 'utf8'), signed.subarray(id.length)]))
+    const body = '{"id":"evt_1"}';
+    const id = 'msg_\u00e9';
+    const sig = new Webhook(secret).sign(id, new Date(NOW_S * 1000), body);
+    const headers = ['webhook-id', id, 'webhook-timestamp', String(NOW_S), 'webhook-signature', sig];
+    const scheme = parseVerifyScheme('standard');
+    assert.equal(verifyStored(scheme, keys(scheme, [secret]), headers, Buffer.from(body), NOW, TOL).result, 'verified');
+    // The same signature under the id's latin1 bytes alone is other bytes.
+    const latin1 = createHmac('sha256', key)
+      .update(Buffer.from(`${id}.${NOW_S}.${body}`, 'latin1'))
       .digest('base64');
-    const wrong = headers.with(5, `v1,${reencoded}`);
-    assert.equal(verifyStored(scheme, keys(scheme, [secret]), wrong, body, NOW, TOL).result, 'invalid');
+    assert.equal(
+      verifyStored(scheme, keys(scheme, [secret]), headers.with(5, `v1,${latin1}`), Buffer.from(body), NOW, TOL).result,
+      'invalid',
+    );
+  });
+  it('base64 candidates: one of the wrong length is skipped, and a later one may match', () => {
+    const key = randomBytes(32);
+    const secret = `whsec_${key.toString('base64')}`;
+    const body = Buffer.from('{"id":"evt_1"}');
+    const right = createHmac('sha256', key).update(`msg_1.${NOW_S}.`).update(body).digest('base64');
+    const others = `v1,${randomBytes(20).toString('base64')} v1,${randomBytes(32).toString('base64')}`;
+    const scheme = parseVerifyScheme('standard');
+    const judge = (sigs: string) =>
+      verifyStored(
+        scheme,
+        keys(scheme, [secret]),
+        ['webhook-id', 'msg_1', 'webhook-timestamp', String(NOW_S), 'webhook-signature', sigs],
+        body,
+        NOW,
+        TOL,
+      ).result;
+    assert.equal(judge(`${others} v1,${right}`), 'verified');
+    assert.equal(judge(others), 'invalid');
+  });
+  it('a scratch grown for a longer request still carries the same key’s pads', () => {
+    const key = randomBytes(32);
+    const run = (prefix: string, body: Buffer) => {
+      const expected = createHmac('sha256', key).update(Buffer.from(prefix, 'latin1')).update(body).digest('hex');
+      const stream = new VerifyStream(
+        { scheme: 'test', algorithm: 'sha256', prefix, candidates: [expected], encoding: 'hex', timestampMs: null },
+        [key],
+      );
+      stream.update(body);
+      return stream.finish(NOW, TOL).result;
+    };
+    assert.equal(run('1.', randomBytes(10)), 'verified');
+    // One chunk of 64 KiB and a 2,000-char prefix: longer than any earlier check here, so the scratch is replaced.
+    assert.equal(run('x'.repeat(2000), randomBytes(64 * 1024)), 'verified');
+    assert.equal(run('1.', randomBytes(10)), 'verified');
   });
   it('are verified over their bytes, not a decoded string', () => {
     const bytes = Buffer.from([0xff, 0x00, 0xfe, 0x80, 0x0a]);
